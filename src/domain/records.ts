@@ -1,0 +1,69 @@
+/** Records the store keeps, as the rest of the gateway sees them. */
+
+export type ConnectionRole = "read" | "edit"
+
+export interface ApiKeyRecord {
+  readonly id: string
+  readonly workspace_id: string
+  readonly name: string
+  readonly key_hash: string
+  readonly key_hint: string
+  readonly is_active: boolean
+  /** Aliases or full model ids; null means every model. */
+  readonly allowed_models: ReadonlyArray<string> | null
+  readonly tools_enabled: boolean
+  readonly budget: { readonly max_requests: number } | null
+  readonly budget_used: number
+  readonly limits: { readonly requests_per_minute?: number; readonly concurrent_streams?: number } | null
+  readonly expires_at: string | null
+  readonly created_at: string
+  readonly updated_at: string
+  readonly last_used_at: string | null
+  /** After a rotation with a grace period, the old hash keeps working until this instant. */
+  readonly previous_key_hash: string | null
+  readonly previous_key_expires_at: string | null
+}
+
+export interface AuditRecord {
+  readonly request_id: string
+  readonly ts: string
+  readonly key_id: string | null
+  readonly method: string
+  readonly endpoint: string
+  readonly status: number
+  readonly error: string | null
+  readonly model: string | null
+  readonly provider: string | null
+  readonly tool: string | null
+  readonly connection_id: number | null
+  readonly credits: number
+  readonly prompt_tokens: number | null
+  readonly completion_tokens: number | null
+  readonly duration_ms: number
+  readonly stream: boolean
+  readonly client_addr: string | null
+  /** Small structured extras (SQL verdict, statement hash, row count, upstream status); never content. */
+  readonly details: Readonly<Record<string, unknown>> | null
+}
+
+export interface AuditQuery {
+  readonly key_id?: string | undefined
+  readonly status?: number | undefined
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+  /** Opaque cursor from a previous page: records older than it. */
+  readonly before_seq?: number | undefined
+  readonly limit: number
+}
+
+export interface AuditPage {
+  readonly items: ReadonlyArray<AuditRecord & { readonly seq: number }>
+  readonly next_seq: number | null
+}
+
+export interface WorkspaceRecord {
+  readonly id: string
+  readonly name: string
+  readonly credits: number
+  readonly created_at: string
+}

@@ -1,0 +1,143 @@
+/**
+ * The shape of modelgate.yaml (decisions section 2). Snake case on purpose: these are the
+ * names operators write in YAML and in MODELGATE_* variables.
+ */
+import { Effect, Schema } from "effect"
+
+const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
+  schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
+
+export const Timeouts = Schema.Struct({
+  connect_ms: def(PositiveInt, 5_000),
+  first_byte_ms: def(PositiveInt, 60_000),
+  idle_ms: def(PositiveInt, 60_000)
+})
+
+export const ProviderConfig = Schema.Struct({
+  name: Schema.NonEmptyString,
+  kind: Schema.Literals(["openai", "anthropic", "echo"]),
+  base_url: Schema.optional(Schema.String),
+  api_key: Schema.optional(Schema.String),
+  api_key_env: Schema.optional(Schema.String),
+  anthropic_version: def(Schema.String, "2023-06-01"),
+  max_connections: def(PositiveInt, 64),
+  timeouts: def(Timeouts, {})
+})
+export type ProviderConfig = typeof ProviderConfig.Type
+
+export const ModelConfig = Schema.Struct({
+  alias: Schema.optional(Schema.NonEmptyString),
+  id: Schema.NonEmptyString,
+  provider: Schema.NonEmptyString,
+  credits: def(NonNegativeInt, 1),
+  max_tokens: def(PositiveInt, 4096)
+})
+export type ModelConfig = typeof ModelConfig.Type
+
+export const ConnectionConfig = Schema.Struct({
+  id: PositiveInt,
+  name: Schema.NonEmptyString,
+  dialect: Schema.Literals(["postgres", "mysql"]),
+  url: Schema.NonEmptyString,
+  read_url: Schema.optional(Schema.NonEmptyString),
+  default_schema: Schema.optional(Schema.NonEmptyString)
+})
+export type ConnectionConfig = typeof ConnectionConfig.Type
+
+export const GatewayConfig = Schema.Struct({
+  server: def(
+    Schema.Struct({
+      host: def(Schema.NonEmptyString, "127.0.0.1"),
+      port: def(Port, 8080),
+      tls: Schema.optional(Schema.Struct({ cert: Schema.NonEmptyString, key: Schema.NonEmptyString })),
+      trust_proxy: def(Schema.Boolean, false)
+    }),
+    {}
+  ),
+  store: def(Schema.String.check(Schema.isPattern(/^(sqlite:|postgres:\/\/|postgresql:\/\/)/, {
+    message: "expected sqlite:<path> or postgres://..."
+  })), "sqlite:./data/modelgate.db"),
+  redis: Schema.optional(Schema.String.check(Schema.isPattern(/^rediss?:\/\//, { message: "expected redis://..." }))),
+  admin: def(Schema.Struct({ token: Schema.optional(Schema.String.check(Schema.isMinLength(8))) }), {}),
+  workspace: def(Schema.Struct({ credits: def(NonNegativeInt, 1000) }), {}),
+  limits: def(
+    Schema.Struct({
+      requests_per_minute: def(PositiveInt, 50),
+      concurrent_streams: def(PositiveInt, 5),
+      max_body_bytes: def(PositiveInt, 1_048_576),
+      stream_lease_seconds: def(PositiveInt, 30)
+    }),
+    {}
+  ),
+  providers: def(Schema.Array(ProviderConfig), []),
+  models: def(Schema.Array(ModelConfig), []),
+  connections: def(Schema.Array(ConnectionConfig), []),
+  mcp: def(
+    Schema.Struct({
+      session_ttl_seconds: def(PositiveInt, 1800),
+      credits_per_tool_call: def(NonNegativeInt, 0),
+      max_rows_cap: def(PositiveInt, 10_000),
+      timeout_ms_cap: def(PositiveInt, 120_000),
+      allowed_origins: def(Schema.Array(Schema.String), [])
+    }),
+    {}
+  ),
+  audit: def(
+    Schema.Struct({
+      flush_interval_ms: def(PositiveInt, 200),
+      batch_size: def(PositiveInt, 500)
+    }),
+    {}
+  ),
+  log: def(Schema.Struct({ level: def(Schema.Literals(["debug", "info", "warn", "error", "none"]), "info") }), {})
+})
+export type GatewayConfig = typeof GatewayConfig.Type
+
+/**
+ * Every key that can appear in the file, as a tree: MODELGATE_* names are split on "_" and
+ * matched greedily against it, because keys themselves contain underscores.
+ */
+type KeyTree = { readonly [key: string]: KeyTree | "scalar" | { readonly items: KeyTree } }
+const timeoutKeys: KeyTree = { connect_ms: "scalar", first_byte_ms: "scalar", idle_ms: "scalar" }
+export const keyTree: KeyTree = {
+  server: { host: "scalar", port: "scalar", trust_proxy: "scalar", tls: { cert: "scalar", key: "scalar" } },
+  store: "scalar",
+  redis: "scalar",
+  admin: { token: "scalar" },
+  workspace: { credits: "scalar" },
+  limits: {
+    requests_per_minute: "scalar",
+    concurrent_streams: "scalar",
+    max_body_bytes: "scalar",
+    stream_lease_seconds: "scalar"
+  },
+  providers: {
+    items: {
+      name: "scalar",
+      kind: "scalar",
+      base_url: "scalar",
+      api_key: "scalar",
+      api_key_env: "scalar",
+      anthropic_version: "scalar",
+      max_connections: "scalar",
+      timeouts: timeoutKeys
+    }
+  },
+  models: { items: { alias: "scalar", id: "scalar", provider: "scalar", credits: "scalar", max_tokens: "scalar" } },
+  connections: {
+    items: { id: "scalar", name: "scalar", dialect: "scalar", url: "scalar", read_url: "scalar", default_schema: "scalar" }
+  },
+  mcp: {
+    session_ttl_seconds: "scalar",
+    credits_per_tool_call: "scalar",
+    max_rows_cap: "scalar",
+    timeout_ms_cap: "scalar"
+  },
+  audit: { flush_interval_ms: "scalar", batch_size: "scalar" },
+  log: { level: "scalar" }
+}
+export type { KeyTree }

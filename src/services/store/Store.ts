@@ -1,0 +1,257 @@
+/**
+ * The Store: workspaces, keys and the audit trail, behind one interface with two layers
+ * (SQLite for the embedded default, Postgres for replicas). Queries are written once against
+ * effect/sql; only the migrations differ per dialect.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Redacted } from "effect"
+import * as Migrator from "effect/sql/Migrator"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import type { ApiKeyRecord, AuditPage, AuditQuery, AuditRecord, WorkspaceRecord } from "../../domain/records.ts"
+import { migrationsFor } from "./migrations.ts"
+import { layerSqliteClient } from "./sqlite-client.ts"
+
+export const DEFAULT_WORKSPACE = "ws_default"
+
+export type KeyPatch = Partial<
+  Pick<
+    ApiKeyRecord,
+    | "name"
+    | "is_active"
+    | "allowed_models"
+    | "tools_enabled"
+    | "budget"
+    | "limits"
+    | "expires_at"
+    | "key_hash"
+    | "key_hint"
+    | "previous_key_hash"
+    | "previous_key_expires_at"
+    | "budget_used"
+  >
+>
+
+export interface StoreShape {
+  readonly dialect: "sqlite" | "postgres"
+  readonly ensureWorkspace: (initialCredits: number) => Effect.Effect<WorkspaceRecord, SqlError>
+  readonly getWorkspace: Effect.Effect<WorkspaceRecord, SqlError>
+  readonly insertKey: (key: ApiKeyRecord) => Effect.Effect<void, SqlError>
+  readonly findKeyByHash: (hash: string) => Effect.Effect<ApiKeyRecord | undefined, SqlError>
+  readonly findKeyById: (id: string) => Effect.Effect<ApiKeyRecord | undefined, SqlError>
+  readonly listKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError>
+  readonly updateKey: (id: string, patch: KeyPatch) => Effect.Effect<ApiKeyRecord | undefined, SqlError>
+  readonly deleteKey: (id: string) => Effect.Effect<boolean, SqlError>
+  /** Monotonic counter bumped by every key change, so caches on every replica can notice. */
+  readonly keyChangeVersion: Effect.Effect<number, SqlError>
+  readonly touchKeys: (lastUsed: ReadonlyMap<string, string>) => Effect.Effect<void, SqlError>
+  readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, SqlError>
+  readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, SqlError>
+}
+
+const parseJson = <A>(text: unknown): A | null => (typeof text === "string" ? (JSON.parse(text) as A) : null)
+const num = (value: unknown): number => (typeof value === "number" ? value : Number(value))
+const optNum = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value))
+
+const rowToKey = (row: Record<string, unknown>): ApiKeyRecord => ({
+  id: String(row.id),
+  workspace_id: String(row.workspace_id),
+  name: String(row.name),
+  key_hash: String(row.key_hash),
+  key_hint: String(row.key_hint),
+  is_active: num(row.is_active) === 1,
+  allowed_models: parseJson<Array<string>>(row.allowed_models),
+  tools_enabled: num(row.tools_enabled) === 1,
+  budget: row.budget_max_requests === null || row.budget_max_requests === undefined
+    ? null
+    : { max_requests: num(row.budget_max_requests) },
+  budget_used: num(row.budget_used),
+  limits: parseJson(row.limits),
+  expires_at: (row.expires_at as string | null) ?? null,
+  created_at: String(row.created_at),
+  updated_at: String(row.updated_at),
+  last_used_at: (row.last_used_at as string | null) ?? null,
+  previous_key_hash: (row.previous_key_hash as string | null) ?? null,
+  previous_key_expires_at: (row.previous_key_expires_at as string | null) ?? null
+})
+
+const rowToAudit = (row: Record<string, unknown>): AuditRecord & { seq: number } => ({
+  seq: num(row.seq),
+  request_id: String(row.request_id),
+  ts: String(row.ts),
+  key_id: (row.key_id as string | null) ?? null,
+  method: String(row.method),
+  endpoint: String(row.endpoint),
+  status: num(row.status),
+  error: (row.error as string | null) ?? null,
+  model: (row.model as string | null) ?? null,
+  provider: (row.provider as string | null) ?? null,
+  tool: (row.tool as string | null) ?? null,
+  connection_id: optNum(row.connection_id),
+  credits: num(row.credits),
+  prompt_tokens: optNum(row.prompt_tokens),
+  completion_tokens: optNum(row.completion_tokens),
+  duration_ms: num(row.duration_ms),
+  stream: num(row.stream) === 1,
+  client_addr: (row.client_addr as string | null) ?? null,
+  details: parseJson(row.details)
+})
+
+const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  if (patch.name !== undefined) out.name = patch.name
+  if (patch.is_active !== undefined) out.is_active = patch.is_active ? 1 : 0
+  if (patch.allowed_models !== undefined) out.allowed_models = patch.allowed_models === null ? null : JSON.stringify(patch.allowed_models)
+  if (patch.tools_enabled !== undefined) out.tools_enabled = patch.tools_enabled ? 1 : 0
+  if (patch.budget !== undefined) out.budget_max_requests = patch.budget === null ? null : patch.budget.max_requests
+  if (patch.budget_used !== undefined) out.budget_used = patch.budget_used
+  if (patch.limits !== undefined) out.limits = patch.limits === null ? null : JSON.stringify(patch.limits)
+  if (patch.expires_at !== undefined) out.expires_at = patch.expires_at
+  if (patch.key_hash !== undefined) out.key_hash = patch.key_hash
+  if (patch.key_hint !== undefined) out.key_hint = patch.key_hint
+  if (patch.previous_key_hash !== undefined) out.previous_key_hash = patch.previous_key_hash
+  if (patch.previous_key_expires_at !== undefined) out.previous_key_expires_at = patch.previous_key_expires_at
+  return out
+}
+
+export const makeStore = (dialect: "sqlite" | "postgres") =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    yield* Migrator.make({})({ loader: Migrator.fromRecord(migrationsFor(dialect)), table: "modelgate_migrations" })
+
+    const bumpKeyVersion = sql`UPDATE key_changes SET version = version + 1 WHERE id = 1`
+
+    const getWorkspace = Effect.map(
+      sql<Record<string, unknown>>`SELECT id, name, credits, created_at FROM workspaces WHERE id = ${DEFAULT_WORKSPACE}`,
+      (rows) => {
+        const row = rows[0]!
+        return { id: String(row.id), name: String(row.name), credits: num(row.credits), created_at: String(row.created_at) }
+      }
+    )
+
+    const store: StoreShape = {
+      dialect,
+      ensureWorkspace: (initialCredits) =>
+        sql`INSERT INTO workspaces (id, name, credits, created_at)
+            VALUES (${DEFAULT_WORKSPACE}, ${"default"}, ${initialCredits}, ${new Date().toISOString()})
+            ON CONFLICT (id) DO NOTHING`.pipe(Effect.andThen(getWorkspace)),
+      getWorkspace,
+      insertKey: (key) =>
+        sql.withTransaction(
+          sql`INSERT INTO api_keys ${
+            sql.insert({
+              id: key.id,
+              workspace_id: key.workspace_id,
+              name: key.name,
+              key_hash: key.key_hash,
+              key_hint: key.key_hint,
+              is_active: key.is_active ? 1 : 0,
+              allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
+              tools_enabled: key.tools_enabled ? 1 : 0,
+              budget_max_requests: key.budget?.max_requests ?? null,
+              budget_used: key.budget_used,
+              limits: key.limits === null ? null : JSON.stringify(key.limits),
+              expires_at: key.expires_at,
+              created_at: key.created_at,
+              updated_at: key.updated_at,
+              last_used_at: key.last_used_at,
+              previous_key_hash: key.previous_key_hash,
+              previous_key_expires_at: key.previous_key_expires_at
+            })
+          }`.pipe(Effect.andThen(bumpKeyVersion))
+        ).pipe(Effect.asVoid),
+      findKeyByHash: (hash) =>
+        Effect.map(
+          sql<Record<string, unknown>>`SELECT * FROM api_keys WHERE key_hash = ${hash} OR previous_key_hash = ${hash}`,
+          (rows) => (rows[0] ? rowToKey(rows[0]) : undefined)
+        ),
+      findKeyById: (id) =>
+        Effect.map(sql<Record<string, unknown>>`SELECT * FROM api_keys WHERE id = ${id}`, (rows) =>
+          rows[0] ? rowToKey(rows[0]) : undefined),
+      listKeys: Effect.map(sql<Record<string, unknown>>`SELECT * FROM api_keys ORDER BY created_at, id`, (rows) => rows.map(rowToKey)),
+      updateKey: (id, patch) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const columns = { ...keyColumns(patch), updated_at: new Date().toISOString() }
+            const rows = yield* sql<Record<string, unknown>>`UPDATE api_keys SET ${sql.update(columns)} WHERE id = ${id} RETURNING *`
+            if (rows.length === 0) return undefined
+            yield* bumpKeyVersion
+            return rowToKey(rows[0]!)
+          })
+        ),
+      deleteKey: (id) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const rows = yield* sql`DELETE FROM api_keys WHERE id = ${id} RETURNING id`
+            if (rows.length === 0) return false
+            yield* bumpKeyVersion
+            return true
+          })
+        ),
+      keyChangeVersion: Effect.map(sql<{ version: unknown }>`SELECT version FROM key_changes WHERE id = 1`, (rows) => num(rows[0]?.version ?? 0)),
+      touchKeys: (lastUsed) =>
+        lastUsed.size === 0
+          ? Effect.void
+          : sql.withTransaction(
+            Effect.forEach(lastUsed, ([id, ts]) => sql`UPDATE api_keys SET last_used_at = ${ts} WHERE id = ${id}`, { discard: true })
+          ),
+      appendAudit: (records) =>
+        records.length === 0
+          ? Effect.void
+          : sql`INSERT INTO audit_log ${
+            sql.insert(records.map((r): Record<string, unknown> => ({
+              request_id: r.request_id,
+              ts: r.ts,
+              key_id: r.key_id,
+              method: r.method,
+              endpoint: r.endpoint,
+              status: r.status,
+              error: r.error,
+              model: r.model,
+              provider: r.provider,
+              tool: r.tool,
+              connection_id: r.connection_id,
+              credits: r.credits,
+              prompt_tokens: r.prompt_tokens,
+              completion_tokens: r.completion_tokens,
+              duration_ms: r.duration_ms,
+              stream: r.stream ? 1 : 0,
+              client_addr: r.client_addr,
+              details: r.details === null ? null : JSON.stringify(r.details)
+            })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
+          }`.pipe(Effect.asVoid),
+      queryAudit: (query) =>
+        Effect.gen(function*() {
+          const conditions = [
+            query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined,
+            query.status !== undefined ? sql`status = ${query.status}` : undefined,
+            query.since !== undefined ? sql`ts >= ${query.since}` : undefined,
+            query.until !== undefined ? sql`ts < ${query.until}` : undefined,
+            query.before_seq !== undefined ? sql`seq < ${query.before_seq}` : undefined
+          ].filter((c) => c !== undefined)
+          const rows = yield* sql<Record<string, unknown>>`SELECT * FROM audit_log WHERE ${
+            sql.and(conditions)
+          } ORDER BY seq DESC LIMIT ${query.limit + 1}`
+          const items = rows.slice(0, query.limit).map(rowToAudit)
+          return { items, next_seq: rows.length > query.limit ? items[items.length - 1]!.seq : null }
+        })
+    }
+    return store
+  })
+
+export class Store extends Context.Service<Store, StoreShape>()("modelgate/Store") {
+  static readonly layerSqlite = (filename: string) =>
+    Layer.effect(Store, makeStore("sqlite")).pipe(Layer.provide(layerSqliteClient(filename)))
+
+  static readonly layerPostgres = (url: string) =>
+    Layer.effect(Store, makeStore("postgres")).pipe(
+      Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 20, applicationName: "modelgate" }))
+    )
+
+  /** `sqlite:<path>` or `postgres://...`, as written in the config's `store` key. */
+  static readonly layerFromUrl = (url: string) =>
+    url.startsWith("sqlite:") ? Store.layerSqlite(url.slice("sqlite:".length) || ":memory:") : Store.layerPostgres(url)
+
+  /** A private in-memory SQLite store: the real queries, nothing on disk. */
+  static readonly layerMemory = Layer.suspend(() => Store.layerSqlite(":memory:"))
+}

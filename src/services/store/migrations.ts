@@ -1,0 +1,78 @@
+/**
+ * Versioned migrations, one record per dialect. Ids only ever grow; a released migration is
+ * never edited. Timestamps are ISO-8601 text in both dialects so queries stay portable and
+ * sort correctly as strings.
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+
+type Dialect = "sqlite" | "postgres"
+
+const exec = (statements: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    for (const statement of statements) yield* sql.unsafe(statement)
+  })
+
+const initial = (dialect: Dialect) => {
+  const serial = dialect === "sqlite" ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE workspaces (
+      id TEXT PRIMARY KEY,
+      name TEXT NOT NULL,
+      credits ${big} NOT NULL CHECK (credits >= 0),
+      created_at TEXT NOT NULL
+    )`,
+    `CREATE TABLE api_keys (
+      id TEXT PRIMARY KEY,
+      workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+      name TEXT NOT NULL,
+      key_hash TEXT NOT NULL UNIQUE,
+      key_hint TEXT NOT NULL,
+      is_active INTEGER NOT NULL,
+      allowed_models TEXT,
+      tools_enabled INTEGER NOT NULL,
+      budget_max_requests ${big},
+      budget_used ${big} NOT NULL DEFAULT 0,
+      limits TEXT,
+      expires_at TEXT,
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL,
+      last_used_at TEXT,
+      previous_key_hash TEXT UNIQUE,
+      previous_key_expires_at TEXT
+    )`,
+    `CREATE TABLE audit_log (
+      seq ${serial},
+      request_id TEXT NOT NULL,
+      ts TEXT NOT NULL,
+      key_id TEXT,
+      method TEXT NOT NULL,
+      endpoint TEXT NOT NULL,
+      status INTEGER NOT NULL,
+      error TEXT,
+      model TEXT,
+      provider TEXT,
+      tool TEXT,
+      connection_id INTEGER,
+      credits ${big} NOT NULL DEFAULT 0,
+      prompt_tokens INTEGER,
+      completion_tokens INTEGER,
+      duration_ms DOUBLE PRECISION NOT NULL,
+      stream INTEGER NOT NULL,
+      client_addr TEXT,
+      details TEXT
+    )`,
+    `CREATE INDEX audit_log_key ON audit_log (key_id, seq)`,
+    `CREATE INDEX audit_log_ts ON audit_log (ts)`,
+    `CREATE INDEX audit_log_request ON audit_log (request_id)`,
+    // A change counter lets every replica notice key changes made elsewhere with one cheap read.
+    `CREATE TABLE key_changes (id INTEGER PRIMARY KEY, version ${big} NOT NULL)`,
+    `INSERT INTO key_changes (id, version) VALUES (1, 0)`
+  ])
+}
+
+export const migrationsFor = (dialect: Dialect) => ({
+  "1_initial": initial(dialect)
+})

@@ -1,0 +1,101 @@
+/**
+ * A SqlClient over `node:sqlite`, the embedded default store. Written here because the
+ * published Effect SQLite driver does not load with effect 4.1 GA (decisions section 1).
+ * One synchronous connection shared through a semaphore, as SQLite wants.
+ */
+import { Effect, Layer, Semaphore, Stream } from "effect"
+import { Reactivity } from "effect/reactivity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { Connection } from "effect/sql/SqlConnection"
+import { classifySqliteError, SqlError } from "effect/sql/SqlError"
+import * as Statement from "effect/sql/Statement"
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
+import { DatabaseSync, type StatementSync } from "node:sqlite"
+
+type SqliteValue = null | number | bigint | string | Uint8Array
+
+const toSqlite = (value: unknown): SqliteValue => {
+  if (value === undefined || value === null) return null
+  if (typeof value === "boolean") return value ? 1 : 0
+  if (value instanceof Date) return value.toISOString()
+  if (typeof value === "number" || typeof value === "bigint" || typeof value === "string" || value instanceof Uint8Array) return value
+  return JSON.stringify(value)
+}
+
+const fail = (cause: unknown, operation: string) =>
+  new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation }) })
+
+export const makeSqliteConnection = (filename: string) =>
+  Effect.sync(() => {
+    if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+    const db = new DatabaseSync(filename)
+    // WAL lets the CLI write keys while a server holds the file; busy_timeout absorbs the overlap.
+    db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+    const cache = new Map<string, StatementSync>()
+    const prepare = (sql: string): StatementSync => {
+      let statement = cache.get(sql)
+      if (!statement) {
+        statement = db.prepare(sql)
+        if (cache.size > 500) cache.clear()
+        cache.set(sql, statement)
+      }
+      return statement
+    }
+    const run = (sql: string, params: ReadonlyArray<unknown>, operation: string) =>
+      Effect.try({
+        try: () => {
+          const statement = prepare(sql)
+          const values = params.map(toSqlite)
+          // Statements without result columns (DDL, plain DML) go through run(); all() would still work but allocates.
+          return statement.columns().length > 0 ? (statement.all(...values) as Array<Record<string, unknown>>) : (statement.run(...values), [])
+        },
+        catch: (cause) => fail(cause, operation)
+      })
+    const runValues = (sql: string, params: ReadonlyArray<unknown>) =>
+      Effect.map(run(sql, params, "executeValues"), (rows) => rows.map((row) => Object.values(row)))
+    const connection: Connection & { readonly db: DatabaseSync } = {
+      db,
+      execute: (sql, params, transformRows) =>
+        Effect.map(run(sql, params, "execute"), (rows) => (transformRows ? transformRows(rows) : rows)),
+      executeRaw: (sql, params) => run(sql, params, "executeRaw"),
+      executeStream: (sql, params, transformRows) =>
+        Stream.fromIterableEffect(Effect.map(run(sql, params, "executeStream"), (rows) => (transformRows ? transformRows(rows) : rows))),
+      executeValues: runValues,
+      executeValuesUnprepared: runValues,
+      executeUnprepared: (sql, params, transformRows) =>
+        Effect.try({
+          try: () => {
+            if (params.length === 0) {
+              db.exec(sql)
+              return []
+            }
+            const rows = db.prepare(sql).all(...params.map(toSqlite)) as Array<Record<string, unknown>>
+            return transformRows ? transformRows(rows) : rows
+          },
+          catch: (cause) => fail(cause, "executeUnprepared")
+        })
+    }
+    return connection
+  })
+
+export const makeSqliteClient = (filename: string) =>
+  Effect.gen(function*() {
+    const connection = yield* Effect.acquireRelease(makeSqliteConnection(filename), (c) => Effect.sync(() => c.db.close()))
+    const semaphore = yield* Semaphore.make(1)
+    const acquirers = SqlClient.makeSqliteAcquirers({
+      connection: Effect.succeed(connection),
+      semaphore,
+      isTransaction: (c) => c.db.isTransaction
+    })
+    return yield* SqlClient.make({
+      ...acquirers,
+      compiler: Statement.makeCompilerSqlite(),
+      driver: "node:sqlite",
+      spanAttributes: [["db.system.name", "sqlite"]],
+      beginTransaction: "BEGIN IMMEDIATE"
+    })
+  })
+
+export const layerSqliteClient = (filename: string) =>
+  Layer.effect(SqlClient.SqlClient, makeSqliteClient(filename)).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,136 @@
+/** The Store contract, run against both layers: embedded SQLite and the machine's Postgres. */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
+import { DEFAULT_WORKSPACE, Store } from "../../../src/services/store/Store.ts"
+import { createPostgresDatabase, type TempDatabase } from "../../support/databases.ts"
+
+const now = () => new Date().toISOString()
+
+const key = (id: string, hash: string): ApiKeyRecord => ({
+  id,
+  workspace_id: DEFAULT_WORKSPACE,
+  name: `key ${id}`,
+  key_hash: hash,
+  key_hint: "sk-mg-abcd...wxyz",
+  is_active: true,
+  allowed_models: ["echo", "gpt-4o"],
+  tools_enabled: false,
+  budget: { max_requests: 10 },
+  budget_used: 0,
+  limits: null,
+  expires_at: null,
+  created_at: now(),
+  updated_at: now(),
+  last_used_at: null,
+  previous_key_hash: null,
+  previous_key_expires_at: null
+})
+
+const audit = (i: number, keyId: string | null, status: number): AuditRecord => ({
+  request_id: `req_${i}`,
+  ts: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+  key_id: keyId,
+  method: "POST",
+  endpoint: "/v1/chat/completions",
+  status,
+  error: status >= 400 ? "unauthorized" : null,
+  model: "echo-1",
+  provider: "echo",
+  tool: null,
+  connection_id: null,
+  credits: 1,
+  prompt_tokens: 3,
+  completion_tokens: 4,
+  duration_ms: 1.5,
+  stream: i % 2 === 0,
+  client_addr: "127.0.0.1",
+  details: { note: "x" }
+})
+
+const contract = (name: string, makeLayer: () => Promise<{ layer: Layer.Layer<Store, unknown>; cleanup: () => Promise<void> }>) =>
+  describe(`Store contract: ${name}`, () => {
+    let runtime: ManagedRuntime.ManagedRuntime<Store, unknown>
+    let cleanup: () => Promise<void>
+    const run = <A, E>(effect: Effect.Effect<A, E, Store>) => runtime.runPromise(effect)
+
+    beforeAll(async () => {
+      const made = await makeLayer()
+      cleanup = made.cleanup
+      runtime = ManagedRuntime.make(made.layer)
+      await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(500)))
+    })
+    afterAll(async () => {
+      await runtime?.dispose()
+      await cleanup?.()
+    })
+
+    it("creates the workspace once with its initial credits", async () => {
+      const ws = await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(9999)))
+      expect(ws).toMatchObject({ id: DEFAULT_WORKSPACE, credits: 500 })
+    })
+
+    it("stores, finds, updates and deletes keys, bumping the change version", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        const v0 = yield* store.keyChangeVersion
+        yield* store.insertKey(key("key_a", "hash_a"))
+        expect(yield* store.keyChangeVersion).toBe(v0 + 1)
+        const found = yield* store.findKeyByHash("hash_a")
+        expect(found).toMatchObject({ id: "key_a", allowed_models: ["echo", "gpt-4o"], budget: { max_requests: 10 }, is_active: true })
+        expect(yield* store.findKeyByHash("nope")).toBeUndefined()
+        const updated = yield* store.updateKey("key_a", { is_active: false, allowed_models: null, previous_key_hash: "old_a" })
+        expect(updated).toMatchObject({ is_active: false, allowed_models: null })
+        expect((yield* store.findKeyByHash("old_a"))?.id).toBe("key_a")
+        expect(yield* store.updateKey("missing", { name: "x" })).toBeUndefined()
+        expect((yield* store.listKeys).map((k) => k.id)).toContain("key_a")
+        yield* store.touchKeys(new Map([["key_a", "2026-01-01T00:00:00.000Z"]]))
+        expect((yield* store.findKeyById("key_a"))?.last_used_at).toBe("2026-01-01T00:00:00.000Z")
+        expect(yield* store.deleteKey("key_a")).toBe(true)
+        expect(yield* store.deleteKey("key_a")).toBe(false)
+        expect(yield* store.findKeyById("key_a")).toBeUndefined()
+        expect(yield* store.keyChangeVersion).toBe(v0 + 3)
+      }))
+    })
+
+    it("refuses a second key with the same hash", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        yield* store.insertKey(key("key_b", "hash_b"))
+        const result = yield* Effect.result(store.insertKey(key("key_c", "hash_b")))
+        expect(result._tag).toBe("Failure")
+        expect(yield* store.findKeyById("key_c")).toBeUndefined()
+      }))
+    })
+
+    it("appends audit records and pages through them with filters", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        yield* store.appendAudit(Array.from({ length: 25 }, (_, i) => audit(i, i % 5 === 0 ? null : "key_x", i % 3 === 0 ? 401 : 200)))
+        const first = yield* store.queryAudit({ limit: 10 })
+        expect(first.items).toHaveLength(10)
+        expect(first.items[0]!.request_id).toBe("req_24")
+        expect(first.items[0]).toMatchObject({ stream: true, details: { note: "x" }, duration_ms: 1.5 })
+        const second = yield* store.queryAudit({ limit: 10, before_seq: first.next_seq! })
+        expect(second.items[0]!.request_id).toBe("req_14")
+        const third = yield* store.queryAudit({ limit: 10, before_seq: second.next_seq! })
+        expect(third.items).toHaveLength(5)
+        expect(third.next_seq).toBeNull()
+        const unauthorized = yield* store.queryAudit({ limit: 100, status: 401 })
+        expect(unauthorized.items.every((r) => r.status === 401)).toBe(true)
+        expect(unauthorized.items).toHaveLength(9)
+        const forKey = yield* store.queryAudit({ limit: 100, key_id: "key_x" })
+        expect(forKey.items).toHaveLength(20)
+        const window = yield* store.queryAudit({ limit: 100, since: audit(10, null, 200).ts, until: audit(15, null, 200).ts })
+        expect(window.items.map((r) => r.request_id)).toEqual(["req_14", "req_13", "req_12", "req_11", "req_10"])
+      }))
+    })
+  })
+
+contract("sqlite", async () => ({ layer: Store.layerMemory, cleanup: async () => {} }))
+
+let pg: TempDatabase | undefined
+contract("postgres", async () => {
+  pg = await createPostgresDatabase("mg_store")
+  return { layer: Store.layerPostgres(pg.url), cleanup: async () => pg?.drop() }
+})
