@@ -4,7 +4,10 @@ import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 
 export class Client {
-  constructor(readonly url: string) {}
+  readonly url: string
+  constructor(url: string) {
+    this.url = url
+  }
   query<A = Record<string, unknown>>(text: string, params: ReadonlyArray<unknown> = []): Promise<ReadonlyArray<A>> {
     return Effect.gen(function*() {
       const sql = yield* SqlClient

@@ -168,7 +168,8 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
   if (Result.isFailure(decoded)) {
     const issue = formatter(decoded.failure.issue).issues[0]
     const field = issue ? formatPath(issue.path ?? []) : ""
-    const message = issue?.message === "Expected no excess property" ? "unknown key" : issue?.message ?? "invalid"
+    const raw = issue?.message ?? "invalid"
+    const message = raw === "Expected no excess property" ? "unknown key" : raw.replace(/^Expected /, "expected ").replace(/ \| undefined$/, "")
     return Result.fail(new ConfigInvalid({ message: `${where}: ${field || "(root)"}: ${message}` }))
   }
   const config = decoded.success

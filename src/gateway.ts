@@ -1,0 +1,46 @@
+/**
+ * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
+ * the services and pipelines it names.
+ */
+import { Effect, Layer } from "effect"
+import { HttpServer } from "effect/http"
+import { makeHttpApp } from "./http/app.ts"
+import { adminRoutes } from "./http/routes/admin.ts"
+import { healthRoutes } from "./http/routes/health.ts"
+import { modelRoutes } from "./http/routes/models.ts"
+import { layerNodeServer } from "./http/server.ts"
+import { Audit } from "./services/audit/Audit.ts"
+import { Auth } from "./services/auth/Auth.ts"
+import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
+import { KeyCache } from "./services/auth/KeyCache.ts"
+import type { GatewayConfig } from "./services/config/schema.ts"
+import { ApiKeys } from "./services/keys/ApiKeys.ts"
+import { Store } from "./services/store/Store.ts"
+
+/** Store plus the services every entry point (server and CLI) shares. */
+export const coreLayer = (config: GatewayConfig) => {
+  const store = Layer.effectDiscard(Effect.flatMap(Store, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
+    Layer.provideMerge(Store.layerFromUrl(config.store))
+  )
+  return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
+}
+
+export const httpLayer = (config: GatewayConfig) => {
+  const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
+  const routes = [
+    ...healthRoutes,
+    ...modelRoutes,
+    ...adminRoutes({ token: config.admin.token, maxBodyBytes: config.limits.max_body_bytes })
+  ]
+  return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
+}
+
+export const gatewayLayer = (config: GatewayConfig) => {
+  const requestServices = Layer.mergeAll(
+    Auth.layer,
+    ModelCatalog.layer(config),
+    Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
+  ).pipe(Layer.provideMerge(coreLayer(config)))
+  const server = layerNodeServer({ host: config.server.host, port: config.server.port, tls: config.server.tls })
+  return httpLayer(config).pipe(Layer.provideMerge(server), Layer.provideMerge(requestServices))
+}

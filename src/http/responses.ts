@@ -1,0 +1,39 @@
+/** Building responses: JSON bodies, the error envelope, and the headers every response carries. */
+import { HttpServerResponse } from "effect/http"
+import { type ApiError, statusOf, toEnvelope } from "../domain/errors.ts"
+import type { RequestState } from "./request-context.ts"
+
+export const json = (body: unknown, status = 200): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
+
+/** Headers owed to the client whatever the outcome: both request-id spellings (OpenAI's and Anthropic's SDKs each read one). */
+export const withRequestHeaders = (response: HttpServerResponse.HttpServerResponse, state: RequestState) =>
+  HttpServerResponse.setHeaders(response, { ...state.headers, "x-request-id": state.requestId, "request-id": state.requestId })
+
+export const errorHeaders = (error: ApiError): Record<string, string> => {
+  switch (error._tag) {
+    case "RateLimited":
+      return {
+        "retry-after": String(error.retryAfterSeconds),
+        "x-ratelimit-limit": String(error.limit),
+        "x-ratelimit-remaining": String(error.remaining),
+        "x-ratelimit-reset": String(error.resetAt)
+      }
+    case "MethodNotAllowed":
+      return { allow: error.allow.join(", ") }
+    case "Unauthorized":
+    case "KeyInactive":
+      return { "www-authenticate": `Bearer error="invalid_token"` }
+    case "ProviderError":
+      return error.retryAfter !== undefined ? { "retry-after": error.retryAfter } : {}
+    case "RequestTooLarge":
+    case "HeadersTooLarge":
+      // The rest of an oversized body is never read, so the connection cannot be reused.
+      return { connection: "close" }
+    default:
+      return {}
+  }
+}
+
+export const errorResponse = (error: ApiError, state: RequestState): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.setHeaders(json(toEnvelope(error, state.requestId), statusOf(error)), errorHeaders(error))

@@ -1,0 +1,137 @@
+/**
+ * The admin API (decisions section 3): key management, workspace credits and the audit trail,
+ * guarded by the operator's bearer token. Same envelope as every other route.
+ */
+import { Effect, Schema } from "effect"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
+import { HttpServerResponse } from "effect/http"
+import { timingSafeEqual } from "node:crypto"
+import { Unauthorized, ValidationFailed } from "../../domain/errors.ts"
+import { Audit } from "../../services/audit/Audit.ts"
+import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
+import { Store } from "../../services/store/Store.ts"
+import { readJsonObject } from "../body.ts"
+import { CurrentRequest } from "../request-context.ts"
+import { json } from "../responses.ts"
+import { route } from "../router.ts"
+import { decodeStrict } from "../validation.ts"
+
+export interface AdminOptions {
+  readonly token: string | undefined
+  readonly maxBodyBytes: number
+}
+
+const sameSecret = (a: string, b: string) => {
+  const left = Buffer.from(a)
+  const right = Buffer.from(b)
+  return left.length === right.length && timingSafeEqual(left, right)
+}
+
+export const adminRoutes = (options: AdminOptions) => {
+  const requireAdmin = Effect.gen(function*() {
+    const request = yield* HttpServerRequest
+    if (options.token === undefined) {
+      return yield* new Unauthorized({ message: "the admin API is disabled: set admin.token (or MODELGATE_ADMIN_TOKEN)" })
+    }
+    const header = request.headers["authorization"]
+    const match = header === undefined ? null : /^Bearer\s+(.+)$/i.exec(header.trim())
+    if (!match) return yield* new Unauthorized({ message: "missing admin token: send `Authorization: Bearer <admin token>`" })
+    if (!sameSecret(match[1]!.trim(), options.token)) return yield* new Unauthorized({ message: "invalid admin token" })
+  })
+
+  const idParam = Effect.map(CurrentRequest, (state) => state.params.id ?? "")
+
+  const body = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S, optional = false) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest
+      const hasBody = request.headers["content-length"] !== undefined && request.headers["content-length"] !== "0" ||
+        request.headers["transfer-encoding"] !== undefined
+      const raw = optional && !hasBody ? {} : yield* readJsonObject(request, options.maxBodyBytes)
+      return yield* decodeStrict(schema)(raw)
+    })
+
+  const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.andThen(requireAdmin, effect)
+
+  const AuditQuery = Schema.Struct({
+    key_id: Schema.optional(Schema.String),
+    status: Schema.optional(Schema.FiniteFromString),
+    since: Schema.optional(Schema.String),
+    until: Schema.optional(Schema.String),
+    cursor: Schema.optional(Schema.FiniteFromString),
+    limit: Schema.optional(Schema.FiniteFromString),
+    format: Schema.optional(Schema.Literals(["json", "jsonl"]))
+  })
+
+  return [
+    route("POST", "/api-keys", admin(Effect.gen(function*() {
+      const input = yield* body(CreateKeyInput)
+      const { key, record } = yield* (yield* ApiKeys).create(input)
+      return json({ ...toKeyView(record), key }, 201)
+    }))),
+    route("GET", "/api-keys", admin(Effect.gen(function*() {
+      const keys = yield* (yield* ApiKeys).list
+      return json({ data: keys.map(toKeyView) })
+    }))),
+    route("GET", "/api-keys/:id", admin(Effect.gen(function*() {
+      return json(toKeyView(yield* (yield* ApiKeys).get(yield* idParam)))
+    }))),
+    route("PATCH", "/api-keys/:id", admin(Effect.gen(function*() {
+      const id = yield* idParam
+      const input = yield* body(UpdateKeyInput)
+      if (Object.keys(input).length === 0) {
+        return yield* new ValidationFailed({ message: "nothing to update: send at least one field" })
+      }
+      return json(toKeyView(yield* (yield* ApiKeys).update(id, input)))
+    }))),
+    route("POST", "/api-keys/:id/rotate", admin(Effect.gen(function*() {
+      const id = yield* idParam
+      const input = yield* body(RotateKeyInput, true)
+      const { key, record } = yield* (yield* ApiKeys).rotate(id, input)
+      return json({ ...toKeyView(record), key })
+    }))),
+    route("POST", "/api-keys/:id/revoke", admin(Effect.gen(function*() {
+      return json(toKeyView(yield* (yield* ApiKeys).revoke(yield* idParam)))
+    }))),
+    route("POST", "/api-keys/:id/budget/reset", admin(Effect.gen(function*() {
+      return json(toKeyView(yield* (yield* ApiKeys).resetBudget(yield* idParam)))
+    }))),
+    route("DELETE", "/api-keys/:id", admin(Effect.gen(function*() {
+      yield* (yield* ApiKeys).remove(yield* idParam)
+      return HttpServerResponse.empty({ status: 204 })
+    }))),
+    route("GET", "/workspace", admin(Effect.gen(function*() {
+      const workspace = yield* Effect.orDie((yield* Store).getWorkspace)
+      return json(workspace)
+    }))),
+    route("GET", "/audit", admin(Effect.gen(function*() {
+      const request = yield* HttpServerRequest
+      const url = new URL(request.url, "http://local")
+      const params = yield* decodeStrict(AuditQuery)(Object.fromEntries(url.searchParams))
+      const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
+      for (const [name, value] of [["since", params.since], ["until", params.until]] as const) {
+        if (value !== undefined && Number.isNaN(Date.parse(value))) {
+          return yield* new ValidationFailed({ message: `${name}: expected an ISO-8601 timestamp`, details: { field: name } })
+        }
+      }
+      // Records still in the write buffer belong in the answer: an operator reads what happened, not what was flushed.
+      yield* (yield* Audit).flush
+      const page = yield* Effect.orDie((yield* Store).queryAudit({
+        key_id: params.key_id,
+        status: params.status,
+        since: params.since === undefined ? undefined : new Date(params.since).toISOString(),
+        until: params.until === undefined ? undefined : new Date(params.until).toISOString(),
+        before_seq: params.cursor,
+        limit
+      }))
+      const next_cursor = page.next_seq === null ? null : String(page.next_seq)
+      if (params.format === "jsonl") {
+        const lines = page.items.map((item) => JSON.stringify(item)).join("\n")
+        return HttpServerResponse.text(lines.length > 0 ? lines + "\n" : "", {
+          contentType: "application/x-ndjson",
+          headers: next_cursor === null ? {} : { "x-next-cursor": next_cursor }
+        })
+      }
+      return json({ data: page.items, next_cursor })
+    })))
+  ]
+}

@@ -1,0 +1,177 @@
+/**
+ * Key management shared by the admin API and the CLI: create, list, update, rotate, revoke,
+ * delete. Every change clears this process's key cache at once; other replicas notice through
+ * the store's key-change counter (KeyCache).
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import { NotFound } from "../../domain/errors.ts"
+import type { ApiKeyRecord } from "../../domain/records.ts"
+import { KeyCache } from "../auth/KeyCache.ts"
+import { DEFAULT_WORKSPACE, Store } from "../store/Store.ts"
+import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+const IsoInstant = Schema.String.check(
+  Schema.makeFilter((s: string) => !Number.isNaN(Date.parse(s)) && /^\d{4}-\d{2}-\d{2}T/.test(s), {
+    expected: "an ISO-8601 timestamp such as 2027-01-31T00:00:00Z"
+  })
+)
+
+const mutableFields = {
+  name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  is_active: Schema.Boolean,
+  allowed_models: Schema.NullOr(Schema.Array(Schema.NonEmptyString)),
+  tools_enabled: Schema.Boolean,
+  budget: Schema.NullOr(Schema.Struct({ max_requests: PositiveInt })),
+  limits: Schema.NullOr(Schema.Struct({
+    requests_per_minute: Schema.optional(PositiveInt),
+    concurrent_streams: Schema.optional(PositiveInt)
+  })),
+  expires_at: Schema.NullOr(IsoInstant)
+}
+
+export const CreateKeyInput = Schema.Struct({
+  name: mutableFields.name,
+  is_active: Schema.optional(mutableFields.is_active),
+  allowed_models: Schema.optional(mutableFields.allowed_models),
+  tools_enabled: Schema.optional(mutableFields.tools_enabled),
+  budget: Schema.optional(mutableFields.budget),
+  limits: Schema.optional(mutableFields.limits),
+  expires_at: Schema.optional(mutableFields.expires_at)
+})
+export type CreateKeyInput = typeof CreateKeyInput.Type
+
+export const UpdateKeyInput = Schema.Struct({
+  name: Schema.optional(mutableFields.name),
+  is_active: Schema.optional(mutableFields.is_active),
+  allowed_models: Schema.optional(mutableFields.allowed_models),
+  tools_enabled: Schema.optional(mutableFields.tools_enabled),
+  budget: Schema.optional(mutableFields.budget),
+  limits: Schema.optional(mutableFields.limits),
+  expires_at: Schema.optional(mutableFields.expires_at)
+})
+export type UpdateKeyInput = typeof UpdateKeyInput.Type
+
+export const RotateKeyInput = Schema.Struct({
+  grace_seconds: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 7 * 24 * 3600 })))
+})
+export type RotateKeyInput = typeof RotateKeyInput.Type
+
+/** What the admin API and the CLI show of a key: never the hash, the full key only on create/rotate. */
+export interface KeyView {
+  readonly id: string
+  readonly name: string
+  readonly key_hint: string
+  readonly is_active: boolean
+  readonly allowed_models: ReadonlyArray<string> | null
+  readonly tools_enabled: boolean
+  readonly budget: { readonly max_requests: number; readonly used: number; readonly remaining: number } | null
+  readonly limits: ApiKeyRecord["limits"]
+  readonly expires_at: string | null
+  readonly created_at: string
+  readonly updated_at: string
+  readonly last_used_at: string | null
+}
+
+export const toKeyView = (record: ApiKeyRecord): KeyView => ({
+  id: record.id,
+  name: record.name,
+  key_hint: record.key_hint,
+  is_active: record.is_active,
+  allowed_models: record.allowed_models,
+  tools_enabled: record.tools_enabled,
+  budget: record.budget === null
+    ? null
+    : {
+      max_requests: record.budget.max_requests,
+      used: Math.min(record.budget_used, record.budget.max_requests),
+      remaining: Math.max(0, record.budget.max_requests - record.budget_used)
+    },
+  limits: record.limits,
+  expires_at: record.expires_at,
+  created_at: record.created_at,
+  updated_at: record.updated_at,
+  last_used_at: record.last_used_at
+})
+
+const notFound = (id: string) => new NotFound({ message: `no API key with id ${id}` })
+
+export class ApiKeys extends Context.Service<ApiKeys, {
+  readonly create: (input: CreateKeyInput) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }>
+  readonly list: Effect.Effect<ReadonlyArray<ApiKeyRecord>>
+  readonly get: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
+  readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound>
+  readonly rotate: (id: string, input: RotateKeyInput) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }, NotFound>
+  readonly revoke: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
+  readonly resetBudget: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
+  readonly remove: (id: string) => Effect.Effect<void, NotFound>
+}>()("modelgate/ApiKeys") {
+  static readonly layer = Layer.effect(
+    ApiKeys,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const cache = yield* KeyCache
+
+      const changed = <A>(effect: Effect.Effect<A, NotFound>) => Effect.tap(effect, () => cache.invalidate)
+      const found = (id: string) => (record: ApiKeyRecord | undefined) =>
+        record === undefined ? Effect.fail(notFound(id)) : Effect.succeed(record)
+
+      const create = Effect.fn("ApiKeys.create")(function*(input: CreateKeyInput) {
+        const key = generateKey()
+        const now = new Date().toISOString()
+        const record: ApiKeyRecord = {
+          id: newKeyId(),
+          workspace_id: DEFAULT_WORKSPACE,
+          name: input.name,
+          key_hash: hashKey(key),
+          key_hint: keyHint(key),
+          is_active: input.is_active ?? true,
+          allowed_models: input.allowed_models ?? null,
+          tools_enabled: input.tools_enabled ?? false,
+          budget: input.budget ?? null,
+          budget_used: 0,
+          limits: input.limits ?? null,
+          expires_at: input.expires_at ?? null,
+          created_at: now,
+          updated_at: now,
+          last_used_at: null,
+          previous_key_hash: null,
+          previous_key_expires_at: null
+        }
+        yield* Effect.orDie(store.insertKey(record))
+        yield* cache.invalidate
+        return { record, key }
+      })
+
+      const update = (id: string, input: UpdateKeyInput) =>
+        changed(store.updateKey(id, input).pipe(Effect.orDie, Effect.flatMap(found(id))))
+
+      const rotate = Effect.fn("ApiKeys.rotate")(function*(id: string, input: RotateKeyInput) {
+        const current = yield* store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)))
+        const key = generateKey()
+        const grace = input.grace_seconds ?? 0
+        const record = yield* changed(
+          store.updateKey(id, {
+            key_hash: hashKey(key),
+            key_hint: keyHint(key),
+            previous_key_hash: grace > 0 ? current.key_hash : null,
+            previous_key_expires_at: grace > 0 ? new Date(Date.now() + grace * 1000).toISOString() : null
+          }).pipe(Effect.orDie, Effect.flatMap(found(id)))
+        )
+        return { record, key }
+      })
+
+      return ApiKeys.of({
+        create,
+        list: Effect.orDie(store.listKeys),
+        get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id))),
+        update,
+        rotate,
+        revoke: (id) => update(id, { is_active: false }),
+        resetBudget: (id) => changed(store.updateKey(id, { budget_used: 0 }).pipe(Effect.orDie, Effect.flatMap(found(id)))),
+        remove: (id) =>
+          changed(store.deleteKey(id).pipe(Effect.orDie, Effect.flatMap((deleted) => (deleted ? Effect.void : Effect.fail(notFound(id))))))
+      })
+    })
+  )
+}

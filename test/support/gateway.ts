@@ -1,0 +1,84 @@
+/**
+ * Starts the real gateway in this process on an ephemeral port, from a config written the way
+ * an operator writes it (YAML-shaped object + MODELGATE_* env), and hands back its URL and the
+ * services behind it for asserting database state.
+ */
+import { Context, Effect, Exit, Layer, Result, Scope } from "effect"
+import { HttpServer } from "effect/http"
+import { gatewayLayer } from "../../src/gateway.ts"
+import { resolveConfig } from "../../src/services/config/load.ts"
+import type { GatewayConfig } from "../../src/services/config/schema.ts"
+import { Audit } from "../../src/services/audit/Audit.ts"
+import { ApiKeys } from "../../src/services/keys/ApiKeys.ts"
+import { Store } from "../../src/services/store/Store.ts"
+import { stringify } from "yaml"
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789"
+
+export interface TestGateway {
+  readonly url: string
+  readonly config: GatewayConfig
+  readonly store: Store["Service"]
+  readonly audit: Audit["Service"]
+  /** Creates a key through the same service the admin API uses; returns the full key and its id. */
+  readonly createKey: (input?: Partial<Parameters<ApiKeys["Service"]["create"]>[0]>) => Promise<{ key: string; id: string }>
+  readonly admin: (method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<Response>
+  readonly close: () => Promise<void>
+}
+
+export const testConfig = (overrides: Record<string, unknown> = {}, env: Record<string, string> = {}): GatewayConfig => {
+  const base = {
+    server: { host: "127.0.0.1", port: 0 },
+    store: "sqlite::memory:",
+    admin: { token: ADMIN_TOKEN },
+    audit: { flush_interval_ms: 50 },
+    log: { level: "none" },
+    ...overrides
+  }
+  const result = resolveConfig({ fileText: stringify(base), env })
+  if (Result.isFailure(result)) throw new Error(result.failure.message)
+  return result.success
+}
+
+export const startGateway = async (
+  config: GatewayConfig = testConfig(),
+  customize: (layer: Layer.Layer<any, any, never>) => Layer.Layer<any, any, never> = (l) => l
+): Promise<TestGateway> => {
+  const scope = Effect.runSync(Scope.make())
+  const layer = customize(Layer.provideMerge(ApiKeys.layer, gatewayLayer(config) as Layer.Layer<any, any, never>))
+  const context = await Effect.runPromise(Layer.buildWithScope(layer, scope)) as Context.Context<any>
+  const server = Context.get(context, HttpServer.HttpServer)
+  const address = server.address as unknown as { port: number }
+  const url = `http://127.0.0.1:${address.port}`
+  const store = Context.get(context, Store)
+  const audit = Context.get(context, Audit)
+  const keys = Context.get(context, ApiKeys)
+  return {
+    url,
+    config,
+    store,
+    audit,
+    createKey: async (input = {}) => {
+      const created = await Effect.runPromise(keys.create({ name: "test", ...input }))
+      return { key: created.key, id: created.record.id }
+    },
+    admin: (method, path, body, headers = {}) =>
+      fetch(url + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${ADMIN_TOKEN}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...headers
+        },
+        body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
+      }),
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+/** The audit records of one request, after making sure the buffer reached the store. */
+export const auditFor = async (gateway: TestGateway, requestId: string) => {
+  await Effect.runPromise(gateway.audit.flush)
+  const page = await Effect.runPromise(gateway.store.queryAudit({ limit: 1000 }))
+  return page.items.filter((r) => r.request_id === requestId)
+}
