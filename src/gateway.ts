@@ -17,10 +17,15 @@ import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { Store } from "./services/store/Store.ts"
 
+/** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
+export interface GatewayOverrides {
+  readonly store?: ReturnType<typeof Store.layerFromUrl> | undefined
+}
+
 /** Store plus the services every entry point (server and CLI) shares. */
-export const coreLayer = (config: GatewayConfig) => {
+export const coreLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const store = Layer.effectDiscard(Effect.flatMap(Store, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(Store.layerFromUrl(config.store))
+    Layer.provideMerge(overrides.store ?? Store.layerFromUrl(config.store))
   )
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }
@@ -35,12 +40,12 @@ export const httpLayer = (config: GatewayConfig) => {
   return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
 }
 
-export const gatewayLayer = (config: GatewayConfig) => {
+export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const requestServices = Layer.mergeAll(
     Auth.layer,
     ModelCatalog.layer(config),
     Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
-  ).pipe(Layer.provideMerge(coreLayer(config)))
+  ).pipe(Layer.provideMerge(coreLayer(config, overrides)))
   const server = layerNodeServer({ host: config.server.host, port: config.server.port, tls: config.server.tls })
   return httpLayer(config).pipe(Layer.provideMerge(server), Layer.provideMerge(requestServices))
 }

@@ -3,7 +3,7 @@
  * configured store directly, for operators without the admin API.
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Console, Effect, Layer, Logger, Option, References } from "effect"
+import { Cause, Console, Effect, Exit, Layer, Logger, Option, References, Runtime } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { HttpServer } from "effect/http"
 import { loadConfig } from "./cli/load-config.ts"
@@ -126,5 +126,10 @@ cli.pipe(
     Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1)))),
   Effect.provide(NodeServices.layer),
   Effect.provide(Logger.layer([Logger.consolePretty()])),
-  NodeRuntime.runMain
+  (program) =>
+    NodeRuntime.runMain(program, {
+      // A SIGTERM/SIGINT is the normal way to stop a server: once the finalizers ran (audit flushed), exit 0.
+      teardown: (exit, onExit) =>
+        Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+    })
 )

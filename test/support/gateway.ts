@@ -5,7 +5,7 @@
  */
 import { Context, Effect, Exit, Layer, Result, Scope } from "effect"
 import { HttpServer } from "effect/http"
-import { gatewayLayer } from "../../src/gateway.ts"
+import { gatewayLayer, type GatewayOverrides } from "../../src/gateway.ts"
 import { resolveConfig } from "../../src/services/config/load.ts"
 import type { GatewayConfig } from "../../src/services/config/schema.ts"
 import { Audit } from "../../src/services/audit/Audit.ts"
@@ -42,10 +42,10 @@ export const testConfig = (overrides: Record<string, unknown> = {}, env: Record<
 
 export const startGateway = async (
   config: GatewayConfig = testConfig(),
-  customize: (layer: Layer.Layer<any, any, never>) => Layer.Layer<any, any, never> = (l) => l
+  overrides: GatewayOverrides = {}
 ): Promise<TestGateway> => {
   const scope = Effect.runSync(Scope.make())
-  const layer = customize(Layer.provideMerge(ApiKeys.layer, gatewayLayer(config) as Layer.Layer<any, any, never>))
+  const layer = gatewayLayer(config, overrides) as Layer.Layer<any, any, never>
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope)) as Context.Context<any>
   const server = Context.get(context, HttpServer.HttpServer)
   const address = server.address as unknown as { port: number }

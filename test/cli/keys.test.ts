@@ -1,0 +1,65 @@
+/** The `modelgate` CLI against a real store file, and a key it creates working on a running server. */
+import { describe, expect, it } from "@effect/vitest"
+import { join } from "node:path"
+import { runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+
+describe("modelgate keys", () => {
+  it("creates, lists, rotates, revokes and deletes keys in the configured store", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
+    const created = await runCli(["--config", config, "keys", "create", "--name", "demo", "--models", "echo", "--budget", "5"])
+    expect(created.code).toBe(0)
+    const key = JSON.parse(created.stdout)
+    expect(key.key).toMatch(/^sk-mg-[0-9a-f]{32}$/)
+    expect(key).toMatchObject({ name: "demo", allowed_models: ["echo"], budget: { max_requests: 5 } })
+
+    const gateway = await spawnGateway(config)
+    try {
+      const ok = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key.key}` } })
+      expect(ok.status).toBe(200)
+
+      const listed = JSON.parse((await runCli(["--config", config, "keys", "list"])).stdout)
+      expect(listed.map((k: { id: string }) => k.id)).toEqual([key.id])
+      expect(JSON.stringify(listed)).not.toContain(key.key)
+
+      const rotated = JSON.parse((await runCli(["--config", config, "keys", "rotate", key.id])).stdout)
+      expect(rotated.key).not.toBe(key.key)
+      // The running server notices the CLI's change through the store's change counter.
+      await waitForStatus(gateway.url, key.key, 401)
+      expect((await fetch(`${gateway.url}/v1/models`, { headers: { "x-api-key": rotated.key } })).status).toBe(200)
+
+      expect((await runCli(["--config", config, "keys", "revoke", key.id])).code).toBe(0)
+      await waitForStatus(gateway.url, rotated.key, 401, "key_inactive")
+
+      const deleted = await runCli(["--config", config, "keys", "delete", key.id])
+      expect(deleted.code).toBe(0)
+      await waitForStatus(gateway.url, rotated.key, 401, "unauthorized")
+
+      const missing = await runCli(["--config", config, "keys", "delete", key.id])
+      expect(missing.code).toBe(1)
+      expect(missing.stderr).toContain("no API key")
+    } finally {
+      await gateway.stop()
+    }
+  })
+
+  it("refuses a bad config with a message naming the field and exit code 1", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, { server: { port: "eighty" } })
+    const result = await runCli(["--config", config, "keys", "list"])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain("server.port")
+  })
+})
+
+const waitForStatus = async (url: string, key: string, status: number, slug?: string) => {
+  const deadline = Date.now() + 1500
+  let last: { status: number; error?: string } = { status: 0 }
+  while (Date.now() < deadline) {
+    const response = await fetch(`${url}/v1/models`, { headers: { "x-api-key": key } })
+    last = { status: response.status, error: response.status === 200 ? undefined : ((await response.json()) as { error: string }).error }
+    if (last.status === status && (slug === undefined || last.error === slug)) return
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  expect(last).toEqual({ status, error: slug ?? last.error })
+}

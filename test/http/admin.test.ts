@@ -1,0 +1,144 @@
+/** The admin API: every endpoint, its answers and its errors. */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { ADMIN_TOKEN, startGateway, type TestGateway } from "../support/gateway.ts"
+
+describe("admin API", () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await startGateway()
+  })
+  afterAll(() => gw.close())
+
+  const jsonOf = async (response: Response): Promise<any> => response.json()
+
+  it("creates a key (201) and shows the full key only then", async () => {
+    const response = await gw.admin("POST", "/api-keys", {
+      name: "ci",
+      allowed_models: ["echo"],
+      tools_enabled: true,
+      budget: { max_requests: 20 },
+      expires_at: "2099-01-01T00:00:00Z"
+    })
+    expect(response.status).toBe(201)
+    const created = await jsonOf(response)
+    expect(created.key).toMatch(/^sk-mg-[0-9a-f]{32}$/)
+    expect(created).toMatchObject({
+      name: "ci",
+      is_active: true,
+      allowed_models: ["echo"],
+      tools_enabled: true,
+      budget: { max_requests: 20, used: 0, remaining: 20 },
+      expires_at: "2099-01-01T00:00:00Z"
+    })
+    expect(created.key_hint).toBe(`${created.key.slice(0, 10)}...${created.key.slice(-4)}`)
+    expect(created.id).toMatch(/^key_/)
+
+    const fetched = await jsonOf(await gw.admin("GET", `/api-keys/${created.id}`))
+    expect(fetched.key).toBeUndefined()
+    expect(JSON.stringify(fetched)).not.toContain(created.key)
+    const listed = await jsonOf(await gw.admin("GET", "/api-keys"))
+    expect(listed.data.some((k: { id: string }) => k.id === created.id)).toBe(true)
+    expect(JSON.stringify(listed)).not.toContain(created.key)
+    expect(JSON.stringify(listed)).not.toContain("key_hash")
+  })
+
+  it("defaults a new key to all models, tools disabled, no budget", async () => {
+    const created = await jsonOf(await gw.admin("POST", "/api-keys", { name: "plain" }))
+    expect(created).toMatchObject({ allowed_models: null, tools_enabled: false, budget: null, expires_at: null })
+  })
+
+  it("patches a key and refuses an empty patch", async () => {
+    const { id } = await gw.createKey()
+    const patched = await jsonOf(await gw.admin("PATCH", `/api-keys/${id}`, { name: "renamed", allowed_models: ["a", "b"] }))
+    expect(patched).toMatchObject({ name: "renamed", allowed_models: ["a", "b"] })
+    const empty = await gw.admin("PATCH", `/api-keys/${id}`, {})
+    expect(empty.status).toBe(400)
+    expect((await jsonOf(empty)).error).toBe("validation_failed")
+  })
+
+  it("rotates, revokes and deletes; delete answers 204 with no body", async () => {
+    const { id } = await gw.createKey()
+    const rotated = await jsonOf(await gw.admin("POST", `/api-keys/${id}/rotate`))
+    expect(rotated.key).toMatch(/^sk-mg-/)
+    const revoked = await jsonOf(await gw.admin("POST", `/api-keys/${id}/revoke`))
+    expect(revoked.is_active).toBe(false)
+    const deleted = await gw.admin("DELETE", `/api-keys/${id}`)
+    expect(deleted.status).toBe(204)
+    expect(await deleted.text()).toBe("")
+    expect(deleted.headers.get("x-request-id")).toMatch(/^req_/)
+  })
+
+  it("answers 404 not_found for an unknown id on every key endpoint", async () => {
+    const requests: Array<[string, string, unknown?]> = [
+      ["GET", "/api-keys/key_nope"],
+      ["PATCH", "/api-keys/key_nope", { name: "x" }],
+      ["POST", "/api-keys/key_nope/rotate"],
+      ["POST", "/api-keys/key_nope/revoke"],
+      ["POST", "/api-keys/key_nope/budget/reset"],
+      ["DELETE", "/api-keys/key_nope"]
+    ]
+    for (const [method, path, body] of requests) {
+      const response = await gw.admin(method, path, body)
+      expect(response.status, `${method} ${path}`).toBe(404)
+      expect((await jsonOf(response)).error).toBe("not_found")
+    }
+  })
+
+  it("refuses bad bodies with 400 naming the field", async () => {
+    const cases: Array<[unknown, string]> = [
+      [{}, "name"],
+      [{ name: "" }, "name"],
+      [{ name: 5 }, "name"],
+      [{ name: "x", colour: "red" }, "colour"],
+      [{ name: "x", budget: { max_requests: 0 } }, "budget.max_requests"],
+      [{ name: "x", budget: { max_requests: 5, extra: 1 } }, "budget.extra"],
+      [{ name: "x", allowed_models: "echo" }, "allowed_models"],
+      [{ name: "x", tools_enabled: "yes" }, "tools_enabled"],
+      [{ name: "x", expires_at: "tomorrow" }, "expires_at"]
+    ]
+    for (const [body, field] of cases) {
+      const response = await gw.admin("POST", "/api-keys", body)
+      expect(response.status, JSON.stringify(body)).toBe(400)
+      const envelope = await jsonOf(response)
+      expect(envelope.error).toBe("validation_failed")
+      expect(envelope.message.startsWith(`${field}:`), envelope.message).toBe(true)
+      expect(envelope.details.field).toBe(field)
+    }
+    const badGrace = await gw.admin("POST", `/api-keys/${(await gw.createKey()).id}/rotate`, { grace_seconds: -1 })
+    expect(badGrace.status).toBe(400)
+  })
+
+  it("refuses a missing or wrong admin token with 401, and a client key is not an admin token", async () => {
+    const { key } = await gw.createKey()
+    for (const headers of [{}, { authorization: "Bearer wrong-token-123" }, { authorization: `Bearer ${key}` }, { authorization: ADMIN_TOKEN }]) {
+      const response = await fetch(`${gw.url}/api-keys`, { headers })
+      expect(response.status).toBe(401)
+      expect((await jsonOf(response)).error).toBe("unauthorized")
+    }
+  })
+
+  it("shows the workspace balance", async () => {
+    const workspace = await jsonOf(await gw.admin("GET", "/workspace"))
+    expect(workspace).toMatchObject({ id: "ws_default", credits: 1000 })
+  })
+
+  it("serves /healthz without auth", async () => {
+    const response = await fetch(`${gw.url}/healthz`)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({ status: "ok" })
+  })
+})
+
+describe("admin API without a configured token", () => {
+  it("is disabled, saying how to enable it", async () => {
+    const { testConfig } = await import("../support/gateway.ts")
+    const gw = await startGateway(testConfig({ admin: {} }))
+    try {
+      const response = await fetch(`${gw.url}/api-keys`, { headers: { authorization: "Bearer anything-at-all" } })
+      expect(response.status).toBe(401)
+      expect(((await response.json()) as { message: string }).message).toContain("admin.token")
+    } finally {
+      await gw.close()
+    }
+  })
+})

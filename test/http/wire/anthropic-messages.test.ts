@@ -1,0 +1,250 @@
+import { describe, expect, it } from "vitest"
+import { decodeMessagesRequest } from "../../../src/http/wire/index.ts"
+import { anthropicBody } from "./sdk.ts"
+
+const base = { model: "claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] }
+const withContent = (content: unknown, role = "user") => ({ ...base, messages: [{ role, content }] })
+const toolUse = { type: "tool_use", id: "toolu_01", name: "get_weather", input: { city: "Paris" } }
+
+const failure = (body: unknown) => {
+  const result = decodeMessagesRequest(body)
+  if (result.ok) throw new Error(`expected a failure for ${JSON.stringify(body)}`)
+  return result
+}
+
+describe("decodeMessagesRequest rejects, naming the field", () => {
+  const cases: ReadonlyArray<readonly [string, unknown, string, string]> = [
+    ["a missing model", { max_tokens: 1, messages: base.messages }, "model", "model: required field missing"],
+    ["a missing max_tokens", { model: "m", messages: base.messages }, "max_tokens", "max_tokens: required field missing"],
+    ["max_tokens zero", { ...base, max_tokens: 0 }, "max_tokens", "max_tokens: expected a positive integer"],
+    ["empty messages", { ...base, messages: [] }, "messages", "messages: expected a non-empty array"],
+    [
+      "a system role in messages",
+      { ...base, messages: [{ role: "system", content: "x" }] },
+      "messages.0.role",
+      "messages.0.role: expected one of user, assistant"
+    ],
+    [
+      "an empty text block",
+      withContent([{ type: "text", text: "" }]),
+      "messages.0.content.0.text",
+      "messages.0.content.0.text: text content blocks must be non-empty"
+    ],
+    [
+      "tool_use in a user message",
+      withContent([toolUse]),
+      "messages.0.content.0.type",
+      "messages.0.content.0.type: expected one of text, image, tool_result"
+    ],
+    [
+      "tool_result in an assistant message",
+      withContent([{ type: "tool_result", tool_use_id: "toolu_01" }], "assistant"),
+      "messages.0.content.0.type",
+      "messages.0.content.0.type: expected one of text, tool_use, thinking, redacted_thinking"
+    ],
+    [
+      "an image with an unsupported media type",
+      withContent([{ type: "image", source: { type: "base64", media_type: "image/bmp", data: "AAAA" } }]),
+      "messages.0.content.0.source.media_type",
+      "messages.0.content.0.source.media_type: expected one of image/jpeg, image/png, image/gif, image/webp"
+    ],
+    [
+      "an image with an unknown source type",
+      withContent([{ type: "image", source: { type: "file", file_id: "f" } }]),
+      "messages.0.content.0.source.type",
+      "messages.0.content.0.source.type: expected one of base64, url"
+    ],
+    [
+      "a tool_use id with a colon",
+      withContent([{ ...toolUse, id: "functions.Bash:0" }], "assistant"),
+      "messages.0.content.0.id",
+      "messages.0.content.0.id: expected an id matching ^[a-zA-Z0-9_-]+$"
+    ],
+    [
+      "a tool_use input that is not an object",
+      withContent([{ ...toolUse, input: "{}" }], "assistant"),
+      "messages.0.content.0.input",
+      "messages.0.content.0.input: expected an object"
+    ],
+    [
+      "a tool_result with a document block",
+      withContent([{ type: "tool_result", tool_use_id: "toolu_01", content: [{ type: "document", source: {} }] }]),
+      "messages.0.content.0.content.0.type",
+      "messages.0.content.0.content.0.type: expected one of text, image"
+    ],
+    [
+      "a non-boolean is_error",
+      withContent([{ type: "tool_result", tool_use_id: "toolu_01", is_error: "yes" }]),
+      "messages.0.content.0.is_error",
+      "messages.0.content.0.is_error: expected a boolean"
+    ],
+    [
+      "an unknown cache_control type",
+      withContent([{ type: "text", text: "x", cache_control: { type: "persistent" } }]),
+      "messages.0.content.0.cache_control.type",
+      "messages.0.content.0.cache_control.type: expected \"ephemeral\""
+    ],
+    [
+      "an unknown field on a block",
+      withContent([{ type: "text", text: "x", weight: 2 }]),
+      "messages.0.content.0.weight",
+      "messages.0.content.0.weight: unknown field"
+    ],
+    [
+      "a system image block",
+      { ...base, system: [{ type: "image", source: { type: "url", url: "https://x" } }] },
+      "system.0.type",
+      "system.0.type: expected \"text\""
+    ],
+    [
+      "a tool without input_schema",
+      { ...base, tools: [{ name: "f" }] },
+      "tools.0.input_schema",
+      "tools.0.input_schema: required field missing"
+    ],
+    [
+      "a tool input_schema without type",
+      { ...base, tools: [{ name: "f", input_schema: { properties: {} } }] },
+      "tools.0.input_schema.type",
+      "tools.0.input_schema.type: required field missing"
+    ],
+    [
+      "a tool input_schema of type array",
+      { ...base, tools: [{ name: "f", input_schema: { type: "array" } }] },
+      "tools.0.input_schema.type",
+      "tools.0.input_schema.type: expected \"object\""
+    ],
+    [
+      "a server tool",
+      { ...base, tools: [{ type: "web_search_20250305", name: "web_search" }] },
+      "tools.0.type",
+      "tools.0.type: expected \"custom\" or null"
+    ],
+    [
+      "an unknown tool_choice type",
+      { ...base, tool_choice: { type: "required" } },
+      "tool_choice.type",
+      "tool_choice.type: expected one of auto, any, tool, none"
+    ],
+    [
+      "tool_choice tool without name",
+      { ...base, tool_choice: { type: "tool" } },
+      "tool_choice.name",
+      "tool_choice.name: required field missing"
+    ],
+    [
+      "disable_parallel_tool_use on none",
+      { ...base, tool_choice: { type: "none", disable_parallel_tool_use: true } },
+      "tool_choice.disable_parallel_tool_use",
+      "tool_choice.disable_parallel_tool_use: unknown field"
+    ],
+    ["a string stop_sequences", { ...base, stop_sequences: "END" }, "stop_sequences", "stop_sequences: expected an array"],
+    ["temperature above 1", { ...base, temperature: 1.5 }, "temperature", "temperature: expected a number between 0 and 1"],
+    ["top_p above 1", { ...base, top_p: 2 }, "top_p", "top_p: expected a number between 0 and 1"],
+    ["negative top_k", { ...base, top_k: -1 }, "top_k", "top_k: expected an integer >= 0"],
+    ["unknown metadata", { ...base, metadata: { session: "s" } }, "metadata.session", "metadata.session: unknown field"],
+    ["stream not boolean", { ...base, stream: 1 }, "stream", "stream: expected a boolean"],
+    [
+      "a small thinking budget",
+      { ...base, thinking: { type: "enabled", budget_tokens: 100 } },
+      "thinking.budget_tokens",
+      "thinking.budget_tokens: expected an integer >= 1024"
+    ],
+    [
+      "an unknown thinking type",
+      { ...base, thinking: { type: "on" } },
+      "thinking.type",
+      "thinking.type: expected one of enabled, disabled, adaptive"
+    ],
+    ["an unknown top-level field", { ...base, service_tier: "auto" }, "service_tier", "service_tier: unknown field"]
+  ]
+  it.each(cases)("%s", (_name, body, path, message) => {
+    const result = failure(body)
+    expect(result.path).toBe(path)
+    expect(result.message).toBe(message)
+  })
+})
+
+describe("decodeMessagesRequest accepts", () => {
+  it("a full request built by the Anthropic SDK", async () => {
+    const body = await anthropicBody({
+      model: "claude-sonnet-4-5",
+      max_tokens: 2048,
+      system: [{ type: "text", text: "You are terse.", cache_control: { type: "ephemeral" } }],
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Weather and this picture?" },
+            { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } },
+            { type: "image", source: { type: "url", url: "https://example.com/a.jpg" } }
+          ]
+        },
+        {
+          role: "assistant",
+          content: [
+            { type: "thinking", thinking: "Need the tool.", signature: "sig" },
+            { type: "text", text: "Checking." },
+            { type: "tool_use", id: "toolu_01", name: "get_weather", input: { city: "Paris" } }
+          ]
+        },
+        {
+          role: "user",
+          content: [
+            { type: "tool_result", tool_use_id: "toolu_01", content: [{ type: "text", text: "21C" }], is_error: false },
+            { type: "text", text: "Thanks", cache_control: { type: "ephemeral", ttl: "1h" } }
+          ]
+        }
+      ],
+      tools: [{
+        name: "get_weather",
+        description: "Weather for a city",
+        input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        cache_control: { type: "ephemeral" }
+      }],
+      tool_choice: { type: "auto", disable_parallel_tool_use: true },
+      stop_sequences: ["END"],
+      temperature: 0.5,
+      top_p: 0.9,
+      top_k: 40,
+      metadata: { user_id: "u-1" },
+      thinking: { type: "enabled", budget_tokens: 1024 }
+    })
+    expect(decodeMessagesRequest(body)).toMatchObject({ ok: true })
+  })
+
+  it("response content replayed as history (citations, caller, redacted thinking)", () => {
+    const result = decodeMessagesRequest({
+      ...base,
+      messages: [
+        base.messages[0],
+        {
+          role: "assistant",
+          content: [
+            { type: "redacted_thinking", data: "xyz" },
+            { type: "text", text: "Let me check.", citations: null },
+            { ...toolUse, caller: { type: "direct" } }
+          ]
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_01", content: "sunny" }] }
+      ]
+    })
+    expect(result.ok).toBe(true)
+  })
+
+  it("string system, string contents, every tool_choice and thinking shape", () => {
+    for (const tool_choice of [{ type: "auto" }, { type: "any" }, { type: "tool", name: "f" }, { type: "none" }]) {
+      for (const thinking of [{ type: "disabled" }, { type: "adaptive" }]) {
+        const result = decodeMessagesRequest({
+          ...base,
+          system: "Be kind.",
+          tools: [{ name: "f", input_schema: { type: "object" } }],
+          tool_choice,
+          thinking,
+          stream: true
+        })
+        expect(result.ok).toBe(true)
+      }
+    }
+  })
+})

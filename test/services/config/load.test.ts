@@ -1,0 +1,76 @@
+/** Config: file, MODELGATE_* overrides, flags, embedded default, and errors that name the field. */
+import { describe, expect, it } from "@effect/vitest"
+import { Result } from "effect"
+import { resolveConfig } from "../../../src/services/config/load.ts"
+
+const load = (fileText: string | undefined, env: Record<string, string> = {}, flags = {}) =>
+  resolveConfig({ fileText, fileName: "modelgate.yaml", env, flags })
+
+const errorOf = (result: ReturnType<typeof load>) => (Result.isFailure(result) ? result.failure.message : "no error")
+
+describe("config", () => {
+  it("with no file is the embedded default: loopback 8080, SQLite under ./data, the echo model", () => {
+    const result = load(undefined)
+    expect(Result.isSuccess(result)).toBe(true)
+    const config = Result.getOrThrow(result)
+    expect(config.server).toMatchObject({ host: "127.0.0.1", port: 8080 })
+    expect(config.store).toBe("sqlite:./data/modelgate.db")
+    expect(config.limits).toMatchObject({ requests_per_minute: 50, concurrent_streams: 5, max_body_bytes: 1_048_576 })
+    expect(config.models.map((m) => m.alias)).toEqual(["echo"])
+    expect(config.providers.map((p) => p.kind)).toEqual(["echo"])
+  })
+
+  it("adds providers whose API key is in the environment", () => {
+    const config = Result.getOrThrow(load(undefined, { OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "y" }))
+    expect(config.providers.map((p) => p.name)).toEqual(["openai", "anthropic", "echo"])
+    expect(config.models.map((m) => m.alias)).toEqual(["fast", "smart", "echo"])
+  })
+
+  it("overrides every scalar from MODELGATE_<SECTION>_<KEY>, typed like YAML", () => {
+    const file = `
+providers:
+  - { name: up, kind: openai, base_url: "http://127.0.0.1:1/v1", api_key: k }
+models:
+  - { alias: m, id: model-1, provider: up }
+`
+    const config = Result.getOrThrow(load(file, {
+      MODELGATE_SERVER_PORT: "9090",
+      MODELGATE_SERVER_TRUST_PROXY: "true",
+      MODELGATE_LIMITS_REQUESTS_PER_MINUTE: "7",
+      MODELGATE_ADMIN_TOKEN: "from-the-environment",
+      MODELGATE_STORE: "postgres://u@h/db",
+      MODELGATE_PROVIDERS_0_TIMEOUTS_IDLE_MS: "1234",
+      MODELGATE_MODELS_0_CREDITS: "3",
+      MODELGATE_MCP_SESSION_TTL_SECONDS: "60"
+    }))
+    expect(config.server.port).toBe(9090)
+    expect(config.server.trust_proxy).toBe(true)
+    expect(config.limits.requests_per_minute).toBe(7)
+    expect(config.admin.token).toBe("from-the-environment")
+    expect(config.store).toBe("postgres://u@h/db")
+    expect(config.providers[0]!.timeouts.idle_ms).toBe(1234)
+    expect(config.models[0]!.credits).toBe(3)
+    expect(config.mcp.session_ttl_seconds).toBe(60)
+  })
+
+  it("lets CLI flags win over file and environment", () => {
+    const config = Result.getOrThrow(load("server: { port: 1000 }", { MODELGATE_SERVER_PORT: "2000" }, { port: 3000, host: "127.0.0.2" }))
+    expect(config.server).toMatchObject({ port: 3000, host: "127.0.0.2" })
+  })
+
+  it("stops with a message naming the field", () => {
+    expect(errorOf(load("server: { port: 99999 }"))).toContain("server.port")
+    expect(errorOf(load("server: { port: eighty }"))).toContain("server.port")
+    expect(errorOf(load("limits: { requests_per_minute: 0 }"))).toContain("limits.requests_per_minute")
+    expect(errorOf(load("limitz: {}"))).toContain("limitz: unknown key")
+    expect(errorOf(load("store: mysql://x"))).toContain("store")
+    expect(errorOf(load(undefined, { MODELGATE_SERVER_PORT: "abc" }))).toContain("server.port")
+    expect(errorOf(load(undefined, { MODELGATE_NOT_A_KEY: "1" }))).toContain("MODELGATE_NOT_A_KEY")
+    expect(errorOf(load("models: [{ id: x, provider: nobody }]"))).toContain("models.0.provider")
+    expect(errorOf(load("providers: [{ name: p, kind: openai }]"))).toContain("providers.0.base_url")
+    expect(errorOf(load("providers: [{ name: p, kind: cohere, base_url: 'http://x' }]"))).toContain("providers.0.kind")
+    expect(errorOf(load("server: { host: 0.0.0.0 }"))).toContain("server.tls")
+    expect(errorOf(load("{ not: [valid"))).toContain("not valid YAML")
+    expect(errorOf(load("- a list"))).toContain("mapping")
+  })
+})

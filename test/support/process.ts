@@ -1,0 +1,69 @@
+/** Runs `modelgate` as a real child process (for signals, the CLI, and several replicas). */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { stringify } from "yaml"
+
+export const ROOT = resolve(import.meta.dirname, "../..")
+export const NODE = process.execPath
+
+export const tempDir = (prefix = "modelgate-test-") => mkdtempSync(join(tmpdir(), prefix))
+
+export const writeConfig = (dir: string, config: Record<string, unknown>) => {
+  const path = join(dir, "modelgate.yaml")
+  writeFileSync(path, stringify(config))
+  return path
+}
+
+export interface GatewayProcess {
+  readonly url: string
+  readonly child: ChildProcess
+  readonly output: () => string
+  readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
+}
+
+export const spawnGateway = (configPath: string, env: Record<string, string> = {}): Promise<GatewayProcess> =>
+  new Promise((resolvePromise, reject) => {
+    const child = spawn(NODE, ["src/main.ts", "--config", configPath, "serve", "--port", "0"], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)))
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 15_000)
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      const match = /listening on (http:\/\/[^\s]+)/.exec(output)
+      if (match) {
+        clearTimeout(timer)
+        resolvePromise({
+          url: match[1]!,
+          child,
+          output: () => output,
+          stop: (signal = "SIGTERM") => {
+            if (child.exitCode === null) child.kill(signal)
+            return exited
+          }
+        })
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.stderr!.on("data", onData)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`gateway exited with ${code}:\n${output}`))
+    })
+  })
+
+/** Runs the CLI to completion. */
+export const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolvePromise) => {
+    const child = spawn(NODE, ["src/main.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env } })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (c) => (stdout += c))
+    child.stderr.on("data", (c) => (stderr += c))
+    child.on("exit", (code) => resolvePromise({ code, stdout, stderr }))
+  })
