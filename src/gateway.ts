@@ -8,6 +8,9 @@ import { makeHttpApp } from "./http/app.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { healthRoutes } from "./http/routes/health.ts"
 import { modelRoutes } from "./http/routes/models.ts"
+import { completionRoutes } from "./http/routes/completions.ts"
+import { AppConfig } from "./services/config/AppConfig.ts"
+import { Providers } from "./services/providers/Providers.ts"
 import { layerNodeServer } from "./http/server.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Auth } from "./services/auth/Auth.ts"
@@ -20,6 +23,8 @@ import { Store } from "./services/store/Store.ts"
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides {
   readonly store?: ReturnType<typeof Store.layerFromUrl> | undefined
+  /** Where `api_key_env` names are looked up; main passes the process environment. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
 }
 
 /** Store plus the services every entry point (server and CLI) shares. */
@@ -35,6 +40,7 @@ export const httpLayer = (config: GatewayConfig) => {
   const routes = [
     ...healthRoutes,
     ...modelRoutes,
+    ...completionRoutes,
     ...adminRoutes({ token: config.admin.token, maxBodyBytes: config.limits.max_body_bytes })
   ]
   return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
@@ -44,6 +50,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     Auth.layer,
     ModelCatalog.layer(config),
+    AppConfig.layer(config),
+    Providers.layer(config.providers, overrides.env ?? {}),
     Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
   ).pipe(Layer.provideMerge(coreLayer(config, overrides)))
   const server = layerNodeServer({ host: config.server.host, port: config.server.port, tls: config.server.tls })

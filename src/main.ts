@@ -44,7 +44,7 @@ const serve = Command.make(
         Effect.log(`modelgate listening on ${config.server.tls ? address.replace("http://", "https://") : address}`)
       )
     )
-    return yield* Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config)))).pipe(
+    return yield* Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
       Effect.provideService(References.MinimumLogLevel, logLevel(config))
     )
   })

@@ -1,0 +1,5 @@
+/** The model surfaces. Each route is one pipeline (src/pipelines). */
+import { chatCompletionsPipeline } from "../../pipelines/chat-completions.ts"
+import { route } from "../router.ts"
+
+export const completionRoutes = [route("POST", "/v1/chat/completions", chatCompletionsPipeline)]

@@ -1,0 +1,244 @@
+import { Predicate, Result, Schema, SchemaAST, SchemaIssue } from "effect"
+
+/** Outcome of validating a request body: the typed value, or the first problem with its field path. */
+export type DecodeResult<A> =
+  | { readonly ok: true; readonly value: A }
+  | { readonly ok: false; readonly path: string; readonly message: string }
+
+/**
+ * Annotation key marking a union whose members are chosen by one literal field (`role`, `type`).
+ * It lets the error walker say "messages.1.role: expected one of ..." instead of listing every
+ * member's failure.
+ */
+const discriminatorKey = "modelgate/discriminator"
+
+interface Discriminator {
+  readonly key: string
+  readonly values: ReadonlyArray<string>
+}
+
+type TaggedMember = Schema.Struct<Schema.Struct.Fields>
+
+const literalOf = (member: TaggedMember, key: string): string => {
+  const field = member.fields[key]
+  if (field === undefined || field.ast._tag !== "Literal" || !Predicate.isString(field.ast.literal)) {
+    throw new Error(`union member has no string literal field "${key}"`)
+  }
+  return field.ast.literal
+}
+
+/**
+ * A union of structs told apart by the literal value of `key`. Effect's union parser already
+ * dispatches on such a field; the annotation only improves the error message.
+ */
+export const taggedUnion = <const Members extends ReadonlyArray<TaggedMember>>(key: string, members: Members) => {
+  const values = members.map((member) => literalOf(member, key))
+  const discriminator: Discriminator = { key, values: [...new Set(values)] }
+  return Schema.Union(members).annotate({ [discriminatorKey]: discriminator, expected: "an object" })
+}
+
+/** Schema for a JSON object with arbitrary keys (JSON Schema documents, tool inputs). */
+export const JsonObject = Schema.Record(Schema.String, Schema.Unknown).annotate({ expected: "an object" })
+
+/** A JSON Schema object whose top-level `type`, when given, must be "object". */
+export const ObjectJsonSchema = JsonObject.check(
+  Schema.makeFilter((schema: Readonly<Record<string, unknown>>) =>
+    schema["type"] === undefined || schema["type"] === "object"
+      ? undefined
+      : { path: ["type"], issue: new SchemaIssue.InvalidValue({ message: 'expected "object"' }) }
+  )
+)
+
+/** The same, with `type: "object"` required (Anthropic `input_schema`). */
+export const RequiredObjectJsonSchema = JsonObject.check(
+  Schema.makeFilter((schema: Readonly<Record<string, unknown>>) =>
+    schema["type"] === "object"
+      ? undefined
+      : {
+        path: ["type"],
+        issue: new SchemaIssue.InvalidValue({
+          message: schema["type"] === undefined ? "required field missing" : 'expected "object"'
+        })
+      }
+  )
+)
+
+export const NonEmptyString = Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty string" }))
+
+export const PositiveInt = Schema.Number.check(
+  Schema.makeFilter((n: number) => Number.isInteger(n) && n > 0, { expected: "a positive integer" })
+)
+
+export const NonNegativeInt = Schema.Number.check(
+  Schema.makeFilter((n: number) => Number.isInteger(n) && n >= 0, { expected: "an integer >= 0" })
+)
+
+export const Int = Schema.Number.check(Schema.isInt({ expected: "an integer" }))
+
+export const numberBetween = (minimum: number, maximum: number) =>
+  Schema.Number.check(
+    Schema.makeFilter((n: number) => n >= minimum && n <= maximum, {
+      expected: `a number between ${minimum} and ${maximum}`
+    })
+  )
+
+/**
+ * Builds a decoder for a request schema. Excess properties are errors at every depth, and only
+ * the first problem is reported: a client fixes one field at a time anyway.
+ */
+export const makeDecoder = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => {
+  const decode = Schema.decodeUnknownResult(schema, { onExcessProperty: "error", errors: "first" })
+  return (body: unknown): DecodeResult<S["Type"]> => {
+    const result = decode(body)
+    if (Result.isSuccess(result)) return { ok: true, value: result.success }
+    const found = firstProblem(result.failure.issue, [], body)
+    const path = found.path.map(String).join(".")
+    return { ok: false, path, message: `${path === "" ? "body" : path}: ${found.message}` }
+  }
+}
+
+interface Problem {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown => {
+  let current = root
+  for (const key of path) {
+    if (!Predicate.isObjectOrArray(current)) return undefined
+    current = (current as Record<PropertyKey, unknown>)[key]
+  }
+  return current
+}
+
+const annotationString = (annotations: SchemaAST.AST["annotations"], key: string): string | undefined => {
+  const value = annotations?.[key]
+  return Predicate.isString(value) ? value : undefined
+}
+
+const describe = (ast: SchemaAST.AST): string => {
+  const expected = annotationString(ast.annotations, "expected")
+  if (expected !== undefined) return expected
+  switch (ast._tag) {
+    case "String":
+      return "a string"
+    case "Number":
+      return "a number"
+    case "Boolean":
+      return "a boolean"
+    case "Null":
+      return "null"
+    case "Literal":
+      return JSON.stringify(ast.literal)
+    case "Objects":
+      return "an object"
+    case "Arrays":
+      return "an array"
+    case "Union": {
+      if (ast.types.every((member) => member._tag === "Literal")) {
+        return `one of ${ast.types.map((member) => (member as SchemaAST.Literal).literal).join(", ")}`
+      }
+      const parts = [...new Set(ast.types.map(describe))]
+      return parts.length <= 1 ? (parts[0] ?? "a valid value") : `${parts.slice(0, -1).join(", ")} or ${parts.at(-1)}`
+    }
+    default:
+      return "a valid value"
+  }
+}
+
+const leafMessage = (issue: SchemaIssue.Leaf): string => {
+  switch (issue._tag) {
+    case "InvalidType":
+      return annotationString(issue.ast.annotations, "message") ?? `expected ${describe(issue.ast)}`
+    case "InvalidValue": {
+      const expected = annotationString(issue.annotations, "expected")
+      return annotationString(issue.annotations, "message") ?? (expected === undefined ? "invalid value" : `expected ${expected}`)
+    }
+    case "MissingKey":
+      return annotationString(issue.annotations, "message") ?? "required field missing"
+    case "UnexpectedKey":
+      return "unknown field"
+    case "Forbidden":
+      return "not allowed"
+    case "OneOf":
+      return "ambiguous value"
+  }
+}
+
+const filterMessage = (issue: SchemaIssue.Filter): string | undefined => {
+  const annotations = issue.filter.annotations
+  const message = annotationString(annotations, "message")
+  if (message !== undefined) return message
+  const expected = annotationString(annotations, "expected")
+  return expected === undefined ? undefined : `expected ${expected}`
+}
+
+/** A problem's depth: the member that got furthest into the input is the one the client meant. */
+const depth = (problem: Problem): number => problem.path.length
+
+/**
+ * The field that told the union's members apart: the `taggedUnion` annotation, or else a literal
+ * property of the object members (`{type: "ephemeral"}` inside `NullOr`) whose value the input
+ * got wrong.
+ */
+const discriminatorOf = (ast: SchemaAST.Union, input: Readonly<Record<PropertyKey, unknown>>): Discriminator | undefined => {
+  const annotated = ast.annotations?.[discriminatorKey] as Discriminator | undefined
+  if (annotated !== undefined) return annotated
+  const literals = new Map<string, Array<string>>()
+  for (const member of ast.types) {
+    if (member._tag !== "Objects") continue
+    for (const property of member.propertySignatures) {
+      if (property.type._tag !== "Literal" || !Predicate.isString(property.name)) continue
+      const values = literals.get(property.name) ?? []
+      values.push(String(property.type.literal))
+      literals.set(property.name, values)
+    }
+  }
+  for (const [key, values] of literals) {
+    if (!values.includes(String(input[key]))) return { key, values }
+  }
+  return undefined
+}
+
+const unionProblem = (issue: SchemaIssue.AnyOf, path: ReadonlyArray<PropertyKey>, root: unknown): Problem => {
+  if (issue.issues.length > 0) {
+    const candidates = issue.issues.map((inner) => firstProblem(inner, path, root))
+    return candidates.reduce((best, next) => (depth(next) > depth(best) ? next : best))
+  }
+  const input = valueAt(root, path)
+  const discriminator = Predicate.isObject(input) ? discriminatorOf(issue.ast, input) : undefined
+  if (discriminator !== undefined) {
+    const keyPath = [...path, discriminator.key]
+    return discriminator.key in input
+      ? {
+        path: keyPath,
+        message: discriminator.values.length === 1
+          ? `expected ${JSON.stringify(discriminator.values[0])}`
+          : `expected one of ${discriminator.values.join(", ")}`
+      }
+      : { path: keyPath, message: "required field missing" }
+  }
+  return { path, message: annotationString(issue.ast.annotations, "message") ?? `expected ${describe(issue.ast)}` }
+}
+
+const firstProblem = (issue: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey>, root: unknown): Problem => {
+  switch (issue._tag) {
+    case "Pointer":
+      return firstProblem(issue.issue, [...path, ...issue.path], root)
+    case "Filter": {
+      const inner = issue.issue
+      if (inner._tag === "InvalidValue" && annotationString(inner.annotations, "message") === undefined) {
+        return { path, message: filterMessage(issue) ?? "invalid value" }
+      }
+      return firstProblem(inner, path, root)
+    }
+    case "Encoding":
+      return firstProblem(issue.issue, path, root)
+    case "Composite":
+      return firstProblem(issue.issues[0], path, root)
+    case "AnyOf":
+      return unionProblem(issue, path, root)
+    default:
+      return { path, message: leafMessage(issue) }
+  }
+}

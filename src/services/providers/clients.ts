@@ -1,0 +1,119 @@
+/**
+ * The provider kinds, as clients the pipelines call. `openai` speaks Chat Completions to any
+ * compatible base URL; `anthropic` speaks Messages; `echo` is built in and speaks Chat
+ * Completions without any network.
+ */
+import { Effect, Stream } from "effect"
+import type { Agent } from "undici"
+import { ProviderError } from "../../domain/errors.ts"
+import type { AnthropicResponse, AnthropicStreamEvent } from "../../http/wire/anthropic-messages.ts"
+import type { ChatChunk, ChatResponse } from "../../http/wire/openai-chat.ts"
+import type { ProviderConfig } from "../config/schema.ts"
+import { postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
+
+/** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
+export interface ChatStreamItem {
+  readonly chunk: ChatChunk
+  readonly raw: string
+}
+
+export interface OpenAIClient {
+  readonly kind: "openai"
+  readonly name: string
+  readonly complete: (body: Record<string, unknown>) => Effect.Effect<ChatResponse, UpstreamFailure>
+  /** Resolves once the upstream accepted the request (status known), then streams its chunks. */
+  readonly stream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure>
+}
+
+export interface AnthropicClient {
+  readonly kind: "anthropic"
+  readonly name: string
+  readonly complete: (body: Record<string, unknown>) => Effect.Effect<AnthropicResponse, UpstreamFailure>
+  readonly stream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<AnthropicStreamEvent, UpstreamFailure>, UpstreamFailure>
+}
+
+export type ProviderClient = OpenAIClient | AnthropicClient
+
+const apiKeyOf = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>) =>
+  provider.api_key ?? (provider.api_key_env === undefined ? undefined : env[provider.api_key_env])
+
+const midStreamError = (provider: string, error: unknown) => {
+  const e = (typeof error === "object" && error !== null ? error : { message: String(error) }) as Record<string, unknown>
+  return new ProviderError({
+    message: `provider "${provider}" failed mid-stream${typeof e.message === "string" ? `: ${e.message}` : ""}`,
+    details: {
+      provider,
+      upstream_status: null,
+      upstream_error: { type: e.type ?? null, code: e.code ?? null, message: typeof e.message === "string" ? e.message : null }
+    }
+  })
+}
+
+const malformed = (provider: string, data: string) =>
+  new ProviderError({
+    message: `provider "${provider}" sent an event that is not JSON`,
+    details: { provider, upstream_status: null, upstream_error: { message: data.slice(0, 200) } }
+  })
+
+export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): OpenAIClient => {
+  const key = apiKeyOf(provider, env)
+  const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
+  const url = `${provider.base_url!.replace(/\/+$/, "")}/chat/completions`
+  const post = (body: Record<string, unknown>) => postJson({ provider: provider.name, agent, url, headers, body })
+  return {
+    kind: "openai",
+    name: provider.name,
+    complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response)),
+    stream: (body) =>
+      Effect.map(post(body), (response) =>
+        sseEvents(provider.name, response).pipe(
+          // Some proxies wrap keep-alives as data (`data: : keepalive`): never content.
+          Stream.filter((event) => event.data !== "" && !event.data.startsWith(":")),
+          Stream.takeWhile((event) => event.data !== "[DONE]"),
+          Stream.mapEffect((event) => {
+            let parsed: unknown
+            try {
+              parsed = JSON.parse(event.data)
+            } catch {
+              return Effect.fail(malformed(provider.name, event.data))
+            }
+            const error = (parsed as { error?: unknown }).error
+            if (error) return Effect.fail(midStreamError(provider.name, error))
+            return Effect.succeed({ chunk: parsed as ChatChunk, raw: event.data })
+          })
+        ))
+  }
+}
+
+export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): AnthropicClient => {
+  const key = apiKeyOf(provider, env)
+  const headers: Record<string, string> = {
+    "anthropic-version": provider.anthropic_version,
+    ...(key ? { "x-api-key": key } : {})
+  }
+  const url = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
+  const post = (body: Record<string, unknown>) => postJson({ provider: provider.name, agent, url, headers, body })
+  return {
+    kind: "anthropic",
+    name: provider.name,
+    complete: (body) => Effect.flatMap(post(body), (response) => readJson<AnthropicResponse>(provider.name, response)),
+    stream: (body) =>
+      Effect.map(post(body), (response) =>
+        sseEvents(provider.name, response).pipe(
+          Stream.filter((event) => event.data !== "" && event.event !== "ping"),
+          Stream.mapEffect((event) => {
+            let parsed: AnthropicStreamEvent
+            try {
+              parsed = JSON.parse(event.data) as AnthropicStreamEvent
+            } catch {
+              return Effect.fail(malformed(provider.name, event.data))
+            }
+            if (parsed.type === "error" || event.event === "error") {
+              return Effect.fail(midStreamError(provider.name, (parsed as { error?: unknown }).error))
+            }
+            return Effect.succeed(parsed)
+          }),
+          Stream.takeUntil((event) => event.type === "message_stop")
+        ))
+  }
+}

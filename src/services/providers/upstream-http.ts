@@ -1,0 +1,167 @@
+/**
+ * HTTP to model providers: one pooled keep-alive undici Agent per provider, whose three
+ * timeouts are exactly the three the config names (connect, time to first byte, idle gap
+ * between body chunks). Failures become ProviderError (502) or UpstreamTimeout (504) carrying
+ * the provider name and upstream status, never the provider's key.
+ */
+import { Effect, Stream } from "effect"
+import * as Sse from "effect/encoding/Sse"
+import { Agent, errors as undiciErrors, request } from "undici"
+import type { Readable } from "node:stream"
+import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
+import type { ProviderConfig } from "../config/schema.ts"
+
+export type UpstreamFailure = ProviderError | UpstreamTimeout
+
+export const makeAgent = (provider: ProviderConfig) =>
+  new Agent({
+    connections: provider.max_connections,
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 600_000,
+    connect: { timeout: provider.timeouts.connect_ms },
+    headersTimeout: provider.timeouts.first_byte_ms,
+    bodyTimeout: provider.timeouts.idle_ms
+  })
+
+const codeOf = (error: unknown): string | undefined => {
+  let current: unknown = error
+  for (let depth = 0; depth < 5 && current; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === "string") return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/** Maps a transport failure (no HTTP answer, or a body that stopped) to the gateway's errors. */
+export const transportFailure = (provider: string, error: unknown): UpstreamFailure => {
+  const code = codeOf(error)
+  const timeout = (kind: string, ms?: number) =>
+    new UpstreamTimeout({
+      message: `provider "${provider}" timed out (${kind})`,
+      details: { provider, timeout: kind, ...(ms === undefined ? {} : { timeout_ms: ms }) }
+    })
+  if (error instanceof undiciErrors.ConnectTimeoutError || code === "UND_ERR_CONNECT_TIMEOUT") return timeout("connect")
+  if (error instanceof undiciErrors.HeadersTimeoutError || code === "UND_ERR_HEADERS_TIMEOUT") return timeout("first_byte")
+  if (error instanceof undiciErrors.BodyTimeoutError || code === "UND_ERR_BODY_TIMEOUT") return timeout("idle")
+  const reason = code === "ECONNREFUSED"
+    ? "connection refused"
+    : code === "ENOTFOUND" || code === "EAI_AGAIN"
+    ? "host not found"
+    : code === "ECONNRESET" || code === "UND_ERR_SOCKET"
+    ? "connection reset"
+    : "connection failed"
+  return new ProviderError({
+    message: `provider "${provider}" is unreachable: ${reason}`,
+    details: { provider, upstream_status: null, upstream_error: { code: code ?? null, message: reason } }
+  })
+}
+
+/** An upstream's own error answer, with its code and message kept for the client (never its secrets). */
+export const statusFailure = (provider: string, status: number, body: string, retryAfter: string | undefined): ProviderError => {
+  let upstreamError: Record<string, unknown> = { message: body.slice(0, 500) }
+  try {
+    const parsed = JSON.parse(body) as { error?: unknown }
+    const error = parsed.error
+    if (typeof error === "object" && error !== null) {
+      const e = error as Record<string, unknown>
+      upstreamError = {
+        type: typeof e.type === "string" ? e.type : null,
+        code: typeof e.code === "string" || typeof e.code === "number" ? e.code : null,
+        message: typeof e.message === "string" ? e.message.slice(0, 1000) : null
+      }
+    } else if (typeof error === "string") {
+      upstreamError = { message: error.slice(0, 1000) }
+    }
+  } catch {
+    // Not JSON (a proxy's HTML page, say): the truncated text is the best evidence there is.
+  }
+  return new ProviderError({
+    message: `provider "${provider}" answered ${status}${typeof upstreamError.message === "string" ? `: ${upstreamError.message}` : ""}`,
+    details: { provider, upstream_status: status, upstream_error: upstreamError },
+    ...(retryAfter === undefined ? {} : { retryAfter })
+  })
+}
+
+export interface UpstreamResponse {
+  readonly status: number
+  readonly headers: Record<string, string | string[] | undefined>
+  readonly body: Readable
+}
+
+/**
+ * POSTs JSON; succeeds with the open response once a 2xx status arrived, fails with the mapped
+ * error otherwise. Interrupting the effect (client went away) aborts the upstream request.
+ */
+export const postJson = (options: {
+  readonly provider: string
+  readonly agent: Agent
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: unknown
+}): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
+  Effect.tryPromise({
+    try: (signal) =>
+      request(options.url, {
+        method: "POST",
+        dispatcher: options.agent,
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...options.headers },
+        body: JSON.stringify(options.body),
+        signal
+      }),
+    catch: (error) => transportFailure(options.provider, error)
+  }).pipe(
+    Effect.flatMap((response) => {
+      if (response.statusCode >= 200 && response.statusCode < 300) {
+        return Effect.succeed({ status: response.statusCode, headers: response.headers, body: response.body as unknown as Readable })
+      }
+      const retryAfter = response.headers["retry-after"]
+      return Effect.tryPromise({
+        try: () => response.body.text(),
+        catch: (error) => transportFailure(options.provider, error)
+      }).pipe(
+        Effect.flatMap((text) =>
+          Effect.fail(statusFailure(options.provider, response.statusCode, text, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter))
+        )
+      )
+    })
+  )
+
+export const readJson = <A>(provider: string, response: UpstreamResponse): Effect.Effect<A, UpstreamFailure> =>
+  Effect.tryPromise({
+    try: async () => {
+      const chunks: Array<Buffer> = []
+      for await (const chunk of response.body) chunks.push(chunk as Buffer)
+      return Buffer.concat(chunks).toString("utf8")
+    },
+    catch: (error) => transportFailure(provider, error)
+  }).pipe(
+    Effect.flatMap((text) =>
+      Effect.try({
+        try: () => JSON.parse(text) as A,
+        catch: () =>
+          new ProviderError({
+            message: `provider "${provider}" sent a response that is not JSON`,
+            details: { provider, upstream_status: response.status, upstream_error: { message: text.slice(0, 200) } }
+          })
+      })
+    )
+  )
+
+/**
+ * The response body as SSE events. Comment lines (keep-alives such as OpenRouter's
+ * `: OPENROUTER PROCESSING`) never become events; the body is destroyed when the stream ends
+ * early, which releases the upstream connection at once.
+ */
+export const sseEvents = (provider: string, response: UpstreamResponse): Stream.Stream<Sse.Event, UpstreamFailure> =>
+  Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, (error) => transportFailure(provider, error)).pipe(
+    Stream.decodeText,
+    Stream.pipeThroughChannel(Sse.decode()),
+    Stream.catchTag("SseError", (error) =>
+      Stream.fail(new ProviderError({
+        message: `provider "${provider}" sent a malformed event stream`,
+        details: { provider, upstream_status: response.status, upstream_error: { message: error.message } }
+      }))),
+    Stream.catchTag("Retry", () => Stream.empty),
+    Stream.ensuring(Effect.sync(() => response.body.destroy()))
+  )
