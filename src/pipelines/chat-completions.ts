@@ -4,19 +4,15 @@
  * gets it passed through, an `anthropic`-kind provider gets it translated.
  */
 import { Effect, Stream } from "effect"
-import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { type ApiError, toEnvelope, ValidationFailed } from "../domain/errors.ts"
-import { readJsonObject } from "../http/body.ts"
+import { type ApiError, toEnvelope } from "../domain/errors.ts"
 import { CurrentRequest, type RequestState } from "../http/request-context.ts"
 import { json } from "../http/responses.ts"
 import { dataFrame, DONE_FRAME, sseResponse } from "../http/sse.ts"
 import { decodeChatRequest, type ChatRequest, type ChatUsage } from "../http/wire/openai-chat.ts"
-import { AppConfig } from "../services/config/AppConfig.ts"
-import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
+import type { ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ChatStreamItem, OpenAIClient } from "../services/providers/clients.ts"
-import { Providers } from "../services/providers/Providers.ts"
 import { guardedStream } from "./streaming.ts"
-import { authenticateRequest } from "./authenticate.ts"
+import { admitModelRequest } from "./admission.ts"
 import { chatViaAnthropic } from "./chat-via-anthropic.ts"
 
 export const recordChatUsage = (state: RequestState, usage: ChatUsage | null | undefined) => {
@@ -79,21 +75,6 @@ const passthrough = (client: OpenAIClient, chat: ChatRequest, resolved: Resolved
   })
 
 export const chatCompletionsPipeline = Effect.gen(function*() {
-  const state = yield* CurrentRequest
-  const key = yield* authenticateRequest
-  const config = yield* AppConfig
-  const raw = yield* readJsonObject(yield* HttpServerRequest, config.limits.max_body_bytes)
-  const decoded = decodeChatRequest(raw)
-  if (!decoded.ok) {
-    return yield* new ValidationFailed({ message: `${decoded.path === "" ? "" : `${decoded.path}: `}${decoded.message}`, details: { field: decoded.path } })
-  }
-  const chat = decoded.value
-  state.audit.stream = chat.stream === true
-  const catalog = yield* ModelCatalog
-  const resolved = yield* catalog.resolve(chat.model)
-  state.audit.model = resolved.model.id
-  state.audit.provider = resolved.provider.name
-  yield* catalog.checkScope(key, resolved)
-  const client = (yield* Providers).client(resolved.provider.name)
-  return yield* (client.kind === "openai" ? passthrough(client, chat, resolved) : chatViaAnthropic(client, chat, resolved))
+  const { request, resolved, client } = yield* admitModelRequest(decodeChatRequest)
+  return yield* (client.kind === "openai" ? passthrough(client, request, resolved) : chatViaAnthropic(client, request, resolved))
 })

@@ -23,7 +23,7 @@ import { guardedStream } from "./streaming.ts"
 
 export const untranslatable = (error: Untranslatable) =>
   new ValidationFailed({
-    message: `${error.path}: cannot be translated for this model's provider: ${error.message}`,
+    message: `cannot be translated for this model's provider: ${error.message}`,
     details: { field: error.path, reason: "untranslatable" }
   })
 

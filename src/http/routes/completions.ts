@@ -1,5 +1,9 @@
 /** The model surfaces. Each route is one pipeline (src/pipelines). */
 import { chatCompletionsPipeline } from "../../pipelines/chat-completions.ts"
+import { messagesPipeline } from "../../pipelines/messages.ts"
 import { route } from "../router.ts"
 
-export const completionRoutes = [route("POST", "/v1/chat/completions", chatCompletionsPipeline)]
+export const completionRoutes = [
+  route("POST", "/v1/chat/completions", chatCompletionsPipeline),
+  route("POST", "/v1/messages", messagesPipeline)
+]

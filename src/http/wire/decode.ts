@@ -207,7 +207,7 @@ const unionProblem = (issue: SchemaIssue.AnyOf, path: ReadonlyArray<PropertyKey>
   }
   const input = valueAt(root, path)
   const discriminator = Predicate.isObject(input) ? discriminatorOf(issue.ast, input) : undefined
-  if (discriminator !== undefined) {
+  if (discriminator !== undefined && Predicate.isObject(input)) {
     const keyPath = [...path, discriminator.key]
     return discriminator.key in input
       ? {

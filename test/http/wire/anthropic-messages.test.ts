@@ -204,9 +204,8 @@ describe("decodeMessagesRequest accepts", () => {
       }],
       tool_choice: { type: "auto", disable_parallel_tool_use: true },
       stop_sequences: ["END"],
-      temperature: 0.5,
-      top_p: 0.9,
-      top_k: 40,
+      // Current SDK types no longer declare the sampling parameters, but still send them.
+      ...({ temperature: 0.5, top_p: 0.9, top_k: 40 } as object),
       metadata: { user_id: "u-1" },
       thinking: { type: "enabled", budget_tokens: 1024 }
     })

@@ -106,8 +106,8 @@ describe("chatRequestToAnthropic", () => {
       tools: [{ type: "function", function: { name: "Bash" } }]
     })
     const [, assistant, results] = request.messages
-    const ids = (assistant?.content as Array<{ id: string }>).map((block) => block.id)
-    const resultIds = (results?.content as Array<{ tool_use_id: string }>).map((block) => block.tool_use_id)
+    const ids = (assistant?.content as ReadonlyArray<unknown> as Array<{ id: string }>).map((block) => block.id)
+    const resultIds = (results?.content as ReadonlyArray<unknown> as Array<{ tool_use_id: string }>).map((block) => block.tool_use_id)
     expect(ids).toEqual(resultIds)
     expect(ids[0]).toMatch(/^[a-zA-Z0-9_-]+$/)
     expect(ids[0]).not.toBe(ids[1])
@@ -128,13 +128,14 @@ describe("chatRequestToAnthropic", () => {
     expect(refused(history("[1,2]")).path).toBe("messages.1.tool_calls.0.function.arguments")
   })
 
-  it("never produces an empty text block", () => {
+  it("never produces an empty or whitespace-only text block", () => {
     const request = ok({
       messages: [
-        { role: "user", content: [{ type: "text", text: "" }, { type: "text", text: "Hello" }] },
+        { role: "user", content: [{ type: "text", text: "" }, { type: "text", text: " \n" }, { type: "text", text: "Hello" }] },
         { role: "assistant", content: "", tool_calls: [call("c1", "f", "{}")] },
         { role: "tool", tool_call_id: "c1", content: "" },
         { role: "user", content: "" },
+        { role: "user", content: "   " },
         { role: "assistant", content: "" },
         { role: "user", content: "Next" }
       ],

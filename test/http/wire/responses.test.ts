@@ -188,6 +188,8 @@ describe("chatResponseToAnthropic", () => {
   it("keeps a refusal as text, and copes with no usage and no choices", () => {
     const refusal = chatResponseToAnthropic(chat({ content: null, refusal: "I can't." }, "stop"), { model: "m" })
     expect(refusal.content).toEqual([{ type: "text", text: "I can't." }])
+    const blank = chatResponseToAnthropic(chat({ content: "\n\n", tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }] }), { model: "m" })
+    expect(blank.content.map((block) => block.type)).toEqual(["tool_use"])
     const bare = chatResponseToAnthropic({ ...chat({ content: "x" }), usage: undefined, choices: [] }, { model: "m" })
     expect(bare).toMatchObject({ content: [], stop_reason: "end_turn", usage: { input_tokens: 0, output_tokens: 0 } })
   })
