@@ -11,6 +11,10 @@ import { modelRoutes } from "./http/routes/models.ts"
 import { completionRoutes } from "./http/routes/completions.ts"
 import { AppConfig } from "./services/config/AppConfig.ts"
 import { Providers } from "./services/providers/Providers.ts"
+import { Credits } from "./services/credits/Credits.ts"
+import { RateLimiter } from "./services/limits/RateLimiter.ts"
+import { RedisClient } from "./services/limits/RedisClient.ts"
+import { StreamSlots } from "./services/limits/StreamSlots.ts"
 import { layerNodeServer } from "./http/server.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Auth } from "./services/auth/Auth.ts"
@@ -46,8 +50,21 @@ export const httpLayer = (config: GatewayConfig) => {
   return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
 }
 
+/**
+ * Limits live in Redis when one is configured (every replica shares them, and an unreachable
+ * Redis fails requests closed), otherwise in this process.
+ */
+export const limitsLayer = (config: GatewayConfig) =>
+  config.redis === undefined
+    ? Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory)
+    : Layer.mergeAll(RateLimiter.layerRedis, StreamSlots.layerRedis({ lease: `${config.limits.stream_lease_seconds} seconds` })).pipe(
+      Layer.provideMerge(RedisClient.layer(config.redis))
+    )
+
 export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const requestServices = Layer.mergeAll(
+    limitsLayer(config),
+    Credits.layer,
     Auth.layer,
     ModelCatalog.layer(config),
     AppConfig.layer(config),

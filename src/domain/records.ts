@@ -67,3 +67,29 @@ export interface WorkspaceRecord {
   readonly credits: number
   readonly created_at: string
 }
+
+export type LedgerKind = "initial" | "charge" | "refund" | "topup"
+
+export interface LedgerEntry {
+  readonly seq: number
+  readonly ts: string
+  readonly kind: LedgerKind
+  /** Signed: a charge is negative, a refund or top-up positive. */
+  readonly amount: number
+  readonly balance_after: number
+  /** Who moved the credits: a key id for charges and refunds, `admin` or `cli` for top-ups. */
+  readonly actor: string
+  readonly key_id: string | null
+  readonly request_id: string | null
+  readonly model: string | null
+  readonly note: string | null
+}
+
+export interface CreditMovement {
+  readonly amount: number
+  readonly actor: string
+  readonly key_id?: string | null
+  readonly request_id?: string | null
+  readonly model?: string | null
+  readonly note?: string | null
+}

@@ -22,6 +22,7 @@ import { declaredLengthExceeds, tooLarge } from "./body.ts"
 import { CurrentRequest, makeRequestState, type RequestState, toAuditRecord } from "./request-context.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"
 import { makeRouteTable, type Route } from "./router.ts"
+import { settleRequest } from "../pipelines/admission.ts"
 
 export interface AppOptions {
   readonly maxBodyBytes: number
@@ -70,12 +71,18 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       }
     }
 
-    const finish = (state: RequestState, response: HttpServerResponse, error: ApiError | undefined) => {
-      if (!state.auditDeferred) {
-        audit.append(toAuditRecord(state, error ? statusOf(error) : response.status, error ? slugOf(error) : null))
-      }
-      return withRequestHeaders(response, state)
-    }
+    const finish = (state: RequestState, response: HttpServerResponse, error: ApiError | undefined) =>
+      Effect.suspend(() => {
+        // A streamed response owns its settlement and its audit record until the stream ends.
+        if (state.auditDeferred) return Effect.succeed(withRequestHeaders(response, state))
+        const status = error ? statusOf(error) : response.status
+        return Effect.as(
+          settleRequest(state, status).pipe(
+            Effect.andThen(Effect.sync(() => audit.append(toAuditRecord(state, status, error ? slugOf(error) : null))))
+          ),
+          withRequestHeaders(response, state)
+        )
+      })
 
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -86,19 +93,21 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       })
       return yield* dispatch(request, state).pipe(
         Effect.provideService(CurrentRequest, state),
-        Effect.map((response) => finish(state, response, undefined)),
+        Effect.flatMap((response) => finish(state, response, undefined)),
         Effect.catchCause((cause) => {
           const failure = Cause.findErrorOption(cause)
           const error: ApiError = Option.isSome(failure) && isApiError(failure.value)
             ? failure.value
             : new InternalError({ message: "internal error; quote the request id when reporting it" })
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
-          return Effect.as(log, finish(state, errorResponse(error, state), error))
+          return Effect.andThen(log, finish(state, errorResponse(error, state), error))
         }),
         Effect.onInterrupt(() =>
-          Effect.sync(() => {
+          Effect.suspend(() => {
+            if (state.auditDeferred) return Effect.void
             // The client went away before an answer: still one record, with nginx's 499 convention.
-            if (!state.auditDeferred) audit.append(toAuditRecord(state, 499, "client_closed_request"))
+            audit.append(toAuditRecord(state, 499, "client_closed_request"))
+            return settleRequest(state, 499)
           })
         )
       )

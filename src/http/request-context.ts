@@ -5,7 +5,9 @@
  */
 import { Context } from "effect"
 import { randomBytes } from "node:crypto"
+import type { Effect } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
+import type { RateDecision } from "../services/limits/gcra.ts"
 
 export interface AuditFields {
   key_id: string | null
@@ -34,6 +36,17 @@ export interface RequestState {
   auditDeferred: boolean
   /** Extra headers every response of this request carries (rate-limit headers, ...). */
   readonly headers: Record<string, string>
+  /** The rate limiter's answer for this request, once it was counted. */
+  rate: RateDecision | undefined
+  /** What the request holds and must give back when it ends (stream slot, credits to refund on a 5xx). */
+  settlement: Settlement | undefined
+}
+
+export interface Settlement {
+  /** Frees what the request holds (its stream slot). Idempotent. */
+  readonly release: Effect.Effect<void>
+  /** Gives the request's credits back; for failures that are the gateway's or the provider's. Idempotent. */
+  readonly refund: Effect.Effect<void>
 }
 
 export class CurrentRequest extends Context.Service<CurrentRequest, RequestState>()("modelgate/CurrentRequest") {}
@@ -67,7 +80,9 @@ export const makeRequestState = (options: {
     details: null
   },
   auditDeferred: false,
-  headers: {}
+  headers: {},
+  rate: undefined,
+  settlement: undefined
 })
 
 export const toAuditRecord = (state: RequestState, status: number, error: string | null): AuditRecord => ({

@@ -1,16 +1,24 @@
 /**
  * The stages both model surfaces share, in the order of decisions section 4:
- * auth (and rate limit) -> validate -> resolve model (404) -> scope (403) -> provider client.
+ * auth -> 429 rate -> 400 validate -> 404 model -> 403 scope -> 429 stream slot ->
+ * 429 budget -> 402 credits -> provider. What the request takes on the way (a stream slot,
+ * credits) is recorded as its settlement, which the HTTP app and the stream guard settle
+ * however the request ends.
  */
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { ValidationFailed } from "../domain/errors.ts"
+import { BudgetExhausted, ValidationFailed } from "../domain/errors.ts"
+import type { ApiKeyRecord } from "../domain/records.ts"
 import { readJsonObject } from "../http/body.ts"
-import { CurrentRequest } from "../http/request-context.ts"
+import { CurrentRequest, type RequestState, type Settlement } from "../http/request-context.ts"
 import type { DecodeResult } from "../http/wire/decode.ts"
 import { ModelCatalog } from "../services/catalog/ModelCatalog.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
+import { type Charge, Credits, storeUnavailable } from "../services/credits/Credits.ts"
+import { streamLimitError } from "../services/limits/refusals.ts"
+import { type Slot, StreamSlots } from "../services/limits/StreamSlots.ts"
 import { Providers } from "../services/providers/Providers.ts"
+import { Store } from "../services/store/Store.ts"
 import { authenticateRequest } from "./authenticate.ts"
 
 export const decodedOrFail = <A>(decoded: DecodeResult<A>): Effect.Effect<A, ValidationFailed> =>
@@ -19,6 +27,75 @@ export const decodedOrFail = <A>(decoded: DecodeResult<A>): Effect.Effect<A, Val
     : Effect.fail(new ValidationFailed({
       message: decoded.path === "" ? decoded.message : `${decoded.path}: ${decoded.message}`,
       details: { field: decoded.path }
+    }))
+
+const once = (effect: Effect.Effect<void>): Effect.Effect<void> => {
+  let done = false
+  return Effect.suspend(() => {
+    if (done) return Effect.void
+    done = true
+    return effect
+  })
+}
+
+const makeSettlement = (slot: Slot | undefined, credits: Credits["Service"], charge: Charge | undefined): Settlement => ({
+  release: once(slot === undefined ? Effect.void : slot.release()),
+  refund: once(charge === undefined ? Effect.void : credits.refund(charge, "the request failed with a server or provider error"))
+})
+
+/** Stream slot, request budget and credits, in that order; anything taken is given back if a later step refuses. */
+export const admitCosts = (options: {
+  readonly key: ApiKeyRecord
+  readonly stream: boolean
+  readonly model: string
+  readonly credits: number
+}) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const config = yield* AppConfig
+    const creditsService = yield* Credits
+    const store = yield* Store
+    let slot: Slot | undefined
+    if (options.stream) {
+      const max = options.key.limits?.concurrent_streams ?? config.limits.concurrent_streams
+      slot = yield* (yield* StreamSlots).acquire(options.key.id, max)
+      if (slot === undefined) return yield* streamLimitError(max, state.rate!)
+    }
+    const budget = options.key.budget
+    if (budget !== null) {
+      const admitted = yield* store.consumeBudget(options.key.id).pipe(
+        Effect.mapError(storeUnavailable),
+        Effect.onError(() => slot?.release() ?? Effect.void)
+      )
+      if (!admitted) {
+        yield* slot?.release() ?? Effect.void
+        return yield* new BudgetExhausted({
+          message: `this key's request budget of ${budget.max_requests} requests is used up`,
+          details: { max_requests: budget.max_requests }
+        })
+      }
+    }
+    const charge = yield* creditsService.reserve({
+      amount: options.credits,
+      key_id: options.key.id,
+      request_id: state.requestId,
+      model: options.model
+    }).pipe(Effect.onError(() => slot?.release() ?? Effect.void))
+    state.audit.credits = charge?.amount ?? 0
+    state.settlement = makeSettlement(slot, creditsService, charge)
+  })
+
+/** Settles a request that ended without a stream taking ownership: refund on a 5xx, free the slot. */
+export const settleRequest = (state: RequestState, status: number) =>
+  state.settlement === undefined
+    ? Effect.void
+    : Effect.andThen(status >= 500 ? refundAndZero(state) : Effect.void, state.settlement.release)
+
+export const refundAndZero = (state: RequestState) =>
+  state.settlement === undefined
+    ? Effect.void
+    : Effect.andThen(state.settlement.refund, Effect.sync(() => {
+      state.audit.credits = 0
     }))
 
 export const admitModelRequest = <A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
@@ -36,6 +113,7 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     state.audit.model = resolved.model.id
     state.audit.provider = resolved.provider.name
     yield* catalog.checkScope(key, resolved)
+    yield* admitCosts({ key, stream: request.stream === true, model: request.model, credits: resolved.model.credits })
     const client = (yield* Providers).client(resolved.provider.name)
     return { key, request, resolved, client }
   })

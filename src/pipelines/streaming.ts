@@ -4,9 +4,10 @@
  * is written when the stream ends, however it ends: completed, failed, or the client left.
  */
 import { Effect, Stream } from "effect"
-import { type ApiError, slugOf } from "../domain/errors.ts"
+import { type ApiError, slugOf, statusOf } from "../domain/errors.ts"
 import { CurrentRequest, toAuditRecord } from "../http/request-context.ts"
 import { Audit } from "../services/audit/Audit.ts"
+import { refundAndZero } from "./admission.ts"
 
 export const guardedStream = <E extends ApiError>(
   frames: Stream.Stream<string, E>,
@@ -24,9 +25,14 @@ export const guardedStream = <E extends ApiError>(
         return Stream.make(failureFrames(error))
       }),
       Stream.onExit((exit) =>
-        Effect.sync(() => {
+        Effect.suspend(() => {
           const slug = failure ? slugOf(failure) : exit._tag === "Failure" ? "client_closed_request" : null
-          audit.append(toAuditRecord(state, 200, slug))
+          // A provider failure mid-stream is refunded like one before it: the client will retry.
+          const refund = failure !== undefined && statusOf(failure) >= 500 ? refundAndZero(state) : Effect.void
+          return refund.pipe(
+            Effect.andThen(state.settlement?.release ?? Effect.void),
+            Effect.andThen(Effect.sync(() => audit.append(toAuditRecord(state, 200, slug))))
+          )
         })
       )
     )

@@ -8,7 +8,16 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import * as Migrator from "effect/sql/Migrator"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
-import type { ApiKeyRecord, AuditPage, AuditQuery, AuditRecord, WorkspaceRecord } from "../../domain/records.ts"
+import type {
+  ApiKeyRecord,
+  AuditPage,
+  AuditQuery,
+  AuditRecord,
+  CreditMovement,
+  LedgerEntry,
+  LedgerKind,
+  WorkspaceRecord
+} from "../../domain/records.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 
@@ -45,6 +54,21 @@ export interface StoreShape {
   /** Monotonic counter bumped by every key change, so caches on every replica can notice. */
   readonly keyChangeVersion: Effect.Effect<number, SqlError>
   readonly touchKeys: (lastUsed: ReadonlyMap<string, string>) => Effect.Effect<void, SqlError>
+  /**
+   * Counts one request against the key's budget if it has room: one atomic conditional update,
+   * so concurrent requests on any number of replicas can never overshoot. Returns false when
+   * the budget is used up.
+   */
+  readonly consumeBudget: (keyId: string) => Effect.Effect<boolean, SqlError>
+  /**
+   * Takes `amount` from the pool if it holds that much (never below zero, whatever the
+   * concurrency), writing the ledger row in the same transaction. Returns the balance after,
+   * or `{ insufficient }` with the balance that was there.
+   */
+  readonly chargeCredits: (movement: CreditMovement) => Effect.Effect<{ readonly balance: number } | { readonly insufficient: number }, SqlError>
+  /** Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row. */
+  readonly addCredits: (kind: Extract<LedgerKind, "refund" | "topup">, movement: CreditMovement) => Effect.Effect<number, SqlError>
+  readonly ledger: (query: { readonly before_seq?: number | undefined; readonly limit: number; readonly request_id?: string | undefined }) => Effect.Effect<ReadonlyArray<LedgerEntry>, SqlError>
   readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, SqlError>
   readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, SqlError>
 }
@@ -97,6 +121,19 @@ const rowToAudit = (row: Record<string, unknown>): AuditRecord & { seq: number }
   details: parseJson(row.details)
 })
 
+const rowToLedger = (row: Record<string, unknown>): LedgerEntry => ({
+  seq: num(row.seq),
+  ts: String(row.ts),
+  kind: String(row.kind) as LedgerKind,
+  amount: num(row.amount),
+  balance_after: num(row.balance_after),
+  actor: String(row.actor),
+  key_id: (row.key_id as string | null) ?? null,
+  request_id: (row.request_id as string | null) ?? null,
+  model: (row.model as string | null) ?? null,
+  note: (row.note as string | null) ?? null
+})
+
 const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
   const out: Record<string, unknown> = {}
   if (patch.name !== undefined) out.name = patch.name
@@ -129,12 +166,35 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
       }
     )
 
+    const writeLedger = (kind: LedgerKind, signedAmount: number, balance: number, movement: CreditMovement) =>
+      sql`INSERT INTO credit_ledger ${
+        sql.insert({
+          ts: new Date().toISOString(),
+          workspace_id: DEFAULT_WORKSPACE,
+          kind,
+          amount: signedAmount,
+          balance_after: balance,
+          actor: movement.actor,
+          key_id: movement.key_id ?? null,
+          request_id: movement.request_id ?? null,
+          model: movement.model ?? null,
+          note: movement.note ?? null
+        })
+      }`
+
     const store: StoreShape = {
       dialect,
       ensureWorkspace: (initialCredits) =>
-        sql`INSERT INTO workspaces (id, name, credits, created_at)
-            VALUES (${DEFAULT_WORKSPACE}, ${"default"}, ${initialCredits}, ${new Date().toISOString()})
-            ON CONFLICT (id) DO NOTHING`.pipe(Effect.andThen(getWorkspace)),
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const inserted = yield* sql`INSERT INTO workspaces (id, name, credits, created_at)
+              VALUES (${DEFAULT_WORKSPACE}, ${"default"}, ${initialCredits}, ${new Date().toISOString()})
+              ON CONFLICT (id) DO NOTHING RETURNING id`
+            // The first start opens the ledger, so its rows always add up to the balance.
+            if (inserted.length > 0) yield* writeLedger("initial", initialCredits, initialCredits, { amount: initialCredits, actor: "config", note: "initial pool" })
+            return yield* getWorkspace
+          })
+        ),
       getWorkspace,
       insertKey: (key) =>
         sql.withTransaction(
@@ -195,6 +255,44 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
           : sql.withTransaction(
             Effect.forEach(lastUsed, ([id, ts]) => sql`UPDATE api_keys SET last_used_at = ${ts} WHERE id = ${id}`, { discard: true })
           ),
+      consumeBudget: (keyId) =>
+        Effect.map(
+          sql`UPDATE api_keys SET budget_used = budget_used + 1
+              WHERE id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
+              RETURNING budget_used`,
+          (rows) => rows.length > 0
+        ),
+      chargeCredits: (movement) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const rows = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits - ${movement.amount}
+              WHERE id = ${DEFAULT_WORKSPACE} AND credits >= ${movement.amount} RETURNING credits`
+            if (rows.length === 0) return { insufficient: (yield* getWorkspace).credits }
+            const balance = num(rows[0]!.credits)
+            yield* writeLedger("charge", -movement.amount, balance, movement)
+            return { balance }
+          })
+        ),
+      addCredits: (kind, movement) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const rows = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits + ${movement.amount}
+              WHERE id = ${DEFAULT_WORKSPACE} RETURNING credits`
+            const balance = num(rows[0]!.credits)
+            yield* writeLedger(kind, movement.amount, balance, movement)
+            return balance
+          })
+        ),
+      ledger: (query) =>
+        Effect.map(
+          sql<Record<string, unknown>>`SELECT * FROM credit_ledger WHERE ${
+            sql.and([
+              query.before_seq !== undefined ? sql`seq < ${query.before_seq}` : undefined,
+              query.request_id !== undefined ? sql`request_id = ${query.request_id}` : undefined
+            ].filter((c) => c !== undefined))
+          } ORDER BY seq DESC LIMIT ${query.limit}`,
+          (rows) => rows.map(rowToLedger)
+        ),
       appendAudit: (records) =>
         records.length === 0
           ? Effect.void

@@ -73,6 +73,31 @@ const initial = (dialect: Dialect) => {
   ])
 }
 
+/** Credits move only through ledger-backed operations; every row explains one change of the pool. */
+const creditLedger = (dialect: Dialect) => {
+  const serial = dialect === "sqlite" ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE credit_ledger (
+      seq ${serial},
+      ts TEXT NOT NULL,
+      workspace_id TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      amount ${big} NOT NULL,
+      balance_after ${big} NOT NULL,
+      actor TEXT NOT NULL,
+      key_id TEXT,
+      request_id TEXT,
+      model TEXT,
+      note TEXT
+    )`,
+    `CREATE INDEX credit_ledger_request ON credit_ledger (request_id)`,
+    `INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, note)
+       SELECT created_at, id, 'initial', credits, credits, 'config', 'initial pool' FROM workspaces`
+  ])
+}
+
 export const migrationsFor = (dialect: Dialect) => ({
-  "1_initial": initial(dialect)
+  "1_initial": initial(dialect),
+  "2_credit_ledger": creditLedger(dialect)
 })

@@ -134,3 +134,60 @@ contract("postgres", async () => {
   pg = await createPostgresDatabase("mg_store")
   return { layer: Store.layerPostgres(pg.url), cleanup: async () => pg?.drop() }
 })
+
+const creditContract = (name: string, makeLayer: () => Promise<{ layer: Layer.Layer<Store, unknown>; cleanup: () => Promise<void> }>) =>
+  describe(`Store credits and budgets: ${name}`, () => {
+    let runtime: ManagedRuntime.ManagedRuntime<Store, unknown>
+    let cleanup: () => Promise<void>
+    const run = <A, E>(effect: Effect.Effect<A, E, Store>) => runtime.runPromise(effect)
+    beforeAll(async () => {
+      const made = await makeLayer()
+      cleanup = made.cleanup
+      runtime = ManagedRuntime.make(made.layer)
+      await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(10)))
+    })
+    afterAll(async () => {
+      await runtime?.dispose()
+      await cleanup?.()
+    })
+
+    it("charges atomically, never below zero, and the ledger adds up", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        const results = yield* Effect.all(
+          Array.from({ length: 8 }, (_, i) => store.chargeCredits({ amount: 3, actor: "key_k", key_id: "key_k", request_id: `req_${i}`, model: "m" })),
+          { concurrency: "unbounded" }
+        )
+        const charged = results.filter((r) => "balance" in r)
+        expect(charged).toHaveLength(3)
+        expect((yield* store.getWorkspace).credits).toBe(1)
+        const refused = results.find((r) => "insufficient" in r)
+        expect(refused).toEqual({ insufficient: 1 })
+        expect(yield* store.addCredits("refund", { amount: 3, actor: "key_k", request_id: "req_0" })).toBe(4)
+        expect(yield* store.addCredits("topup", { amount: 100, actor: "admin" })).toBe(104)
+        const ledger = yield* store.ledger({ limit: 100 })
+        expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe(104)
+        expect(ledger[0]).toMatchObject({ kind: "topup", amount: 100, balance_after: 104, actor: "admin" })
+        expect(ledger.at(-1)).toMatchObject({ kind: "initial", amount: 10 })
+        expect(yield* store.ledger({ limit: 10, request_id: "req_0" })).toHaveLength(2)
+      }))
+    })
+
+    it("counts a budget exactly under concurrency", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        yield* store.insertKey({ ...key("key_budget", "hash_budget"), budget: { max_requests: 5 } })
+        const admitted = yield* Effect.all(Array.from({ length: 12 }, () => store.consumeBudget("key_budget")), { concurrency: "unbounded" })
+        expect(admitted.filter(Boolean)).toHaveLength(5)
+        expect((yield* store.findKeyById("key_budget"))?.budget_used).toBe(5)
+        yield* store.insertKey({ ...key("key_free", "hash_free"), budget: null })
+        expect(yield* store.consumeBudget("key_free")).toBe(false)
+      }))
+    })
+  })
+
+creditContract("sqlite", async () => ({ layer: Store.layerMemory, cleanup: async () => {} }))
+creditContract("postgres", async () => {
+  const db = await createPostgresDatabase("mg_credits")
+  return { layer: Store.layerPostgres(db.url), cleanup: () => db.drop() }
+})

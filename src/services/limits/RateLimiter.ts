@@ -1,0 +1,72 @@
+/**
+ * Per-key request rate limit (`requests_per_minute`), GCRA as described in `gcra.ts`.
+ *
+ * - `layerMemory`: exact within one process (a consume is one synchronous step, so concurrent
+ *   requests cannot interleave inside it). Time comes from the Effect `Clock`.
+ * - `layerRedis`: exact across every replica sharing the Redis: one atomic script per consume
+ *   (one round trip), timed by the Redis server's clock. Unreachable Redis fails the consume
+ *   with `DependencyUnavailable`; it never admits.
+ */
+import { Clock, Context, Duration, Effect, Layer, Predicate, Schedule } from "effect"
+import type { DependencyUnavailable } from "../../domain/errors.ts"
+import { GCRA_LUA, gcra, type GcraState, normalizeLimit, type RateDecision } from "./gcra.ts"
+import { RedisClient, redisScript } from "./RedisClient.ts"
+
+export type { RateDecision } from "./gcra.ts"
+
+export const RATE_KEY_PREFIX = "modelgate:rl:"
+
+export interface RateLimiterShape {
+  /** Spends one request of `key`'s budget of `perMinute` requests per minute, if one is available. */
+  readonly consume: (key: string, perMinute: number) => Effect.Effect<RateDecision, DependencyUnavailable>
+}
+
+export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>()("modelgate/limits/RateLimiter") {
+  static readonly layerMemory: Layer.Layer<RateLimiter> = Layer.effect(
+    RateLimiter,
+    Effect.gen(function*() {
+      const clock = yield* Clock.Clock
+      const states = new Map<string, GcraState>()
+      // A key whose bucket is full again carries no information; dropping it bounds the map by
+      // the keys active in the last minute.
+      const sweep = Effect.sync(() => {
+        const now = nowMicros(clock)
+        for (const [key, state] of states) if (state.tat <= now) states.delete(key)
+      })
+      yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(1))))
+      return RateLimiter.of({
+        consume: (key, perMinute) =>
+          Effect.sync(() => {
+            const step = gcra(states.get(key), nowMicros(clock), perMinute)
+            if (step.next !== undefined) states.set(key, step.next)
+            return step.decision
+          })
+      })
+    })
+  )
+
+  static readonly layerRedis: Layer.Layer<RateLimiter, never, RedisClient> = Layer.effect(
+    RateLimiter,
+    Effect.gen(function*() {
+      const redis = yield* RedisClient
+      const script = redisScript(GCRA_LUA)
+      return RateLimiter.of({
+        consume: (key, perMinute) =>
+          redis.evalScript(script, [RATE_KEY_PREFIX + key], [String(normalizeLimit(perMinute))]).pipe(
+            Effect.flatMap((reply) => decodeDecision(reply, redis.target))
+          )
+      })
+    })
+  )
+}
+
+const nowMicros = (clock: Clock.Clock): number => Number(clock.currentTimeNanosUnsafe() / 1000n)
+
+const decodeDecision = (reply: unknown, target: string): Effect.Effect<RateDecision> => {
+  if (Array.isArray(reply) && reply.length === 5 && reply.every(Predicate.isNumber)) {
+    const [allowed, limit, remaining, resetAt, retryAfterSeconds] = reply as [number, number, number, number, number]
+    return Effect.succeed({ allowed: allowed === 1, limit, remaining, resetAt, retryAfterSeconds })
+  }
+  // Only a changed script or a foreign value under our key prefix gets here: a bug, not an outage.
+  return Effect.die(new Error(`unexpected rate-limit script reply from redis at ${target}: ${JSON.stringify(reply)}`))
+}

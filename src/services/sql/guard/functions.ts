@@ -1,0 +1,154 @@
+/**
+ * Functions whose mere call is a side effect the read role must not have, or that nobody may
+ * run through the tools. Names are matched case-insensitively and whatever schema qualifies
+ * them: a user function that shadows one of these names is refused too, which is the safe side.
+ */
+import type { Finding } from "./verdict.ts"
+
+interface Rule {
+  readonly level: Finding["level"]
+  readonly why: string
+}
+
+const SLEEP: Rule = { level: "refused", why: "sleeps and holds the connection" }
+const BURN: Rule = { level: "refused", why: "burns server CPU on purpose" }
+const SIGNAL: Rule = { level: "refused", why: "signals or controls server processes" }
+const SERVER_ADMIN: Rule = { level: "refused", why: "changes server-wide state" }
+const LOCK: Rule = { level: "refused", why: "takes a session-level lock that outlives the call" }
+const FILES: Rule = { level: "refused", why: "reads or writes files on the database server" }
+const LARGE_OBJECT: Rule = { level: "refused", why: "manipulates large objects, which can reach server files" }
+const REMOTE: Rule = { level: "refused", why: "opens connections to other servers" }
+const DYNAMIC_SQL: Rule = { level: "refused", why: "runs SQL given as text, which the guard cannot inspect" }
+const SETTING: Rule = { level: "refused", why: "changes a session setting that would leak into the pooled connection" }
+const XID: Rule = { level: "refused", why: "assigns a transaction id or exports a snapshot" }
+const REPLICATION: Rule = { level: "refused", why: "changes replication state" }
+const PROGRAM: Rule = { level: "refused", why: "runs an operating-system command" }
+const VARIABLE: Rule = { level: "refused", why: "sets session state that would leak into the pooled connection" }
+const SEQUENCE: Rule = { level: "write", why: "advances or sets a sequence" }
+const NOTIFY: Rule = { level: "write", why: "sends a notification to other sessions" }
+
+const pgExact: ReadonlyMap<string, Rule> = new Map([
+  ["pg_sleep", SLEEP],
+  ["pg_sleep_for", SLEEP],
+  ["pg_sleep_until", SLEEP],
+  ["pg_terminate_backend", SIGNAL],
+  ["pg_cancel_backend", SIGNAL],
+  ["pg_signal_backend", SIGNAL],
+  ["pg_reload_conf", SIGNAL],
+  ["pg_rotate_logfile", SIGNAL],
+  ["pg_logfile_rotate", SIGNAL],
+  ["pg_log_backend_memory_contexts", SIGNAL],
+  ["pg_promote", SIGNAL],
+  ["pg_switch_wal", SERVER_ADMIN],
+  ["pg_switch_xlog", SERVER_ADMIN],
+  ["pg_create_restore_point", SERVER_ADMIN],
+  ["pg_start_backup", SERVER_ADMIN],
+  ["pg_stop_backup", SERVER_ADMIN],
+  ["pg_backup_start", SERVER_ADMIN],
+  ["pg_backup_stop", SERVER_ADMIN],
+  ["pg_log_standby_snapshot", SERVER_ADMIN],
+  ["pg_import_system_collations", SERVER_ADMIN],
+  ["pg_stat_statements_reset", SERVER_ADMIN],
+  ["pg_stat_file", FILES],
+  ["pg_logdir_ls", FILES],
+  ["loread", LARGE_OBJECT],
+  ["lowrite", LARGE_OBJECT],
+  ["query_to_xml", DYNAMIC_SQL],
+  ["query_to_xmlschema", DYNAMIC_SQL],
+  ["query_to_xml_and_xmlschema", DYNAMIC_SQL],
+  ["cursor_to_xml", DYNAMIC_SQL],
+  ["cursor_to_xmlschema", DYNAMIC_SQL],
+  ["ts_stat", DYNAMIC_SQL],
+  ["connectby", DYNAMIC_SQL],
+  ["set_config", SETTING],
+  ["txid_current", XID],
+  ["pg_current_xact_id", XID],
+  ["pg_export_snapshot", XID],
+  ["pg_logical_emit_message", REPLICATION],
+  ["pg_sync_replication_slots", REPLICATION],
+  ["nextval", SEQUENCE],
+  ["setval", SEQUENCE],
+  ["pg_notify", NOTIFY]
+])
+
+const pgPrefixes: ReadonlyArray<readonly [string, Rule]> = [
+  ["pg_advisory_", LOCK],
+  ["pg_try_advisory_", LOCK],
+  ["pg_read_", FILES],
+  ["pg_ls_", FILES],
+  ["pg_file_", FILES],
+  ["lo_", LARGE_OBJECT],
+  ["dblink", REMOTE],
+  ["postgres_fdw_", REMOTE],
+  ["pg_background_", DYNAMIC_SQL],
+  ["crosstab", DYNAMIC_SQL],
+  ["pg_stat_reset", SERVER_ADMIN],
+  ["pg_wal_replay_", SERVER_ADMIN],
+  ["pg_xlog_replay_", SERVER_ADMIN],
+  ["pg_replication_origin_", REPLICATION],
+  ["pg_logical_slot_", REPLICATION],
+  ["pg_create_physical_replication_slot", REPLICATION],
+  ["pg_create_logical_replication_slot", REPLICATION],
+  ["pg_copy_physical_replication_slot", REPLICATION],
+  ["pg_copy_logical_replication_slot", REPLICATION],
+  ["pg_drop_replication_slot", REPLICATION],
+  ["pg_replication_slot_advance", REPLICATION],
+  ["binary_upgrade_", SERVER_ADMIN]
+]
+
+/** pg_cron schedules arbitrary SQL to run later as the scheduling user. */
+const pgQualified: ReadonlyMap<string, Rule> = new Map([
+  ["cron.schedule", DYNAMIC_SQL],
+  ["cron.schedule_in_database", DYNAMIC_SQL],
+  ["cron.alter_job", DYNAMIC_SQL],
+  ["cron.unschedule", DYNAMIC_SQL]
+])
+
+const mysqlExact: ReadonlyMap<string, Rule> = new Map([
+  ["sleep", SLEEP],
+  ["benchmark", BURN],
+  ["get_lock", LOCK],
+  ["release_lock", LOCK],
+  ["release_all_locks", LOCK],
+  ["load_file", FILES],
+  ["sys_exec", PROGRAM],
+  ["sys_eval", PROGRAM],
+  ["sys_get", PROGRAM],
+  ["sys_set", PROGRAM],
+  ["master_pos_wait", SLEEP],
+  ["source_pos_wait", SLEEP],
+  ["master_gtid_wait", SLEEP],
+  ["wait_for_executed_gtid_set", SLEEP],
+  ["wait_until_sql_thread_after_gtids", SLEEP],
+  ["wsrep_sync_wait_upto_gtid", SLEEP],
+  ["nextval", SEQUENCE],
+  ["setval", SEQUENCE]
+])
+
+export interface FunctionCall {
+  /** Schema or database qualifier, if any. */
+  readonly schema: string | undefined
+  readonly name: string
+  /** Number of arguments, when the caller knows it. */
+  readonly argCount?: number
+}
+
+const finding = (call: FunctionCall, rule: Rule): Finding => ({
+  level: rule.level,
+  reason: `${call.schema === undefined ? "" : `${call.schema}.`}${call.name}() ${rule.why}.`
+})
+
+export const postgresFunction = (call: FunctionCall): Finding | undefined => {
+  const name = call.name.toLowerCase()
+  const qualified = call.schema === undefined ? undefined : pgQualified.get(`${call.schema.toLowerCase()}.${name}`)
+  const rule = qualified ?? pgExact.get(name) ?? pgPrefixes.find(([prefix]) => name.startsWith(prefix))?.[1]
+  return rule === undefined ? undefined : finding(call, rule)
+}
+
+export const mysqlFunction = (call: FunctionCall): Finding | undefined => {
+  const name = call.name.toLowerCase()
+  // LAST_INSERT_ID(expr) sets the value later LAST_INSERT_ID() calls return on the connection.
+  if (name === "last_insert_id" && call.argCount !== undefined && call.argCount > 0) return finding(call, VARIABLE)
+  const rule = mysqlExact.get(name)
+  return rule === undefined ? undefined : finding(call, rule)
+}

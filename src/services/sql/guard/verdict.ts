@@ -1,0 +1,74 @@
+/**
+ * Verdicts of the SQL guard. `read` runs under the read role, `write` needs the edit role,
+ * `refused` is never run. `kind` is the statement's verb as a user would name it and ends up
+ * in `details.statement_kind` of the error envelope.
+ */
+export type Dialect = "postgres" | "mysql"
+
+export type Verdict =
+  | { readonly verdict: "read"; readonly kind: string }
+  /** `reason` is set when the write hides behind a read-looking statement (CTE, FOR UPDATE, nextval...). */
+  | { readonly verdict: "write"; readonly kind: string; readonly reason?: string }
+  | { readonly verdict: "refused"; readonly kind: string; readonly reason: string }
+
+export type ExplainVerdict = Verdict & { readonly inner: Verdict }
+
+/** What a dialect classifier knows about one statement, beyond the verdict itself. */
+export interface Analysis {
+  readonly verdict: Verdict
+  /** Whether `EXPLAIN <this statement>` is valid syntax for the dialect. */
+  readonly explainable: boolean
+}
+
+export const read = (kind: string): Verdict => ({ verdict: "read", kind })
+
+export const write = (kind: string, reason?: string): Verdict =>
+  reason === undefined ? { verdict: "write", kind } : { verdict: "write", kind, reason }
+
+export const refused = (kind: string, reason: string): Verdict => ({ verdict: "refused", kind, reason })
+
+const rank = { read: 0, write: 1, refused: 2 } as const
+
+/** The stricter of two verdicts; on a tie the first one stands, so the earliest finding names the kind. */
+export const stricter = (a: Verdict, b: Verdict): Verdict => (rank[b.verdict] > rank[a.verdict] ? b : a)
+
+/**
+ * Something found inside a statement that makes it stricter than its verb says: a refused
+ * function, a data-modifying CTE, a locking clause. `kind` replaces the statement's kind when
+ * the finding is what the user would call the statement (a `DELETE` inside a CTE), and is left
+ * out when the verb still describes it (`SELECT pg_sleep(1)` stays a `SELECT`).
+ */
+export interface Finding {
+  readonly level: "write" | "refused"
+  readonly reason: string
+  readonly kind?: string
+}
+
+/** Applies findings to the verdict the statement's verb gives; the first refusal wins. */
+export const settle = (base: Verdict, findings: ReadonlyArray<Finding>): Verdict => {
+  if (base.verdict === "refused") return base
+  const refusal = findings.find((f) => f.level === "refused")
+  if (refusal !== undefined) return refused(refusal.kind ?? base.kind, refusal.reason)
+  if (base.verdict === "write") return base
+  const hiddenWrite = findings.find((f) => f.level === "write")
+  return hiddenWrite === undefined ? base : write(hiddenWrite.kind ?? base.kind, hiddenWrite.reason)
+}
+
+const EXPLAINABLE_HINT =
+  "EXPLAIN only applies to SELECT, TABLE, VALUES, INSERT, UPDATE, DELETE, MERGE, REPLACE or CREATE TABLE AS"
+
+/**
+ * The verdict of explaining a statement. Plain EXPLAIN only plans, so a write is readable; the
+ * analyzing form executes the statement, so it inherits its verdict. A statement refused on its
+ * own is refused explained too: planners fold constant subqueries and stable functions, so a
+ * plan is not guaranteed to be free of the side effects the refusal is about.
+ */
+export const explainVerdict = (inner: Analysis, analyze: boolean): Verdict => {
+  const kind = analyze ? "EXPLAIN ANALYZE" : "EXPLAIN"
+  if (inner.verdict.verdict === "refused") return refused(kind, inner.verdict.reason)
+  if (!inner.explainable) return refused(kind, `${EXPLAINABLE_HINT}, not ${inner.verdict.kind}.`)
+  if (!analyze) return read(kind)
+  return inner.verdict.verdict === "write"
+    ? write(kind, `EXPLAIN ANALYZE executes the ${inner.verdict.kind} it explains.`)
+    : read(kind)
+}

@@ -1,0 +1,224 @@
+/**
+ * Concurrent-stream slots: the same contract against the in-memory and Redis layers, then what
+ * only Redis has: several replicas on one key, leases that outlive a vanished holder by at most
+ * one lease, heartbeats that keep a long stream's slot, and nothing left behind.
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { RedisClient } from "../../../src/services/limits/RedisClient.ts"
+import { type Slot, STREAM_KEY_PREFIX, StreamSlots } from "../../../src/services/limits/StreamSlots.ts"
+import { streamLimitError } from "../../../src/services/limits/refusals.ts"
+import { inspector, REDIS_URL, redisProxy, replica, uniqueKey } from "./support.ts"
+
+const usedKeys: Array<string> = []
+const freshKey = () => {
+  const key = uniqueKey("slots")
+  usedKeys.push(STREAM_KEY_PREFIX + key)
+  return key
+}
+
+afterAll(async () => {
+  const redis = await inspector()
+  if (usedKeys.length > 0) await redis.del(usedKeys)
+  await redis.close()
+})
+
+const acquireMany = Effect.fnUntraced(function*(count: number, key: string, max: number) {
+  const slots = yield* StreamSlots
+  return yield* Effect.forEach(Array.from({ length: count }), () => slots.acquire(key, max), { concurrency: "unbounded" })
+})
+
+const acquire = Effect.fnUntraced(function*(key: string, max: number) {
+  const slots = yield* StreamSlots
+  return yield* slots.acquire(key, max)
+})
+
+const held = (slots: ReadonlyArray<Slot | undefined>) => slots.filter((s): s is Slot => s !== undefined)
+
+const contract = {
+  "at most 5 open: the sixth is refused; after one ends a new one is admitted": () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const first = yield* acquireMany(6, key, 5)
+      const open = held(first)
+      assert.strictEqual(open.length, 5)
+      assert.isUndefined(yield* acquire(key, 5))
+      yield* open[0]!.release()
+      const next = yield* acquire(key, 5)
+      assert.isDefined(next)
+      assert.isUndefined(yield* acquire(key, 5))
+    }),
+
+  "release is idempotent: releasing twice frees one slot": () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const open = held(yield* acquireMany(5, key, 5))
+      yield* open[0]!.release()
+      yield* open[0]!.release()
+      assert.isDefined(yield* acquire(key, 5))
+      assert.isUndefined(yield* acquire(key, 5))
+    }),
+
+  "a scoped slot is freed when its scope closes, however it closes": () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const slots = yield* StreamSlots
+      // Completion.
+      yield* Effect.scoped(Effect.forEach(Array.from({ length: 5 }), () => slots.acquireScoped(key, 5)))
+      // Failure.
+      yield* Effect.exit(
+        Effect.scoped(Effect.andThen(slots.acquireScoped(key, 5), Effect.fail("upstream failed")))
+      )
+      // Interruption (a client disconnect interrupts the response fiber).
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.forkChild(
+        Effect.scoped(
+          Effect.andThen(
+            Effect.forEach(Array.from({ length: 5 }), () => slots.acquireScoped(key, 5)),
+            Effect.andThen(Deferred.succeed(started, undefined), Effect.never)
+          )
+        )
+      )
+      yield* Deferred.await(started)
+      assert.isUndefined(yield* acquire(key, 5))
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(held(yield* acquireMany(6, key, 5)).length, 5)
+    }),
+
+  "keys and limits are independent": () =>
+    Effect.gen(function*() {
+      const [a, b] = [freshKey(), freshKey()]
+      assert.strictEqual(held(yield* acquireMany(3, a, 2)).length, 2)
+      assert.strictEqual(held(yield* acquireMany(3, b, 3)).length, 3)
+    })
+}
+
+describe("StreamSlots.layerMemory", () => {
+  for (const [name, run] of Object.entries(contract)) {
+    it.effect(name, () => run().pipe(Effect.provide(StreamSlots.layerMemory)))
+  }
+
+  it("a refused stream becomes rate_limited with details.limit = concurrent_streams", () => {
+    const error = streamLimitError(5, { allowed: true, limit: 50, remaining: 40, resetAt: 1_800_000_010, retryAfterSeconds: 0 })
+    assert.strictEqual(error._tag, "RateLimited")
+    assert.strictEqual(error.details?.limit, "concurrent_streams")
+    assert.include(error.message, "5")
+    assert.strictEqual(error.retryAfterSeconds, 1)
+    assert.strictEqual(error.remaining, 40)
+  })
+})
+
+const redisSlots = (options?: Parameters<typeof StreamSlots.layerRedis>[0], url = REDIS_URL) =>
+  StreamSlots.layerRedis(options).pipe(Layer.provide(RedisClient.layer(url, { commandTimeoutMs: 300, connectTimeoutMs: 300 })))
+
+const zcard = (key: string) =>
+  Effect.promise(async () => {
+    const redis = await inspector()
+    const count = await redis.zCard(STREAM_KEY_PREFIX + key)
+    const ttl = await redis.pTTL(STREAM_KEY_PREFIX + key)
+    await redis.close()
+    return { count, ttl }
+  })
+
+describe("StreamSlots.layerRedis", () => {
+  for (const [name, run] of Object.entries(contract)) {
+    it.live(name, () => run().pipe(Effect.provide(redisSlots())))
+  }
+
+  it.live("concurrent acquires from two replicas never exceed the cap", () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      // Both layers stay open to the end: a layer that closes gives its slots back.
+      const [one, two] = yield* Effect.all([Layer.build(redisSlots()), Layer.build(redisSlots())])
+      const [a, b] = yield* Effect.all(
+        [acquireMany(10, key, 5).pipe(Effect.provideContext(one)), acquireMany(10, key, 5).pipe(Effect.provideContext(two))],
+        { concurrency: "unbounded" }
+      )
+      assert.strictEqual(held(a).length + held(b).length, 5)
+    }))
+
+  it.live("the set tracks open slots, expires with its last lease, and is gone when all are released", () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const open = held(yield* acquireMany(3, key, 5))
+      const during = yield* zcard(key)
+      assert.strictEqual(during.count, 3)
+      assert.isTrue(during.ttl > 0 && during.ttl <= 30_000, `ttl ${during.ttl}`)
+      yield* Effect.forEach(open, (slot) => slot.release(), { discard: true })
+      assert.deepStrictEqual(yield* zcard(key), { count: 0, ttl: -2 })
+    }).pipe(Effect.provide(redisSlots())))
+
+  it.live("shutting down gives back every slot still held", () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(redisSlots(), scope)
+      const open = held(yield* acquireMany(4, key, 5).pipe(Effect.provideContext(context)))
+      assert.strictEqual(open.length, 4)
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual((yield* zcard(key)).count, 0)
+    }))
+
+  it.live("heartbeats keep a long stream's slot past its lease", () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const slot = yield* acquire(key, 1)
+      assert.isDefined(slot)
+      yield* Effect.sleep(Duration.millis(800))
+      assert.strictEqual((yield* zcard(key)).count, 1)
+      assert.isUndefined(yield* acquire(key, 1))
+    }).pipe(Effect.provide(redisSlots({ lease: Duration.millis(300) }))))
+
+  it.live("a holder that vanished (no heartbeat, no release) frees its slots within one lease", () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const proxy = yield* Effect.acquireRelease(Effect.promise(redisProxy), (p) => Effect.promise(() => p.close()))
+      const lease = Duration.millis(600)
+      const vanishing = yield* Scope.make()
+      const holder = yield* Layer.buildWithScope(redisSlots({ lease }, proxy.url), vanishing)
+      assert.strictEqual(held(yield* acquireMany(5, key, 5).pipe(Effect.provideContext(holder))).length, 5)
+      // Cut the holder off from Redis: its heartbeats and its shutdown release are lost.
+      yield* Effect.promise(() => proxy.down())
+      yield* Scope.close(vanishing, Exit.void)
+      const started = Date.now()
+      const other = yield* Layer.build(redisSlots({ lease }))
+      assert.isUndefined(yield* acquire(key, 5).pipe(Effect.provideContext(other)))
+      let slot: Slot | undefined
+      while (slot === undefined && Date.now() - started < 2000) {
+        yield* Effect.sleep(Duration.millis(50))
+        slot = yield* acquire(key, 5).pipe(Effect.provideContext(other))
+      }
+      assert.isDefined(slot)
+      assert.isTrue(Date.now() - started <= 900, `freed after ${Date.now() - started} ms`)
+    }))
+
+  it.live("a crashed replica's slots are freed within one lease", () =>
+    Effect.gen(function*() {
+      const key = freshKey()
+      const other = yield* replica(["hold", REDIS_URL, key, "5", "600"])
+      yield* other.send("go")
+      assert.strictEqual(yield* other.line((line) => line.startsWith("{")), JSON.stringify({ held: 5 }))
+      assert.isUndefined(yield* acquire(key, 5))
+      yield* other.crash
+      const started = Date.now()
+      let slot: Slot | undefined
+      while (slot === undefined && Date.now() - started < 2000) {
+        yield* Effect.sleep(Duration.millis(50))
+        slot = yield* acquire(key, 5)
+      }
+      assert.isDefined(slot)
+      assert.isTrue(Date.now() - started <= 900, `freed after ${Date.now() - started} ms`)
+    }).pipe(Effect.provide(redisSlots())))
+
+  it.live("unreachable Redis fails closed, fast", () =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const exit = yield* Effect.exit(acquire(freshKey(), 5).pipe(Effect.provide(redisSlots({}, "redis://127.0.0.1:1"))))
+      assert.isTrue(Date.now() - started < 1000)
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        const error = exit.cause.reasons.find((r) => r._tag === "Fail")?.error
+        assert.strictEqual(error?._tag, "DependencyUnavailable")
+      }
+    }))
+})
