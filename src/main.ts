@@ -10,6 +10,7 @@ import { loadConfig } from "./cli/load-config.ts"
 import { coreLayer, gatewayLayer } from "./gateway.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys, toKeyView } from "./services/keys/ApiKeys.ts"
+import { Credits } from "./services/credits/Credits.ts"
 
 const configFlag = Flag.String("config").pipe(
   Flag.withAlias("c"),
@@ -117,11 +118,34 @@ const keys = Command.make("keys").pipe(
   Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke, keysDelete])
 )
 
-const cli = root.pipe(Command.withSubcommands([serve, keys]), Command.run({ version: "0.1.0" }))
+const creditsAdd = Command.make(
+  "add",
+  {
+    amount: Argument.Int("credits").pipe(Argument.withDescription("Credits to add to the workspace pool")),
+    note: Flag.String("note").pipe(Flag.withDescription("Why (kept in the ledger)"), Flag.optional)
+  },
+  Effect.fn(function*({ amount, note }) {
+    if (amount <= 0) return yield* Console.error("modelgate: credits must be a positive integer")
+    const config = yield* readConfig()
+    const balance = yield* Effect.flatMap(Credits, (credits) => credits.topup({ amount, actor: "cli", note: Option.getOrNull(note) })).pipe(
+      Effect.provide(Credits.layer.pipe(Layer.provideMerge(coreLayer(config))))
+    )
+    yield* print({ credits: balance })
+  })
+).pipe(Command.withDescription("Top up the workspace credit pool"))
+
+const credits = Command.make("credits").pipe(
+  Command.withDescription("Manage the workspace credit pool"),
+  Command.withSubcommands([creditsAdd])
+)
+
+const cli = root.pipe(Command.withSubcommands([serve, keys, credits]), Command.run({ version: "0.1.0" }))
 
 cli.pipe(
   Effect.catchTag("ConfigInvalid", (error) =>
     Effect.andThen(Console.error(`modelgate: invalid configuration: ${error.message}`), Effect.sync(() => process.exit(1)))),
+  Effect.catchTag("DependencyUnavailable", (error) =>
+    Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1)))),
   Effect.catchTag("NotFound", (error) =>
     Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1)))),
   Effect.provide(NodeServices.layer),

@@ -10,6 +10,7 @@ import { Unauthorized, ValidationFailed } from "../../domain/errors.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
 import { Store } from "../../services/store/Store.ts"
+import { Credits } from "../../services/credits/Credits.ts"
 import { readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../request-context.ts"
 import { json } from "../responses.ts"
@@ -62,6 +63,17 @@ export const adminRoutes = (options: AdminOptions) => {
     format: Schema.optional(Schema.Literals(["json", "jsonl"]))
   })
 
+  const TopUp = Schema.Struct({
+    credits: Schema.Int.check(Schema.isGreaterThan(0)),
+    note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
+  })
+
+  const LedgerQuery = Schema.Struct({
+    cursor: Schema.optional(Schema.FiniteFromString),
+    limit: Schema.optional(Schema.FiniteFromString),
+    request_id: Schema.optional(Schema.String)
+  })
+
   return [
     route("POST", "/api-keys", admin(Effect.gen(function*() {
       const input = yield* body(CreateKeyInput)
@@ -102,6 +114,20 @@ export const adminRoutes = (options: AdminOptions) => {
     route("GET", "/workspace", admin(Effect.gen(function*() {
       const workspace = yield* Effect.orDie((yield* Store).getWorkspace)
       return json(workspace)
+    }))),
+    route("POST", "/workspace/credits", admin(Effect.gen(function*() {
+      const input = yield* body(TopUp)
+      const balance = yield* (yield* Credits).topup({ amount: input.credits, actor: "admin", note: input.note ?? null })
+      const workspace = yield* Effect.orDie((yield* Store).getWorkspace)
+      return json({ ...workspace, credits: balance })
+    }))),
+    route("GET", "/workspace/ledger", admin(Effect.gen(function*() {
+      const request = yield* HttpServerRequest
+      const url = new URL(request.url, "http://local")
+      const params = yield* decodeStrict(LedgerQuery)(Object.fromEntries(url.searchParams))
+      const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
+      const items = yield* Effect.orDie((yield* Store).ledger({ before_seq: params.cursor, limit, request_id: params.request_id }))
+      return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
     }))),
     route("GET", "/audit", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
