@@ -93,3 +93,37 @@ export interface CreditMovement {
   readonly model?: string | null
   readonly note?: string | null
 }
+
+export interface ConnectionRecord {
+  readonly id: number
+  readonly name: string
+  readonly dialect: "postgres" | "mysql"
+  readonly url: string
+  readonly read_url: string | null
+  readonly default_schema: string | null
+  /** Connections from the config file cannot be changed through the admin API. */
+  readonly source: "config" | "admin"
+}
+
+export interface GrantRecord {
+  readonly key_id: string
+  readonly connection_id: number
+  readonly role: ConnectionRole
+  readonly granted_at: string
+}
+
+export interface McpSessionRecord {
+  readonly id: string
+  readonly key_id: string
+  readonly protocol_version: string
+  readonly created_at: string
+  readonly expires_at: string
+}
+
+export interface SqlHistoryItem {
+  readonly ts: string
+  readonly statement: string
+  readonly duration_ms: number
+  readonly kind: "rows" | "affected"
+  readonly row_count: number
+}

@@ -10,6 +10,11 @@ import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type {
   ApiKeyRecord,
+  ConnectionRecord,
+  ConnectionRole,
+  GrantRecord,
+  McpSessionRecord,
+  SqlHistoryItem,
   AuditPage,
   AuditQuery,
   AuditRecord,
@@ -69,6 +74,21 @@ export interface StoreShape {
   /** Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row. */
   readonly addCredits: (kind: Extract<LedgerKind, "refund" | "topup">, movement: CreditMovement) => Effect.Effect<number, SqlError>
   readonly ledger: (query: { readonly before_seq?: number | undefined; readonly limit: number; readonly request_id?: string | undefined }) => Effect.Effect<ReadonlyArray<LedgerEntry>, SqlError>
+  readonly listConnections: Effect.Effect<ReadonlyArray<ConnectionRecord>, SqlError>
+  /** Inserts a connection; false when the id is taken. */
+  readonly insertConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, SqlError>
+  readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, SqlError>
+  readonly putGrant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<void, SqlError>
+  readonly deleteGrant: (keyId: string, connectionId: number) => Effect.Effect<boolean, SqlError>
+  readonly insertSession: (session: McpSessionRecord) => Effect.Effect<void, SqlError>
+  /**
+   * The live session with this id, its expiry slid forward to `expiresAt` in the same statement
+   * (sliding TTL); undefined when unknown or already expired.
+   */
+  readonly touchSession: (id: string, now: string, expiresAt: string) => Effect.Effect<McpSessionRecord | undefined, SqlError>
+  readonly deleteSession: (id: string) => Effect.Effect<void, SqlError>
+  readonly appendSqlHistory: (item: SqlHistoryItem & { readonly key_id: string; readonly connection_id: number }) => Effect.Effect<void, SqlError>
+  readonly sqlHistory: (keyId: string, connectionId: number, limit: number) => Effect.Effect<ReadonlyArray<SqlHistoryItem>, SqlError>
   readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, SqlError>
   readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, SqlError>
 }
@@ -292,6 +312,75 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
             ].filter((c) => c !== undefined))
           } ORDER BY seq DESC LIMIT ${query.limit}`,
           (rows) => rows.map(rowToLedger)
+        ),
+      listConnections: Effect.map(
+        sql<Record<string, unknown>>`SELECT * FROM connections ORDER BY id`,
+        (rows) => rows.map((row): ConnectionRecord => ({
+          id: num(row.id),
+          name: String(row.name),
+          dialect: String(row.dialect) as ConnectionRecord["dialect"],
+          url: String(row.url),
+          read_url: (row.read_url as string | null) ?? null,
+          default_schema: (row.default_schema as string | null) ?? null,
+          source: "admin"
+        }))
+      ),
+      insertConnection: (c) =>
+        Effect.map(
+          sql`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
+              VALUES (${c.id}, ${c.name}, ${c.dialect}, ${c.url}, ${c.read_url}, ${c.default_schema}, ${new Date().toISOString()})
+              ON CONFLICT (id) DO NOTHING RETURNING id`,
+          (rows) => rows.length > 0
+        ),
+      grantsOf: (keyId) =>
+        Effect.map(sql<Record<string, unknown>>`SELECT * FROM key_grants WHERE key_id = ${keyId} ORDER BY connection_id`, (rows) =>
+          rows.map((row): GrantRecord => ({
+            key_id: String(row.key_id),
+            connection_id: num(row.connection_id),
+            role: String(row.role) as ConnectionRole,
+            granted_at: String(row.granted_at)
+          }))),
+      putGrant: (keyId, connectionId, role) =>
+        sql.withTransaction(
+          sql`INSERT INTO key_grants (key_id, connection_id, role, granted_at)
+              VALUES (${keyId}, ${connectionId}, ${role}, ${new Date().toISOString()})
+              ON CONFLICT (key_id, connection_id) DO UPDATE SET role = excluded.role`.pipe(Effect.andThen(bumpKeyVersion))
+        ).pipe(Effect.asVoid),
+      deleteGrant: (keyId, connectionId) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const rows = yield* sql`DELETE FROM key_grants WHERE key_id = ${keyId} AND connection_id = ${connectionId} RETURNING key_id`
+            if (rows.length > 0) yield* bumpKeyVersion
+            return rows.length > 0
+          })
+        ),
+      insertSession: (session) => sql`INSERT INTO mcp_sessions ${sql.insert({ ...session })}`.pipe(Effect.asVoid),
+      touchSession: (id, now, expiresAt) =>
+        Effect.map(
+          sql<Record<string, unknown>>`UPDATE mcp_sessions SET expires_at = ${expiresAt}
+            WHERE id = ${id} AND expires_at > ${now} RETURNING *`,
+          (rows) =>
+            rows[0] === undefined ? undefined : {
+              id: String(rows[0].id),
+              key_id: String(rows[0].key_id),
+              protocol_version: String(rows[0].protocol_version),
+              created_at: String(rows[0].created_at),
+              expires_at: String(rows[0].expires_at)
+            }
+        ),
+      deleteSession: (id) => sql`DELETE FROM mcp_sessions WHERE id = ${id}`.pipe(Effect.asVoid),
+      appendSqlHistory: (item) => sql`INSERT INTO sql_history ${sql.insert({ ...item })}`.pipe(Effect.asVoid),
+      sqlHistory: (keyId, connectionId, limit) =>
+        Effect.map(
+          sql<Record<string, unknown>>`SELECT ts, statement, duration_ms, kind, row_count FROM sql_history
+            WHERE key_id = ${keyId} AND connection_id = ${connectionId} ORDER BY seq DESC LIMIT ${limit}`,
+          (rows) => rows.map((row): SqlHistoryItem => ({
+            ts: String(row.ts),
+            statement: String(row.statement),
+            duration_ms: num(row.duration_ms),
+            kind: String(row.kind) as SqlHistoryItem["kind"],
+            row_count: num(row.row_count)
+          }))
         ),
       appendAudit: (records) =>
         records.length === 0

@@ -97,7 +97,50 @@ const creditLedger = (dialect: Dialect) => {
   ])
 }
 
+/** Database connections for the SQL tools, per-key grants on them, MCP sessions, statement history. */
+const sqlTools = (dialect: Dialect) => {
+  const serial = dialect === "sqlite" ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+  return exec([
+    `CREATE TABLE connections (
+      id INTEGER PRIMARY KEY,
+      name TEXT NOT NULL,
+      dialect TEXT NOT NULL,
+      url TEXT NOT NULL,
+      read_url TEXT,
+      default_schema TEXT,
+      created_at TEXT NOT NULL
+    )`,
+    `CREATE TABLE key_grants (
+      key_id TEXT NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+      connection_id INTEGER NOT NULL,
+      role TEXT NOT NULL,
+      granted_at TEXT NOT NULL,
+      PRIMARY KEY (key_id, connection_id)
+    )`,
+    `CREATE TABLE mcp_sessions (
+      id TEXT PRIMARY KEY,
+      key_id TEXT NOT NULL,
+      protocol_version TEXT NOT NULL,
+      created_at TEXT NOT NULL,
+      expires_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX mcp_sessions_expiry ON mcp_sessions (expires_at)`,
+    `CREATE TABLE sql_history (
+      seq ${serial},
+      ts TEXT NOT NULL,
+      key_id TEXT NOT NULL,
+      connection_id INTEGER NOT NULL,
+      statement TEXT NOT NULL,
+      duration_ms DOUBLE PRECISION NOT NULL,
+      kind TEXT NOT NULL,
+      row_count INTEGER NOT NULL
+    )`,
+    `CREATE INDEX sql_history_key ON sql_history (key_id, connection_id, seq)`
+  ])
+}
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
-  "2_credit_ledger": creditLedger(dialect)
+  "2_credit_ledger": creditLedger(dialect),
+  "3_sql_tools": sqlTools(dialect)
 })

@@ -1,0 +1,114 @@
+/**
+ * The databases the SQL tools can reach (config file plus admin API) and which keys may use
+ * them with which role. A role is only ever raised through PUT: lowering it is a 409, because a
+ * grant that silently weakens access is usually a mistake; revoking is an explicit DELETE.
+ */
+import { Context, Effect, Layer } from "effect"
+import { Conflict, NotFound } from "../../domain/errors.ts"
+import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
+import { storeUnavailable } from "../credits/Credits.ts"
+import type { ConnectionConfig } from "../config/schema.ts"
+import { Store } from "../store/Store.ts"
+import type { DependencyUnavailable } from "../../domain/errors.ts"
+
+const roleRank: Record<ConnectionRole, number> = { read: 1, edit: 2 }
+
+/** A DSN with its password replaced, for anything a person or client may see. */
+export const redactDsn = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== "") parsed.password = "***"
+    return parsed.toString()
+  } catch {
+    return "(unparsable DSN)"
+  }
+}
+
+export interface ConnectionView {
+  readonly id: number
+  readonly name: string
+  readonly dialect: "postgres" | "mysql"
+  readonly url: string
+  readonly read_url: string | null
+  readonly default_schema: string | null
+  readonly source: "config" | "admin"
+}
+
+export const toConnectionView = (c: ConnectionRecord): ConnectionView => ({
+  id: c.id,
+  name: c.name,
+  dialect: c.dialect,
+  url: redactDsn(c.url),
+  read_url: c.read_url === null ? null : redactDsn(c.read_url),
+  default_schema: c.default_schema,
+  source: c.source
+})
+
+export class Connections extends Context.Service<Connections, {
+  readonly list: Effect.Effect<ReadonlyArray<ConnectionRecord>, DependencyUnavailable>
+  readonly get: (id: number) => Effect.Effect<ConnectionRecord | undefined, DependencyUnavailable>
+  readonly create: (input: Omit<ConnectionRecord, "source">) => Effect.Effect<ConnectionRecord, Conflict | DependencyUnavailable>
+  readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, DependencyUnavailable>
+  readonly grant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<GrantRecord, Conflict | NotFound | DependencyUnavailable>
+  readonly revoke: (keyId: string, connectionId: number) => Effect.Effect<void, NotFound | DependencyUnavailable>
+}>()("modelgate/Connections") {
+  static readonly layer = (configured: ReadonlyArray<ConnectionConfig>) =>
+    Layer.effect(
+      Connections,
+      Effect.gen(function*() {
+        const store = yield* Store
+        const fromConfig = configured.map((c): ConnectionRecord => ({
+          id: c.id,
+          name: c.name,
+          dialect: c.dialect,
+          url: c.url,
+          read_url: c.read_url ?? null,
+          default_schema: c.default_schema ?? null,
+          source: "config"
+        }))
+        const configIds = new Set(fromConfig.map((c) => c.id))
+        const list = store.listConnections.pipe(
+          Effect.mapError(storeUnavailable),
+          // The config file wins over a stored connection that reuses its id.
+          Effect.map((stored) => [...fromConfig, ...stored.filter((c) => !configIds.has(c.id))].sort((a, b) => a.id - b.id))
+        )
+        const get = (id: number) => Effect.map(list, (all) => all.find((c) => c.id === id))
+        return Connections.of({
+          list,
+          get,
+          create: (input) =>
+            Effect.gen(function*() {
+              const taken = () => new Conflict({ message: `connection id ${input.id} is already in use`, details: { connection_id: input.id } })
+              if (configIds.has(input.id)) return yield* taken()
+              const inserted = yield* store.insertConnection(input).pipe(Effect.mapError(storeUnavailable))
+              if (!inserted) return yield* taken()
+              return { ...input, source: "admin" as const }
+            }),
+          grantsOf: (keyId) => store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable)),
+          grant: (keyId, connectionId, role) =>
+            Effect.gen(function*() {
+              if ((yield* get(connectionId)) === undefined) {
+                return yield* new NotFound({ message: `no connection with id ${connectionId}` })
+              }
+              const current = (yield* store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable))).find((g) => g.connection_id === connectionId)
+              if (current !== undefined && roleRank[role] < roleRank[current.role]) {
+                return yield* new Conflict({
+                  message: `the key already holds ${current.role} on connection ${connectionId}; revoke the grant first to lower it`,
+                  details: { connection_id: connectionId, current_role: current.role, requested_role: role }
+                })
+              }
+              yield* store.putGrant(keyId, connectionId, role).pipe(Effect.mapError(storeUnavailable))
+              const granted = (yield* store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable))).find((g) => g.connection_id === connectionId)
+              return granted!
+            }),
+          revoke: (keyId, connectionId) =>
+            store.deleteGrant(keyId, connectionId).pipe(
+              Effect.mapError(storeUnavailable),
+              Effect.flatMap((deleted) =>
+                deleted ? Effect.void : Effect.fail(new NotFound({ message: `the key has no grant on connection ${connectionId}` }))
+              )
+            )
+        })
+      })
+    )
+}
