@@ -15,6 +15,8 @@ import { Credits } from "./services/credits/Credits.ts"
 import { RateLimiter } from "./services/limits/RateLimiter.ts"
 import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
+import { McpSessions } from "./services/mcp/McpSessions.ts"
+import { Connections } from "./services/sql/Connections.ts"
 import { layerNodeServer } from "./http/server.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Auth } from "./services/auth/Auth.ts"
@@ -65,6 +67,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     limitsLayer(config),
     Credits.layer,
+    Connections.layer(config.connections),
+    McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),
     AppConfig.layer(config),

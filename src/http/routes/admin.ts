@@ -9,6 +9,9 @@ import { timingSafeEqual } from "node:crypto"
 import { Unauthorized, ValidationFailed } from "../../domain/errors.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
+import { Connections, toConnectionView } from "../../services/sql/Connections.ts"
+import { KeyCache } from "../../services/auth/KeyCache.ts"
+import type { ApiKeyRecord } from "../../domain/records.ts"
 import { Store } from "../../services/store/Store.ts"
 import { Credits } from "../../services/credits/Credits.ts"
 import { readJsonObject } from "../body.ts"
@@ -74,18 +77,86 @@ export const adminRoutes = (options: AdminOptions) => {
     request_id: Schema.optional(Schema.String)
   })
 
+  const ConnectionInput = Schema.Struct({
+    id: Schema.Int.check(Schema.isGreaterThan(0)),
+    name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+    dialect: Schema.Literals(["postgres", "mysql"]),
+    url: Schema.String.check(Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" })),
+    read_url: Schema.optional(Schema.String.check(Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" }))),
+    default_schema: Schema.optional(Schema.String.check(Schema.isMinLength(1)))
+  })
+  const GrantInput = Schema.Struct({ role: Schema.Literals(["read", "edit"]) })
+
+  const connectionIdParam = Effect.gen(function*() {
+    const raw = (yield* CurrentRequest).params.connection_id ?? ""
+    const id = Number(raw)
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(id)) {
+      return yield* new ValidationFailed({ message: "connection_id: expected a positive integer", details: { field: "connection_id" } })
+    }
+    return id
+  })
+
+  /** A key as the admin API shows it: the record plus its connection grants. */
+  const keyWithGrants = (record: ApiKeyRecord) =>
+    Effect.map(Effect.flatMap(Connections, (c) => c.grantsOf(record.id)), (grants) => ({
+      ...toKeyView(record),
+      connections: grants.map((g) => ({ connection_id: g.connection_id, role: g.role }))
+    }))
+
   return [
+    route("GET", "/connections", admin(Effect.gen(function*() {
+      const list = yield* (yield* Connections).list
+      return json({ data: list.map(toConnectionView) })
+    }))),
+    route("POST", "/connections", admin(Effect.gen(function*() {
+      const input = yield* body(ConnectionInput)
+      const created = yield* (yield* Connections).create({
+        id: input.id,
+        name: input.name,
+        dialect: input.dialect,
+        url: input.url,
+        read_url: input.read_url ?? null,
+        default_schema: input.default_schema ?? null
+      })
+      return json(toConnectionView(created), 201)
+    }))),
+    route("PUT", "/api-keys/:id/connections/:connection_id", admin(Effect.gen(function*() {
+      const record = yield* (yield* ApiKeys).get(yield* idParam)
+      const connectionId = yield* connectionIdParam
+      const input = yield* body(GrantInput)
+      const grant = yield* (yield* Connections).grant(record.id, connectionId, input.role)
+      yield* (yield* KeyCache).invalidate
+      return json({ connection_id: grant.connection_id, role: grant.role, granted_at: grant.granted_at })
+    }))),
+    route("DELETE", "/api-keys/:id/connections/:connection_id", admin(Effect.gen(function*() {
+      const record = yield* (yield* ApiKeys).get(yield* idParam)
+      yield* (yield* Connections).revoke(record.id, yield* connectionIdParam)
+      yield* (yield* KeyCache).invalidate
+      return HttpServerResponse.empty({ status: 204 })
+    }))),
     route("POST", "/api-keys", admin(Effect.gen(function*() {
       const input = yield* body(CreateKeyInput)
-      const { key, record } = yield* (yield* ApiKeys).create(input)
-      return json({ ...toKeyView(record), key }, 201)
+      const { connections, ...fields } = input
+      const connectionsService = yield* Connections
+      // Check every grant before the key exists, so a bad grant never leaves a half-made key.
+      for (const [i, grant] of (connections ?? []).entries()) {
+        if ((yield* connectionsService.get(grant.connection_id)) === undefined) {
+          return yield* new ValidationFailed({
+            message: `connections.${i}.connection_id: no connection with id ${grant.connection_id}`,
+            details: { field: `connections.${i}.connection_id` }
+          })
+        }
+      }
+      const { key, record } = yield* (yield* ApiKeys).create(fields)
+      for (const grant of connections ?? []) yield* connectionsService.grant(record.id, grant.connection_id, grant.role).pipe(Effect.orDie)
+      return json({ ...(yield* keyWithGrants(record)), key }, 201)
     }))),
     route("GET", "/api-keys", admin(Effect.gen(function*() {
       const keys = yield* (yield* ApiKeys).list
-      return json({ data: keys.map(toKeyView) })
+      return json({ data: yield* Effect.forEach(keys, keyWithGrants) })
     }))),
     route("GET", "/api-keys/:id", admin(Effect.gen(function*() {
-      return json(toKeyView(yield* (yield* ApiKeys).get(yield* idParam)))
+      return json(yield* keyWithGrants(yield* (yield* ApiKeys).get(yield* idParam)))
     }))),
     route("PATCH", "/api-keys/:id", admin(Effect.gen(function*() {
       const id = yield* idParam

@@ -32,6 +32,10 @@ const mutableFields = {
 
 export const CreateKeyInput = Schema.Struct({
   name: mutableFields.name,
+  connections: Schema.optional(Schema.Array(Schema.Struct({
+    connection_id: PositiveInt,
+    role: Schema.Literals(["read", "edit"])
+  }))),
   is_active: Schema.optional(mutableFields.is_active),
   allowed_models: Schema.optional(mutableFields.allowed_models),
   tools_enabled: Schema.optional(mutableFields.tools_enabled),
@@ -97,7 +101,7 @@ export const toKeyView = (record: ApiKeyRecord): KeyView => ({
 const notFound = (id: string) => new NotFound({ message: `no API key with id ${id}` })
 
 export class ApiKeys extends Context.Service<ApiKeys, {
-  readonly create: (input: CreateKeyInput) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }>
+  readonly create: (input: Omit<CreateKeyInput, "connections">) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }>
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyRecord>>
   readonly get: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
   readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound>
@@ -116,7 +120,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const found = (id: string) => (record: ApiKeyRecord | undefined) =>
         record === undefined ? Effect.fail(notFound(id)) : Effect.succeed(record)
 
-      const create = Effect.fn("ApiKeys.create")(function*(input: CreateKeyInput) {
+      const create = Effect.fn("ApiKeys.create")(function*(input: Omit<CreateKeyInput, "connections">) {
         const key = generateKey()
         const now = new Date().toISOString()
         const record: ApiKeyRecord = {

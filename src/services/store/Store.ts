@@ -87,6 +87,7 @@ export interface StoreShape {
    */
   readonly touchSession: (id: string, now: string, expiresAt: string) => Effect.Effect<McpSessionRecord | undefined, SqlError>
   readonly deleteSession: (id: string) => Effect.Effect<void, SqlError>
+  readonly deleteExpiredSessions: (now: string) => Effect.Effect<void, SqlError>
   readonly appendSqlHistory: (item: SqlHistoryItem & { readonly key_id: string; readonly connection_id: number }) => Effect.Effect<void, SqlError>
   readonly sqlHistory: (keyId: string, connectionId: number, limit: number) => Effect.Effect<ReadonlyArray<SqlHistoryItem>, SqlError>
   readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, SqlError>
@@ -369,6 +370,7 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
             }
         ),
       deleteSession: (id) => sql`DELETE FROM mcp_sessions WHERE id = ${id}`.pipe(Effect.asVoid),
+      deleteExpiredSessions: (now) => sql`DELETE FROM mcp_sessions WHERE expires_at <= ${now}`.pipe(Effect.asVoid),
       appendSqlHistory: (item) => sql`INSERT INTO sql_history ${sql.insert({ ...item })}`.pipe(Effect.asVoid),
       sqlHistory: (keyId, connectionId, limit) =>
         Effect.map(

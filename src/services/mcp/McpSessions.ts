@@ -1,0 +1,62 @@
+/**
+ * MCP sessions owned by the gateway, kept in the store so any replica serves any session (no
+ * sticky routing). A session belongs to the key that opened it: presented with another key it
+ * is answered exactly like an unknown one. Expiry slides with every use.
+ */
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { randomBytes } from "node:crypto"
+import { type DependencyUnavailable, SessionExpired } from "../../domain/errors.ts"
+import type { McpSessionRecord } from "../../domain/records.ts"
+import { storeUnavailable } from "../credits/Credits.ts"
+import { Store } from "../store/Store.ts"
+
+const expired = () =>
+  new SessionExpired({ message: "unknown or expired MCP session: start a new one with initialize" })
+
+export class McpSessions extends Context.Service<McpSessions, {
+  readonly open: (keyId: string, protocolVersion: string) => Effect.Effect<McpSessionRecord, DependencyUnavailable>
+  /** The session if it is live and this key's, its expiry pushed forward; otherwise 404 session_expired. */
+  readonly use: (id: string, keyId: string) => Effect.Effect<McpSessionRecord, SessionExpired | DependencyUnavailable>
+  readonly close: (id: string, keyId: string) => Effect.Effect<void, SessionExpired | DependencyUnavailable>
+}>()("modelgate/McpSessions") {
+  static readonly layer = (ttlSeconds: number) =>
+    Layer.effect(
+      McpSessions,
+      Effect.gen(function*() {
+        const store = yield* Store
+        const ttlMs = ttlSeconds * 1000
+        const use = (id: string, keyId: string) =>
+          Effect.gen(function*() {
+            const now = Date.now()
+            const session = yield* store.touchSession(id, new Date(now).toISOString(), new Date(now + ttlMs).toISOString()).pipe(
+              Effect.mapError(storeUnavailable)
+            )
+            if (session === undefined || session.key_id !== keyId) return yield* expired()
+            return session
+          })
+        // Expired sessions are answered as unknown already; this only keeps the table small.
+        const prune = Effect.suspend(() => store.deleteExpiredSessions(new Date().toISOString())).pipe(
+          Effect.catch((error) => Effect.logWarning("could not prune expired MCP sessions", error))
+        )
+        yield* Effect.forkScoped(Effect.repeat(prune, Schedule.spaced(Duration.minutes(5))))
+        return McpSessions.of({
+          open: (keyId, protocolVersion) =>
+            Effect.gen(function*() {
+              const now = Date.now()
+              const session: McpSessionRecord = {
+                id: `mcp_${randomBytes(24).toString("hex")}`,
+                key_id: keyId,
+                protocol_version: protocolVersion,
+                created_at: new Date(now).toISOString(),
+                expires_at: new Date(now + ttlMs).toISOString()
+              }
+              yield* store.insertSession(session).pipe(Effect.mapError(storeUnavailable))
+              return session
+            }),
+          use,
+          close: (id, keyId) =>
+            Effect.flatMap(use(id, keyId), () => store.deleteSession(id).pipe(Effect.mapError(storeUnavailable)))
+        })
+      })
+    )
+}
