@@ -95,6 +95,9 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         Effect.provideService(CurrentRequest, state),
         Effect.flatMap((response) => finish(state, response, undefined)),
         Effect.catchCause((cause) => {
+          // The client left while an interruptible stage (the upstream call) was waiting: no
+          // answer can reach it, so the interruption goes on to onInterrupt, which records it.
+          if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
           const failure = Cause.findErrorOption(cause)
           const error: ApiError = Option.isSome(failure) && isApiError(failure.value)
             ? failure.value

@@ -25,7 +25,7 @@ export const decodedOrFail = <A>(decoded: DecodeResult<A>): Effect.Effect<A, Val
   decoded.ok
     ? Effect.succeed(decoded.value)
     : Effect.fail(new ValidationFailed({
-      message: decoded.path === "" ? decoded.message : `${decoded.path}: ${decoded.message}`,
+      message: decoded.message,
       details: { field: decoded.path }
     }))
 

@@ -11,6 +11,7 @@ import { namedFrame, sseResponse } from "../http/sse.ts"
 import {
   type AnthropicStreamEvent,
   decodeMessagesRequest,
+  type MessageDeltaEvent,
   type MessageDeltaUsage,
   type MessagesRequest
 } from "../http/wire/anthropic-messages.ts"
@@ -37,6 +38,15 @@ const overwriteUsage = (usage: AuditUsage, delta: MessageDeltaUsage): AuditUsage
   cache_write_tokens: delta.cache_creation_input_tokens ?? usage.cache_write_tokens
 })
 
+/** Later values win where present, as in the SDKs' own accumulators. */
+const mergeDeltas = (held: MessageDeltaEvent, next: MessageDeltaEvent): MessageDeltaEvent => {
+  const delta = { ...held.delta }
+  for (const [key, value] of Object.entries(next.delta)) if (value != null) Object.assign(delta, { [key]: value })
+  const usage = { ...held.usage }
+  for (const [key, value] of Object.entries(next.usage)) if (value != null) Object.assign(usage, { [key]: value })
+  return { ...next, delta, usage }
+}
+
 const viaAnthropic = (client: AnthropicClient, request: MessagesRequest, resolved: ResolvedModel) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
@@ -53,6 +63,15 @@ const viaAnthropic = (client: AnthropicClient, request: MessagesRequest, resolve
     }
     const upstream = yield* client.stream(body)
     let usage = emptyAuditUsage
+    // Some Anthropic-compatible upstreams send message_delta more than once. Clients are owed the
+    // documented sequence (one message_delta, right before message_stop), and a client that adds
+    // up the deltas would count tokens twice, so they are merged and sent once.
+    let heldDelta: MessageDeltaEvent | undefined
+    const releaseDelta = () => {
+      const frame = heldDelta === undefined ? "" : eventFrame(heldDelta)
+      heldDelta = undefined
+      return frame
+    }
     const frames = upstream.pipe(
       Stream.tap((event) =>
         Effect.sync(() => {
@@ -64,7 +83,15 @@ const viaAnthropic = (client: AnthropicClient, request: MessagesRequest, resolve
           recordAuditUsage(state, usage)
         })
       ),
-      Stream.map(eventFrame)
+      Stream.map((event) => {
+        if (event.type === "message_delta") {
+          heldDelta = heldDelta === undefined ? event : mergeDeltas(heldDelta, event)
+          return ""
+        }
+        // The provider client fails any stream that ends without message_stop, so this always comes.
+        return event.type === "message_stop" ? releaseDelta() + eventFrame(event) : eventFrame(event)
+      }),
+      Stream.filter((frame) => frame !== "")
     )
     return sseResponse(yield* guardedStream(frames, messagesFailureFrame(state)))
   })

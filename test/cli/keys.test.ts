@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 
 describe("modelgate keys", () => {
-  it("creates, lists, rotates, revokes and deletes keys in the configured store", async () => {
+  it("creates, lists, rotates, revokes and deletes keys in the configured store", { timeout: 90_000 }, async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
     const created = await runCli(["--config", config, "keys", "create", "--name", "demo", "--models", "echo", "--budget", "5"])

@@ -49,6 +49,16 @@ const midStreamError = (provider: string, error: unknown) => {
   })
 }
 
+/**
+ * The response ended cleanly but without the vendor's end marker: a proxy that gave up, or a
+ * server that died politely. The answer is truncated, and saying so beats a complete-looking one.
+ */
+const endedEarly = (provider: string, missing: string) =>
+  new ProviderError({
+    message: `provider "${provider}" ended the stream before the answer was complete`,
+    details: { provider, upstream_status: null, upstream_error: { message: `the stream ended without ${missing}` } }
+  })
+
 const malformed = (provider: string, data: string) =>
   new ProviderError({
     message: `provider "${provider}" sent an event that is not JSON`,
@@ -65,11 +75,17 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
     name: provider.name,
     complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response)),
     stream: (body) =>
-      Effect.map(post(body), (response) =>
-        sseEvents(provider.name, response).pipe(
+      Effect.map(post(body), (response) => {
+        // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
+        let finished = false
+        return sseEvents(provider.name, response).pipe(
           // Some proxies wrap keep-alives as data (`data: : keepalive`): never content.
           Stream.filter((event) => event.data !== "" && !event.data.startsWith(":")),
-          Stream.takeWhile((event) => event.data !== "[DONE]"),
+          Stream.takeWhile((event) => {
+            if (event.data !== "[DONE]") return true
+            finished = true
+            return false
+          }),
           Stream.mapEffect((event) => {
             let parsed: unknown
             try {
@@ -79,9 +95,13 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
             }
             const error = (parsed as { error?: unknown }).error
             if (error) return Effect.fail(midStreamError(provider.name, error))
-            return Effect.succeed({ chunk: parsed as ChatChunk, raw: event.data })
-          })
-        ))
+            const chunk = parsed as ChatChunk
+            if (Array.isArray(chunk.choices) && chunk.choices.some((choice) => choice?.finish_reason != null)) finished = true
+            return Effect.succeed({ chunk, raw: event.data })
+          }),
+          Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "[DONE] or a finish_reason")))))
+        )
+      })
   }
 }
 
@@ -98,8 +118,9 @@ export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env:
     name: provider.name,
     complete: (body) => Effect.flatMap(post(body), (response) => readJson<AnthropicResponse>(provider.name, response)),
     stream: (body) =>
-      Effect.map(post(body), (response) =>
-        sseEvents(provider.name, response).pipe(
+      Effect.map(post(body), (response) => {
+        let stopped = false
+        return sseEvents(provider.name, response).pipe(
           Stream.filter((event) => event.data !== "" && event.event !== "ping"),
           Stream.mapEffect((event) => {
             let parsed: AnthropicStreamEvent
@@ -111,9 +132,12 @@ export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env:
             if (parsed.type === "error" || event.event === "error") {
               return Effect.fail(midStreamError(provider.name, (parsed as { error?: unknown }).error))
             }
+            if (parsed.type === "message_stop") stopped = true
             return Effect.succeed(parsed)
           }),
-          Stream.takeUntil((event) => event.type === "message_stop")
-        ))
+          Stream.takeUntil((event) => event.type === "message_stop"),
+          Stream.concat(Stream.suspend(() => (stopped ? Stream.empty : Stream.fail(endedEarly(provider.name, "message_stop")))))
+        )
+      })
   }
 }

@@ -92,6 +92,11 @@ export interface UpstreamResponse {
 /**
  * POSTs JSON; succeeds with the open response once a 2xx status arrived, fails with the mapped
  * error otherwise. Interrupting the effect (client went away) aborts the upstream request.
+ *
+ * The waits are made interruptible on purpose: the HTTP server runs request handlers
+ * uninterruptibly, so without it a client that leaves before the answer would hold the upstream
+ * until it answered or timed out. The hand-over of an open 2xx body stays uninterruptible, so
+ * the body always reaches the caller that will consume or destroy it.
  */
 export const postJson = (options: {
   readonly provider: string
@@ -111,15 +116,13 @@ export const postJson = (options: {
       }),
     catch: (error) => transportFailure(options.provider, error)
   }).pipe(
+    Effect.interruptible,
     Effect.flatMap((response) => {
       if (response.statusCode >= 200 && response.statusCode < 300) {
         return Effect.succeed({ status: response.statusCode, headers: response.headers, body: response.body as unknown as Readable })
       }
       const retryAfter = response.headers["retry-after"]
-      return Effect.tryPromise({
-        try: () => response.body.text(),
-        catch: (error) => transportFailure(options.provider, error)
-      }).pipe(
+      return readBody(options.provider, response.body as unknown as Readable).pipe(
         Effect.flatMap((text) =>
           Effect.fail(statusFailure(options.provider, response.statusCode, text, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter))
         )
@@ -127,15 +130,20 @@ export const postJson = (options: {
     })
   )
 
-export const readJson = <A>(provider: string, response: UpstreamResponse): Effect.Effect<A, UpstreamFailure> =>
+/** The whole body as text; interruptible (see postJson): an interrupted read destroys the half-read body. */
+const readBody = (provider: string, body: Readable): Effect.Effect<string, UpstreamFailure> =>
   Effect.tryPromise({
-    try: async () => {
+    try: async (signal) => {
+      signal.addEventListener("abort", () => body.destroy(), { once: true })
       const chunks: Array<Buffer> = []
-      for await (const chunk of response.body) chunks.push(chunk as Buffer)
+      for await (const chunk of body) chunks.push(chunk as Buffer)
       return Buffer.concat(chunks).toString("utf8")
     },
     catch: (error) => transportFailure(provider, error)
-  }).pipe(
+  }).pipe(Effect.interruptible)
+
+export const readJson = <A>(provider: string, response: UpstreamResponse): Effect.Effect<A, UpstreamFailure> =>
+  readBody(provider, response.body).pipe(
     Effect.flatMap((text) =>
       Effect.try({
         try: () => JSON.parse(text) as A,

@@ -2,9 +2,9 @@
  * A small Effect adapter over mysql2's callback API (decisions section 1: the published
  * @effect/sql-mysql2 does not load with effect 4.1 GA). It only offers what the driver needs:
  * connect, run a control statement, execute one user statement with a row cap, reset, and
- * `KILL QUERY` from a side connection.
+ * kill a busy session from a side connection.
  */
-import { Effect } from "effect"
+import { Effect, Predicate } from "effect"
 import {
   type Connection,
   type ConnectionOptions,
@@ -54,7 +54,21 @@ export const connect = (options: ConnectionOptions): Effect.Effect<MysqlSession,
     return Effect.sync(() => raw.destroy())
   })
 
-export const destroy = (session: MysqlSession) => Effect.sync(() => session.raw.destroy())
+/** Graceful close (COM_QUIT), for sessions retired in a clean state. */
+export const close = (session: MysqlSession) =>
+  Effect.sync(() => (session.dead ? session.raw.destroy() : session.raw.end()))
+
+/**
+ * Hard close of the socket. mysql2's own `destroy` only half-closes it, and a server thread
+ * blocked writing rows the client stopped reading would then sit holding its locks until
+ * `net_write_timeout`.
+ */
+export const abort = (session: MysqlSession) =>
+  Effect.sync(() => {
+    const socket: unknown = (session.raw as unknown as { readonly stream?: unknown }).stream
+    if (Predicate.hasProperty(socket, "destroy") && Predicate.isFunction(socket.destroy)) socket.destroy()
+    session.dead = true
+  })
 
 /** A control statement of ours (text protocol, no parameters, no user input). */
 export const command = (session: MysqlSession, sql: string): Effect.Effect<void, MysqlFailure> =>
@@ -155,12 +169,15 @@ export const executeCapped = (
   })
 
 /**
- * `KILL QUERY` from a side connection: the only way to stop a statement mid-flight, since the
- * session's own socket is busy with it. Failures are ignored; the caller destroys the session anyway.
+ * Kills a session's server thread from a side connection: the only way to stop a statement
+ * mid-flight, since the session's own socket is busy with it. `KILL CONNECTION` rather than
+ * `KILL QUERY` because the session is being discarded anyway, and only the connection form also
+ * interrupts a thread blocked writing a result nobody reads. Failures are ignored: the caller
+ * aborts the socket as well.
  */
-export const killQuery = (options: ConnectionOptions, threadId: number) =>
+export const killConnection = (options: ConnectionOptions, threadId: number) =>
   Effect.acquireUseRelease(
     connect(options),
-    (side) => command(side, `KILL QUERY ${Math.trunc(threadId)}`),
-    destroy
+    (side) => command(side, `KILL CONNECTION ${Math.trunc(threadId)}`),
+    close
   ).pipe(Effect.timeout("5 seconds"), Effect.ignore)

@@ -9,7 +9,7 @@
  * `max_execution_time` only SELECT), then a transaction. Reads also make the whole session read
  * only (`SET SESSION TRANSACTION READ ONLY`), because DDL commits implicitly and would otherwise
  * escape `START TRANSACTION READ ONLY`; they always roll back. Behind the server limits a client
- * timer sends `KILL QUERY` from a side connection. After each call the session is reset with
+ * timer kills the statement from a side connection. After each call the session is reset with
  * COM_RESET_CONNECTION; after a timeout, a capped read stopped mid-result, an interruption or a
  * lost connection it is killed and destroyed instead.
  */
@@ -25,21 +25,24 @@ import {
   queryTimeout
 } from "./errors.ts"
 import {
+  abort,
   type Capped,
   command,
+  close,
   connect,
-  destroy,
   executeCapped,
-  killQuery,
+  killConnection,
   type MysqlFailure,
   type MysqlSession,
   reset
 } from "./mysql-connection.ts"
 import { mysqlColumns, mysqlRow, toMysqlParams } from "./mysql-values.ts"
+import { withSession } from "./session.ts"
 import {
   CATALOG_TIMEOUT_MS,
-  clampPositive,
-  CLIENT_GRACE_MS,
+  clampPoolSize,
+  clampRows,
+  clampTimeout,
   type ColumnDescription,
   type ExplainInput,
   type ForeignKeyDescription,
@@ -55,7 +58,7 @@ import {
 
 /**
  * Server errnos that mean "a limit stopped the statement": MariaDB max_statement_time (1969),
- * MySQL max_execution_time (3024), lock waits (1205), and an interruption by `KILL QUERY` (1317).
+ * MySQL max_execution_time (3024), lock waits (1205), and a statement interrupted by a kill (1317).
  */
 const TIMEOUT_ERRNOS = new Set([1969, 3024, 1205, 1317])
 /** ER_UNSUPPORTED_PS: the statement has no prepared form on this server. */
@@ -162,7 +165,7 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     const session = yield* connect(connection).pipe(Effect.mapError(unreachable))
     if (server === undefined) {
       const detected = yield* executeCapped(session, { sql: "SELECT VERSION() AS version", params: [], prepared: false }, 1, false)
-        .pipe(Effect.tapError(() => destroy(session)), Effect.mapError(unreachable))
+        .pipe(Effect.tapError(() => close(session)), Effect.mapError(unreachable))
       const version = asText(detected.rows[0]?.version) ?? ""
       server = { version, flavor: flavorOf(version) }
     }
@@ -170,16 +173,16 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
   })
 
   const pool = yield* Pool.makeWithTTL({
-    acquire: Effect.acquireRelease(open, destroy),
+    acquire: Effect.acquireRelease(open, close),
     min: 0,
-    max: clampPositive(options.poolSize ?? 5),
+    max: clampPoolSize(options.poolSize),
     timeToLive: Duration.seconds(60),
     timeToLiveStrategy: "usage"
   })
 
   /** A pooled socket may have died while idle (server restart, wait_timeout); those are skipped. */
   const checkout = Effect.gen(function*() {
-    for (let attempt = 0; attempt <= clampPositive(options.poolSize ?? 5); attempt++) {
+    for (let attempt = 0; attempt <= clampPoolSize(options.poolSize); attempt++) {
       const session = yield* Pool.get(pool)
       if (!session.dead) return session
       yield* Pool.invalidate(pool, session)
@@ -202,43 +205,29 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     })
   }
 
+  /** COM_RESET_CONNECTION after each call. A read abandoned at the cap cannot take another command. */
   const restore = (session: MysqlSession, rollback: boolean) =>
-    (rollback ? Effect.andThen(command(session, "ROLLBACK"), reset(session)) : reset(session))
-      .pipe(Effect.match({ onFailure: () => false, onSuccess: () => true }))
+    session.abandoned
+      ? Effect.succeed(false)
+      : (rollback ? Effect.andThen(command(session, "ROLLBACK"), reset(session)) : reset(session))
+        .pipe(Effect.match({ onFailure: () => false, onSuccess: () => true }))
 
+  /** The kill stops the statement on the server; aborting the socket frees a thread blocked writing to it. */
   const discard = (session: MysqlSession) =>
     Effect.andThen(
-      connection === undefined ? Effect.void : killQuery(connection, session.threadId),
-      Pool.invalidate(pool, session)
+      connection === undefined ? Effect.void : killConnection(connection, session.threadId),
+      Effect.andThen(abort(session), Pool.invalidate(pool, session))
     )
 
-  /**
-   * One checked-out session for `body`, reset and returned after a clean finish or a refused
-   * statement, killed and destroyed otherwise (see the module comment).
-   */
-  const withSession = <A>(timeoutMs: number, body: (session: MysqlSession) => Effect.Effect<A, MysqlFailure>) =>
-    Effect.scoped(Effect.gen(function*() {
-      const session = yield* checkout
-      let reusable = false
-      yield* Effect.addFinalizer(() => reusable ? Effect.void : discard(session))
-      const result = yield* body(session).pipe(
-        Effect.mapError((error) => toDriverError(error, timeoutMs)),
-        Effect.tapError((error) =>
-          error._tag === "SqlQueryFailed"
-            ? Effect.map(restore(session, true), (ok) => {
-              reusable = ok
-            })
-            : Effect.void
-        )
-      )
-      if (!session.abandoned) reusable = yield* restore(session, false)
-      return result
-    })).pipe(
-      Effect.timeoutOrElse({
-        duration: Duration.millis(timeoutMs + CLIENT_GRACE_MS),
-        orElse: () => Effect.fail(queryTimeout(timeoutMs))
-      })
-    )
+  const inSession = <A>(timeoutMs: number, body: (session: MysqlSession) => Effect.Effect<A, MysqlFailure>) =>
+    withSession({
+      timeoutMs,
+      acquire: checkout,
+      restore,
+      discard,
+      toDriverError: (error: MysqlFailure) => toDriverError(error, timeoutMs),
+      body
+    })
 
   const begin = (session: MysqlSession, mode: SqlMode, timeoutMs: number) =>
     Effect.gen(function*() {
@@ -275,10 +264,10 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     )
 
   const run = Effect.fn("MysqlDriver.run")(function*(input: RunInput) {
-    const maxRows = clampPositive(input.maxRows)
-    const timeoutMs = clampPositive(input.timeoutMs)
+    const maxRows = clampRows(input.maxRows)
+    const timeoutMs = clampTimeout(input.timeoutMs)
     const params = toMysqlParams(input.params)
-    return yield* withSession(timeoutMs, (session) =>
+    return yield* inSession(timeoutMs, (session) =>
       Effect.gen(function*() {
         yield* begin(session, input.mode, timeoutMs)
         const [elapsed, capped] = yield* Effect.timed(
@@ -304,8 +293,8 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
   })
 
   const explain = Effect.fn("MysqlDriver.explain")(function*(input: ExplainInput) {
-    const timeoutMs = clampPositive(input.timeoutMs)
-    return yield* withSession(timeoutMs, (session) =>
+    const timeoutMs = clampTimeout(input.timeoutMs)
+    return yield* inSession(timeoutMs, (session) =>
       Effect.gen(function*() {
         // Only a MySQL 8 analysis is a text tree; MariaDB's ANALYZE and every plain EXPLAIN give JSON.
         const tree = input.analyze && server?.flavor === "mysql"
@@ -326,7 +315,7 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
   })
 
   const catalog = <A>(body: (session: MysqlSession) => Effect.Effect<A, MysqlFailure>) =>
-    withSession(CATALOG_TIMEOUT_MS, (session) =>
+    inSession(CATALOG_TIMEOUT_MS, (session) =>
       Effect.gen(function*() {
         yield* begin(session, "read", CATALOG_TIMEOUT_MS)
         const result = yield* body(session)

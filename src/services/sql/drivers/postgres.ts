@@ -11,7 +11,8 @@
  * A call runs inside one transaction with `SET LOCAL` limits. Reads are `REPEATABLE READ READ
  * ONLY` and always rolled back. Rows come through a server-side cursor, `FETCH max_rows + 1`, so
  * a huge result is never produced, let alone read, past the cap. Statements a cursor cannot hold
- * (SHOW, EXPLAIN, DML with RETURNING, DDL) fall back to direct execution in a fresh transaction.
+ * (SHOW, EXPLAIN, DML with RETURNING, DDL) fall back to direct execution in a fresh transaction;
+ * writes that cannot run in any transaction (VACUUM...) run alone.
  */
 import type * as PgConnection from "@effect/sql-pg/PgConnection"
 import * as PgPool from "@effect/sql-pg/PgPool"
@@ -26,10 +27,12 @@ import {
   queryTimeout
 } from "./errors.ts"
 import { pgRegistry, toPgParams } from "./postgres-values.ts"
+import { withSession } from "./session.ts"
 import {
   CATALOG_TIMEOUT_MS,
-  clampPositive,
-  CLIENT_GRACE_MS,
+  clampPoolSize,
+  clampRows,
+  clampTimeout,
   type ColumnDescription,
   type ExplainInput,
   type ForeignKeyDescription,
@@ -107,6 +110,21 @@ const TYPE_NAMES = "SELECT t.oid AS oid, format_type(t.oid, NULL) AS name FROM p
 
 const query = (session: Session, sql: string, params: ReadonlyArray<unknown> = []) => session.query(sql, params, false)
 
+/**
+ * VACUUM, CREATE INDEX CONCURRENTLY and the like refuse to run in a transaction block (25001).
+ * They run alone with session-level limits, which the `DISCARD ALL` after the call resets.
+ */
+const outsideTransaction = (session: Session, statement: string, params: ReadonlyArray<unknown>, timeoutMs: number) =>
+  Effect.gen(function*() {
+    yield* query(session, "ROLLBACK")
+    yield* query(
+      session,
+      "SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $2, false)",
+      [String(timeoutMs), String(timeoutMs)]
+    )
+    return yield* query(session, statement, params)
+  })
+
 const begin = (session: Session, mode: SqlMode, timeoutMs: number) =>
   Effect.andThen(
     query(session, mode === "read" ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN"),
@@ -145,7 +163,7 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
   const endpoint = describeEndpoint(options.url, 5432)
   const pool = yield* PgPool.make({
     url: Redacted.make(options.url),
-    maxConnections: clampPositive(options.poolSize ?? 5),
+    maxConnections: clampPoolSize(options.poolSize),
     minConnections: 0,
     idleTimeout: Duration.seconds(60),
     prepare: false,
@@ -181,43 +199,38 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
       .pipe(Effect.match({ onFailure: () => false, onSuccess: () => true }))
 
   /**
-   * One checked-out session for `body`. The session goes back to the pool only after a clean
-   * reset; after a timeout, a lost connection, an interruption or a failed reset it is destroyed,
-   * so a late cancel or leftover state can never reach the next caller.
+   * Destroying the session is enough: sql-pg has already cancelled an interrupted statement on
+   * the server (CancelRequest) before the session gets here.
    */
-  const withSession = <A>(timeoutMs: number, body: (session: Session) => Effect.Effect<A, SqlError>) =>
-    Effect.scoped(Effect.gen(function*() {
-      const session = yield* pool.reserve.pipe(Effect.mapError((error) => toDriverError(error, timeoutMs)))
-      let reusable = false
-      yield* Effect.addFinalizer(() => reusable ? Effect.void : pool.invalidate(session))
-      const result = yield* body(session).pipe(
-        Effect.mapError((error) => toDriverError(error, timeoutMs)),
-        Effect.tapError((error) =>
-          error._tag === "SqlQueryFailed"
-            ? Effect.map(restore(session, true), (ok) => {
-              reusable = ok
-            })
-            : Effect.void
-        )
-      )
-      reusable = yield* restore(session, false)
-      return result
-    })).pipe(
-      Effect.timeoutOrElse({
-        duration: Duration.millis(timeoutMs + CLIENT_GRACE_MS),
-        orElse: () => Effect.fail(queryTimeout(timeoutMs))
-      })
-    )
+  const inSession = <A>(timeoutMs: number, body: (session: Session) => Effect.Effect<A, SqlError>) =>
+    withSession({
+      timeoutMs,
+      acquire: pool.reserve.pipe(Effect.mapError((error) => toDriverError(error, timeoutMs))),
+      restore,
+      discard: pool.invalidate,
+      toDriverError: (error: SqlError) => toDriverError(error, timeoutMs),
+      body
+    })
 
   const typeNames = new Map<number, string>()
 
-  /** Column type names, looked up once per type OID for the life of the driver. */
+  /**
+   * Column type names, looked up once per type OID for the life of the driver. The lookup runs
+   * after a write has committed, so it must not turn that success into a failure: without it the
+   * columns simply carry no type.
+   */
   const describeColumns = (session: Session, fields: ReadonlyArray<PgConnection.Field>) =>
     Effect.gen(function*() {
       const missing = [...new Set(fields.map((field) => field.dataTypeId))].filter((oid) => !typeNames.has(oid))
       if (missing.length > 0) {
-        const found = yield* query(session, TYPE_NAMES, toPgParams([missing]))
-        for (const row of found.rows) typeNames.set(row.oid as number, row.name as string)
+        yield* query(session, TYPE_NAMES, toPgParams([missing])).pipe(
+          Effect.tap((found) =>
+            Effect.sync(() => {
+              for (const row of found.rows) typeNames.set(row.oid as number, row.name as string)
+            })
+          ),
+          Effect.ignore
+        )
       }
       return fields.map((field): ResultColumn => {
         const type = typeNames.get(field.dataTypeId)
@@ -244,17 +257,22 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
       // The refused DECLARE aborted the transaction before anything ran; start over and run the statement as is.
       yield* query(session, "ROLLBACK")
       yield* begin(session, input.mode, timeoutMs)
-      const result = yield* query(session, input.statement, params)
+      const result = yield* query(session, input.statement, params).pipe(
+        Effect.catchIf(
+          (error) => input.mode === "write" && sqlState(error) === "25001",
+          () => outsideTransaction(session, input.statement, params, timeoutMs)
+        )
+      )
       return (result.fields.length > 0
         ? { kind: "rows", fields: result.fields, rows: result.rows }
         : { kind: "affected", rowCount: result.rowCount }) satisfies Outcome
     })
 
   const run = Effect.fn("PostgresDriver.run")(function*(input: RunInput) {
-    const maxRows = clampPositive(input.maxRows)
-    const timeoutMs = clampPositive(input.timeoutMs)
+    const maxRows = clampRows(input.maxRows)
+    const timeoutMs = clampTimeout(input.timeoutMs)
     const params = toPgParams(input.params)
-    return yield* withSession(timeoutMs, (session) =>
+    return yield* inSession(timeoutMs, (session) =>
       Effect.gen(function*() {
         yield* begin(session, input.mode, timeoutMs)
         const [elapsed, outcome] = yield* Effect.timed(execute(session, input, params, maxRows, timeoutMs))
@@ -276,9 +294,9 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
   })
 
   const explain = Effect.fn("PostgresDriver.explain")(function*(input: ExplainInput) {
-    const timeoutMs = clampPositive(input.timeoutMs)
+    const timeoutMs = clampTimeout(input.timeoutMs)
     const statement = `EXPLAIN (${input.analyze ? "ANALYZE, " : ""}FORMAT JSON) ${input.statement}`
-    return yield* withSession(timeoutMs, (session) =>
+    return yield* inSession(timeoutMs, (session) =>
       Effect.gen(function*() {
         yield* begin(session, input.mode, timeoutMs)
         const result = yield* query(session, statement, toPgParams(input.params))
@@ -289,7 +307,7 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
   })
 
   const catalog = <A>(body: (session: Session) => Effect.Effect<A, SqlError>) =>
-    withSession(CATALOG_TIMEOUT_MS, (session) =>
+    inSession(CATALOG_TIMEOUT_MS, (session) =>
       Effect.gen(function*() {
         yield* begin(session, "read", CATALOG_TIMEOUT_MS)
         const result = yield* body(session)

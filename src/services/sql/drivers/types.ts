@@ -118,5 +118,13 @@ export const CATALOG_TIMEOUT_MS = 10_000
 export const CLIENT_GRACE_MS = 500
 
 /** `0`, negatives and garbage never mean "unlimited". */
-export const clampPositive = (value: number): number =>
-  Number.isFinite(value) ? Math.max(1, Math.floor(value)) : 1
+const clampPositive = (value: number, max: number): number =>
+  Number.isFinite(value) ? Math.min(max, Math.max(1, Math.floor(value))) : 1
+
+/** FETCH takes an int32 count. */
+export const clampRows = (value: number) => clampPositive(value, 2_147_483_646)
+
+/** A day at most: far above any plan's cap, and well inside int32 milliseconds once margins are added. */
+export const clampTimeout = (value: number) => clampPositive(value, 86_400_000)
+
+export const clampPoolSize = (value: number | undefined) => clampPositive(value ?? 5, 100)
