@@ -17,6 +17,8 @@ import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
 import { McpSessions } from "./services/mcp/McpSessions.ts"
 import { Connections } from "./services/sql/Connections.ts"
+import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
+import { SqlTools } from "./services/sql/SqlTools.ts"
 import { layerNodeServer } from "./http/server.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Auth } from "./services/auth/Auth.ts"
@@ -67,14 +69,16 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     limitsLayer(config),
     Credits.layer,
-    Connections.layer(config.connections),
+    SqlTools.layer.pipe(Layer.provide(SqlDrivers.layer)),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),
-    AppConfig.layer(config),
     Providers.layer(config.providers, overrides.env ?? {}),
     Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
-  ).pipe(Layer.provideMerge(coreLayer(config, overrides)))
+  ).pipe(
+    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
+    Layer.provideMerge(coreLayer(config, overrides))
+  )
   const server = layerNodeServer({ host: config.server.host, port: config.server.port, tls: config.server.tls })
   return httpLayer(config).pipe(Layer.provideMerge(server), Layer.provideMerge(requestServices))
 }

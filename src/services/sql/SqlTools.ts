@@ -1,0 +1,384 @@
+/**
+ * The six MCP SQL tools (spec 4.3), transport-free: the MCP route decodes JSON-RPC, resolves the
+ * key's grants and hands each `tools/call` here. Every call ends in a `ToolOutcome`, never a
+ * failure, because a refused statement, a database that is down or bad arguments are all tool
+ * results (`isError`) in MCP, not protocol errors.
+ *
+ * Defense in depth (decisions section 7), in this order, on every call:
+ * 1. Authorize from the key's grants before anything else; a missing grant and a missing
+ *    connection give the same 403 and no database is contacted.
+ * 2. Classify the statement with the guard; refused statements, and writes under a read role,
+ *    stop here, again without contacting the database.
+ * 3. Execute exactly the classified text. A read verdict always runs in the driver's read mode
+ *    (an engine read-only transaction, rolled back) on the read DSN, whatever the key's role;
+ *    only a write verdict with the edit role reaches the edit DSN in write mode.
+ *
+ * Drivers (one pool each) are keyed by (connection, role, DSN), made on first use and closed
+ * when idle for a while or with the layer's scope.
+ */
+import { Context, DateTime, Effect, Layer, RcMap } from "effect"
+import {
+  type ApiError,
+  InternalError,
+  NotFound,
+  ValidationFailed
+} from "../../domain/errors.ts"
+import type { ConnectionRecord, ConnectionRole } from "../../domain/records.ts"
+import { decodeStrict } from "../../http/validation.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { storeUnavailable } from "../credits/Credits.ts"
+import { Store } from "../store/Store.ts"
+import { Connections } from "./Connections.ts"
+import { type SqlDialect, type SqlDriver, SqlDrivers, type SqlDriverError } from "./drivers/SqlDrivers.ts"
+import { classifyExplain, classifyStatement, preloadGuard } from "./guard/index.ts"
+import {
+  clamp,
+  DescribeArgs,
+  ExplainArgs,
+  HistoryArgs,
+  ListConnectionsArgs,
+  ListTablesArgs,
+  RunArgs
+} from "./tools/arguments.ts"
+import {
+  DEFAULT_HISTORY_LIMIT,
+  DEFAULT_MAX_ROWS,
+  DEFAULT_TIMEOUT_MS,
+  MAX_HISTORY_LIMIT,
+  type McpToolDefinition,
+  MIN_TIMEOUT_MS,
+  type SqlToolName,
+  toolDefinitions,
+  toolNames
+} from "./tools/definitions.ts"
+import {
+  fromDriverError,
+  gateBlocked,
+  noAccess,
+  refusedExplain,
+  refusedStatement,
+  statementHash
+} from "./tools/errors.ts"
+
+export type { JsonSchemaObject, McpToolDefinition, SqlToolName, ToolAnnotations } from "./tools/definitions.ts"
+
+export interface ToolContext {
+  readonly keyId: string
+  /** The key's role per connection id; a connection absent from the map is not visible to the key. */
+  readonly grants: ReadonlyMap<number, ConnectionRole>
+  readonly requestId: string
+}
+
+/**
+ * What the audit trail keeps about one call. `details` holds the verdict ("read", "write",
+ * "refused", "blocked", "denied", "invalid"), `statement_kind`, `statement_hash` (sha256 hex:
+ * the statement text itself is never kept here), and counts and timings when the database ran.
+ */
+export interface ToolAudit {
+  readonly tool: string
+  readonly connection_id: number | null
+  readonly details: Record<string, unknown>
+}
+
+export type ToolOutcome =
+  | { readonly _tag: "Success"; readonly structured: Record<string, unknown>; readonly audit: ToolAudit }
+  | { readonly _tag: "Failure"; readonly error: ApiError; readonly audit: ToolAudit }
+
+/** Pools of connections nobody used for this long are closed; the next call opens a new one. */
+const DRIVER_IDLE_TTL = "10 minutes"
+
+/** Filled in as a call progresses, so a failure at any step still leaves what was learnt before it. */
+interface AuditDraft {
+  connection_id: number | null
+  readonly details: Record<string, unknown>
+}
+
+interface DriverKey {
+  readonly connectionId: number
+  readonly role: ConnectionRole
+  readonly dialect: SqlDialect
+  readonly url: string
+}
+
+const decodeArgs = <A>(decode: (input: unknown) => Effect.Effect<A, ValidationFailed>, args: unknown, draft: AuditDraft) =>
+  decode(args === undefined ? {} : args).pipe(
+    Effect.mapError((error) => {
+      draft.details.verdict = "invalid"
+      const field = error.details?.field
+      return new ValidationFailed({
+        message: field === "" ? `invalid arguments: ${error.message}` : `invalid argument ${error.message}`,
+        details: { field: field === "" ? "arguments" : field },
+        status: 400
+      })
+    })
+  )
+
+/** An unrecognised statement's kind is its first word, which can be anything: the audit keeps a bounded prefix. */
+const auditKind = (kind: string) => (kind.length > 64 ? `${kind.slice(0, 64)}...` : kind)
+
+/** Compiled once: decoding is on every call's path. */
+const decoders = {
+  listConnectionsArgs: decodeStrict(ListConnectionsArgs),
+  listTablesArgs: decodeStrict(ListTablesArgs),
+  describeArgs: decodeStrict(DescribeArgs),
+  runArgs: decodeStrict(RunArgs),
+  explainArgs: decodeStrict(ExplainArgs),
+  historyArgs: decodeStrict(HistoryArgs)
+}
+
+/** The guard fails closed by itself; this only covers its parsers failing to load at all. */
+const classify = <A>(run: () => Promise<A>): Effect.Effect<A, InternalError> =>
+  Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(
+    Effect.catch((cause) =>
+      Effect.andThen(
+        Effect.logError("the SQL guard failed", cause),
+        Effect.fail(new InternalError({ message: "the SQL guard could not classify the statement; nothing was run" }))
+      )
+    )
+  )
+
+export class SqlTools extends Context.Service<SqlTools, {
+  readonly definitions: ReadonlyArray<McpToolDefinition>
+  readonly has: (name: string) => boolean
+  /** Never fails: every problem is a `Failure` outcome carrying the spec's error. */
+  readonly call: (name: string, args: unknown, ctx: ToolContext) => Effect.Effect<ToolOutcome>
+}>()("modelgate/SqlTools") {
+  static readonly layer = Layer.effect(
+    SqlTools,
+    Effect.gen(function*() {
+      const connections = yield* Connections
+      const sqlDrivers = yield* SqlDrivers
+      const store = yield* Store
+      const config = yield* AppConfig
+      const maxRowsCap = config.mcp.max_rows_cap
+      const timeoutMsCap = config.mcp.timeout_ms_cap
+      const definitions = toolDefinitions({ maxRowsCap, timeoutMsCap })
+
+      // The parsers take a moment to load; warm them up without holding up startup. A failure
+      // here is not fatal: the guard loads them again on first use and fails closed if it cannot.
+      yield* Effect.forkScoped(
+        Effect.tryPromise(() => preloadGuard()).pipe(
+          Effect.catch((error) => Effect.logWarning("SQL guard preload failed", error))
+        )
+      )
+
+      // A JSON string is a key with value equality; it carries everything the lookup needs.
+      const drivers = yield* RcMap.make({
+        lookup: (key: string) => {
+          const { dialect, url } = JSON.parse(key) as DriverKey
+          return sqlDrivers.make({ dialect, url })
+        },
+        idleTimeToLive: DRIVER_IDLE_TTL
+      })
+
+      const withDriver = <A>(
+        connection: ConnectionRecord,
+        role: ConnectionRole,
+        use: (driver: SqlDriver) => Effect.Effect<A, SqlDriverError>
+      ): Effect.Effect<A, ApiError> => {
+        const key: DriverKey = {
+          connectionId: connection.id,
+          role,
+          dialect: connection.dialect,
+          url: role === "read" ? connection.read_url ?? connection.url : connection.url
+        }
+        return Effect.scoped(Effect.flatMap(RcMap.get(drivers, JSON.stringify(key)), use)).pipe(
+          Effect.mapError((error) => fromDriverError(error, connection))
+        )
+      }
+
+      const authorize = Effect.fnUntraced(function*(ctx: ToolContext, connectionId: number, draft: AuditDraft) {
+        draft.connection_id = connectionId
+        const role = ctx.grants.get(connectionId)
+        const connection = role === undefined ? undefined : yield* connections.get(connectionId)
+        if (role === undefined || connection === undefined) {
+          draft.details.verdict = "denied"
+          return yield* noAccess(connectionId)
+        }
+        draft.details.role = role
+        return { connection, role }
+      })
+
+      const noteDriverFailure = (draft: AuditDraft) => (error: ApiError) =>
+        Effect.sync(() => {
+          if (error._tag === "ValidationFailed" && error.details?.code !== undefined) {
+            draft.details.database_code = error.details.code
+          }
+        })
+
+      const listConnections = Effect.fn("SqlTools.sql_list_connections")(
+        function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+          yield* decodeArgs(decoders.listConnectionsArgs, args, draft)
+          const all = yield* connections.list
+          const visible = all.flatMap((c) => {
+            const role = ctx.grants.get(c.id)
+            return role === undefined ? [] : [{ id: c.id, name: c.name, dialect: c.dialect, role }]
+          })
+          draft.details.count = visible.length
+          return { connections: visible }
+        }
+      )
+
+      const listTables = Effect.fn("SqlTools.sql_list_tables")(
+        function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+          const input = yield* decodeArgs(decoders.listTablesArgs, args, draft)
+          const { connection } = yield* authorize(ctx, input.connection_id, draft)
+          const tables = yield* withDriver(connection, "read", (driver) => driver.listTables(input.schema))
+          draft.details.count = tables.length
+          return { tables }
+        }
+      )
+
+      const describe = Effect.fn("SqlTools.sql_describe")(
+        function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+          const input = yield* decodeArgs(decoders.describeArgs, args, draft)
+          const { connection } = yield* authorize(ctx, input.connection_id, draft)
+          const description = yield* withDriver(connection, "read", (driver) => driver.describe(input.schema, input.name))
+          if (description === undefined) {
+            const where = input.schema === undefined ? "the connection's default schema" : `schema "${input.schema}"`
+            return yield* new NotFound({
+              message: `no table or view named "${input.name}" in ${where}`,
+              details: { connection_id: connection.id, name: input.name, ...(input.schema === undefined ? {} : { schema: input.schema }) }
+            })
+          }
+          return { ...description }
+        }
+      )
+
+      const run = Effect.fn("SqlTools.sql_run")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+        const input = yield* decodeArgs(decoders.runArgs, args, draft)
+        const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
+        draft.details.statement_hash = statementHash(input.statement)
+        const verdict = yield* classify(() => classifyStatement(connection.dialect, input.statement))
+        draft.details.verdict = verdict.verdict
+        draft.details.statement_kind = auditKind(verdict.kind)
+        if (verdict.verdict === "refused") {
+          draft.details.reason = verdict.reason
+          return yield* refusedStatement(verdict)
+        }
+        if (verdict.verdict === "write" && role !== "edit") {
+          draft.details.verdict = "blocked"
+          return yield* gateBlocked(verdict)
+        }
+        const mode = verdict.verdict
+        const maxRows = clamp(input.max_rows ?? DEFAULT_MAX_ROWS, 1, maxRowsCap)
+        const timeoutMs = clamp(input.timeout_ms ?? DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS, timeoutMsCap)
+        draft.details.max_rows = maxRows
+        draft.details.timeout_ms = timeoutMs
+        const result = yield* withDriver(
+          connection,
+          mode === "write" ? "edit" : "read",
+          (driver) => driver.run({ statement: input.statement, params: input.params ?? [], mode, maxRows, timeoutMs })
+        ).pipe(Effect.tapError(noteDriverFailure(draft)))
+
+        const rowCount = result.kind === "rows" ? result.row_count : result.affected_rows
+        draft.details.row_count = rowCount
+        draft.details.duration_ms = result.duration_ms
+        if (result.kind === "rows") draft.details.truncated = result.truncated
+
+        const ts = DateTime.formatIso(yield* DateTime.now)
+        // The statement ran (and a write is committed): a history that cannot be written must
+        // not turn that into an error a client would retry.
+        yield* store.appendSqlHistory({
+          ts,
+          statement: input.statement,
+          duration_ms: result.duration_ms,
+          kind: result.kind,
+          row_count: rowCount,
+          key_id: ctx.keyId,
+          connection_id: connection.id
+        }).pipe(
+          Effect.catch((error) =>
+            Effect.andThen(
+              Effect.sync(() => {
+                draft.details.history_recorded = false
+              }),
+              Effect.logWarning("sql_run: the statement history could not be written", error)
+            )
+          )
+        )
+        return { ...result }
+      })
+
+      const explain = Effect.fn("SqlTools.sql_explain")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+        const input = yield* decodeArgs(decoders.explainArgs, args, draft)
+        const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
+        const analyze = input.analyze ?? false
+        draft.details.statement_hash = statementHash(input.statement)
+        draft.details.analyze = analyze
+        const verdict = yield* classify(() => classifyExplain(connection.dialect, input.statement, { analyze }))
+        draft.details.verdict = verdict.verdict
+        draft.details.statement_kind = auditKind(verdict.kind)
+        draft.details.explained_kind = auditKind(verdict.inner.kind)
+        if (verdict.verdict === "refused") {
+          draft.details.reason = verdict.reason
+          return yield* refusedExplain(verdict)
+        }
+        if (verdict.verdict === "write" && role !== "edit") {
+          draft.details.verdict = "blocked"
+          return yield* refusedExplain(verdict)
+        }
+        const mode = verdict.verdict
+        const timeoutMs = clamp(DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS, timeoutMsCap)
+        const result = yield* withDriver(
+          connection,
+          mode === "write" ? "edit" : "read",
+          (driver) => driver.explain({ statement: input.statement, params: [], analyze, mode, timeoutMs })
+        ).pipe(Effect.tapError(noteDriverFailure(draft)))
+        return { plan: result.plan }
+      })
+
+      const history = Effect.fn("SqlTools.sql_history")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+        const input = yield* decodeArgs(decoders.historyArgs, args, draft)
+        const { connection } = yield* authorize(ctx, input.connection_id, draft)
+        const limit = clamp(input.limit ?? DEFAULT_HISTORY_LIMIT, 1, MAX_HISTORY_LIMIT)
+        const items = yield* store.sqlHistory(ctx.keyId, connection.id, limit).pipe(Effect.mapError(storeUnavailable))
+        draft.details.count = items.length
+        return { items: items.map((item) => ({ ...item })) }
+      })
+
+      const handlers: Record<
+        SqlToolName,
+        (args: unknown, ctx: ToolContext, draft: AuditDraft) => Effect.Effect<Record<string, unknown>, ApiError>
+      > = {
+        sql_list_connections: listConnections,
+        sql_list_tables: listTables,
+        sql_describe: describe,
+        sql_run: run,
+        sql_explain: explain,
+        sql_history: history
+      }
+
+      const known = new Set<string>(toolNames)
+      const has = (name: string) => known.has(name)
+
+      const call = (name: string, args: unknown, ctx: ToolContext): Effect.Effect<ToolOutcome> => {
+        const draft: AuditDraft = { connection_id: null, details: {} }
+        const audit = (): ToolAudit => ({ tool: name, connection_id: draft.connection_id, details: { ...draft.details } })
+        if (!has(name)) {
+          return Effect.succeed({
+            _tag: "Failure",
+            error: new NotFound({ message: `no tool named "${name}"`, details: { tool: name } }),
+            audit: audit()
+          })
+        }
+        return handlers[name as SqlToolName](args, ctx, draft).pipe(
+          Effect.map((structured): ToolOutcome => ({ _tag: "Success", structured, audit: audit() })),
+          Effect.catch((error) => Effect.succeed<ToolOutcome>({ _tag: "Failure", error, audit: audit() })),
+          Effect.catchDefect((defect) =>
+            Effect.as(
+              Effect.logError(`SQL tool ${name} failed unexpectedly`, defect),
+              {
+                _tag: "Failure",
+                error: new InternalError({ message: `the ${name} tool failed unexpectedly` }),
+                audit: audit()
+              } satisfies ToolOutcome
+            )
+          )
+        )
+      }
+
+      return SqlTools.of({ definitions, has, call })
+    })
+  )
+}

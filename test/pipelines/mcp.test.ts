@@ -1,0 +1,236 @@
+/**
+ * /v1/mcp through the real server with the official MCP SDK client: sessions (initialize, use,
+ * expiry, foreign key, DELETE, a second replica), tools_disabled, transport rules, and the MCP
+ * Inspector CLI. Tool behaviour in depth is tested in test/services/sql/tools.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { spawn } from "node:child_process"
+import { join } from "node:path"
+import { Client as PgClient } from "../support/pg-admin.ts"
+import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
+import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { NODE, ROOT } from "../support/process.ts"
+
+const connect = async (url: string, key: string, sessionId?: string) => {
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/v1/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${key}` } },
+    ...(sessionId === undefined ? {} : { sessionId })
+  })
+  const client = new Client({ name: "modelgate-test", version: "1.0.0" })
+  await client.connect(transport)
+  return { client, transport }
+}
+
+const rpc = (url: string, key: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${url}/v1/mcp`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...headers
+    },
+    body: JSON.stringify(body)
+  })
+
+const initializeBody = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+}
+
+describe("/v1/mcp", () => {
+  let db: TempDatabase
+  let store: TempDatabase
+  let gw: TestGateway
+  let replica: TestGateway
+  let key: string
+  let keyId: string
+
+  beforeAll(async () => {
+    db = await createPostgresDatabase("mg_mcp_data")
+    store = await createPostgresDatabase("mg_mcp_store")
+    const admin = new PgClient(db.url)
+    await admin.query("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL)")
+    await admin.query("INSERT INTO items (name) VALUES ('a'), ('b')")
+    const config = testConfig({
+      store: store.url,
+      connections: [{ id: 1, name: "analytics", dialect: "postgres", url: db.url }],
+      mcp: { session_ttl_seconds: 60 }
+    })
+    gw = await startGateway(config)
+    replica = await startGateway(config)
+    const created = (await (await gw.admin("POST", "/api-keys", {
+      name: "agent",
+      tools_enabled: true,
+      connections: [{ connection_id: 1, role: "read" }]
+    })).json()) as { key: string; id: string; connections: unknown }
+    expect(created.connections).toEqual([{ connection_id: 1, role: "read" }])
+    key = created.key
+    keyId = created.id
+  })
+  afterAll(async () => {
+    await gw?.close()
+    await replica?.close()
+    await db?.drop()
+    await store?.drop()
+  })
+
+  it("lists and runs the tools with the official SDK client", async () => {
+    const { client, transport } = await connect(gw.url, key)
+    expect(transport.sessionId).toMatch(/^mcp_[0-9a-f]{48}$/)
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name).sort()).toEqual(
+      ["sql_describe", "sql_explain", "sql_history", "sql_list_connections", "sql_list_tables", "sql_run"]
+    )
+    for (const tool of tools) {
+      expect(tool.inputSchema.type).toBe("object")
+      expect(tool.outputSchema?.type).toBe("object")
+    }
+    const connections = await client.callTool({ name: "sql_list_connections", arguments: {} })
+    expect(connections.structuredContent).toEqual({ connections: [{ id: 1, name: "analytics", dialect: "postgres", role: "read" }] })
+    const run = await client.callTool({ name: "sql_run", arguments: { connection_id: 1, statement: "SELECT name FROM items ORDER BY id" } })
+    expect(run.isError).toBeFalsy()
+    expect(run.structuredContent).toMatchObject({ kind: "rows", rows: [{ name: "a" }, { name: "b" }], row_count: 2 })
+    expect(JSON.parse((run.content as Array<{ text: string }>)[0]!.text)).toEqual(run.structuredContent)
+
+    const blocked = await client.callTool({ name: "sql_run", arguments: { connection_id: 1, statement: "DELETE FROM items" } })
+    expect(blocked.isError).toBe(true)
+    expect(blocked.structuredContent).toMatchObject({ status: 403, error: "sql_gate_blocked" })
+    const rows = await new PgClient(db.url).query<{ n: string }>("SELECT count(*)::text AS n FROM items")
+    expect(rows[0]!.n).toBe("2")
+    await client.close()
+  })
+
+  it("audits every MCP request with tool, connection and verdict, never the statement text", async () => {
+    const { client } = await connect(gw.url, key)
+    await client.callTool({ name: "sql_run", arguments: { connection_id: 1, statement: "SELECT 'secret-literal-42' AS s" } })
+    await client.close()
+    const records = ((await (await gw.admin("GET", `/audit?key_id=${keyId}&limit=100`)).json()) as { data: Array<any> }).data
+    const call = records.find((r) => r.tool === "sql_run")
+    expect(call).toMatchObject({ endpoint: "/v1/mcp", connection_id: 1, status: 200 })
+    expect(call.details.statement_hash).toMatch(/^[0-9a-f]{64}$/)
+    expect(call.details.verdict).toBeDefined()
+    expect(JSON.stringify(records)).not.toContain("secret-literal-42")
+  })
+
+  it("serves a session opened on one replica from another", async () => {
+    const { client, transport } = await connect(gw.url, key)
+    const sessionId = transport.sessionId!
+    const other = await rpc(replica.url, key, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, {
+      "mcp-session-id": sessionId,
+      "mcp-protocol-version": "2025-11-25"
+    })
+    expect(other.status).toBe(200)
+    expect(((await other.json()) as any).result.tools).toHaveLength(6)
+    await client.close()
+  })
+
+  it("refuses an unknown, foreign or deleted session with 404 session_expired", async () => {
+    const unknown = await rpc(gw.url, key, { jsonrpc: "2.0", id: 2, method: "tools/list" }, { "mcp-session-id": "mcp_nope" })
+    expect(unknown.status).toBe(404)
+    expect(await unknown.json()).toMatchObject({ status: 404, error: "session_expired" })
+
+    const { transport } = await connect(gw.url, key)
+    const sessionId = transport.sessionId!
+    const other = (await (await gw.admin("POST", "/api-keys", { name: "other", tools_enabled: true })).json()) as { key: string }
+    const foreign = await rpc(gw.url, other.key, { jsonrpc: "2.0", id: 2, method: "tools/list" }, { "mcp-session-id": sessionId })
+    expect(foreign.status).toBe(404)
+    expect(((await foreign.json()) as any).error).toBe("session_expired")
+
+    await transport.terminateSession()
+    const after = await rpc(gw.url, key, { jsonrpc: "2.0", id: 3, method: "tools/list" }, { "mcp-session-id": sessionId })
+    expect(after.status).toBe(404)
+  })
+
+  it("expires a session after its idle TTL (sliding)", async () => {
+    const short = await startGateway(testConfig({ store: store.url, mcp: { session_ttl_seconds: 1 } }))
+    try {
+      const init = await rpc(short.url, key, initializeBody)
+      const sessionId = init.headers.get("mcp-session-id")!
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setTimeout(r, 500))
+        const used = await rpc(short.url, key, { jsonrpc: "2.0", id: 10 + i, method: "ping" }, { "mcp-session-id": sessionId })
+        expect(used.status).toBe(200)
+      }
+      await new Promise((r) => setTimeout(r, 1200))
+      const expired = await rpc(short.url, key, { jsonrpc: "2.0", id: 20, method: "ping" }, { "mcp-session-id": sessionId })
+      expect(expired.status).toBe(404)
+      expect(((await expired.json()) as any).error).toBe("session_expired")
+    } finally {
+      await short.close()
+    }
+  })
+
+  it("refuses a key without tools with 403 tools_disabled on every request", async () => {
+    const plain = (await (await gw.admin("POST", "/api-keys", { name: "no-tools" })).json()) as { key: string }
+    const init = await rpc(gw.url, plain.key, initializeBody)
+    expect(init.status).toBe(403)
+    expect(await init.json()).toMatchObject({ error: "tools_disabled" })
+    await expect(connect(gw.url, plain.key)).rejects.toThrow()
+  })
+
+  it("follows the transport rules: initialize negotiates, GET is 405, notifications 202, missing session 400, bad Origin 403", async () => {
+    const init = await rpc(gw.url, key, { ...initializeBody, params: { ...initializeBody.params, protocolVersion: "1999-01-01" } })
+    expect(init.status).toBe(200)
+    expect(((await init.json()) as any).result.protocolVersion).toBe("2025-11-25")
+    const sessionId = init.headers.get("mcp-session-id")!
+
+    const get = await fetch(`${gw.url}/v1/mcp`, { headers: { authorization: `Bearer ${key}`, accept: "text/event-stream" } })
+    expect(get.status).toBe(405)
+    expect(((await get.json()) as any).error).toBe("method_not_allowed")
+
+    const note = await rpc(gw.url, key, { jsonrpc: "2.0", method: "notifications/initialized" }, { "mcp-session-id": sessionId })
+    expect(note.status).toBe(202)
+    expect(await note.text()).toBe("")
+
+    const missing = await rpc(gw.url, key, { jsonrpc: "2.0", id: 5, method: "tools/list" })
+    expect(missing.status).toBe(400)
+    expect(((await missing.json()) as any).error).toBe("validation_failed")
+
+    const badVersion = await rpc(gw.url, key, { jsonrpc: "2.0", id: 6, method: "tools/list" }, {
+      "mcp-session-id": sessionId,
+      "mcp-protocol-version": "1999-01-01"
+    })
+    expect(badVersion.status).toBe(400)
+
+    const evil = await rpc(gw.url, key, { jsonrpc: "2.0", id: 7, method: "tools/list" }, { "mcp-session-id": sessionId, origin: "https://evil.example" })
+    expect(evil.status).toBe(403)
+
+    const notRpc = await rpc(gw.url, key, { hello: "world" }, { "mcp-session-id": sessionId })
+    expect(notRpc.status).toBe(400)
+
+    const unknownMethod = await rpc(gw.url, key, { jsonrpc: "2.0", id: 8, method: "resources/list" }, { "mcp-session-id": sessionId })
+    expect(((await unknownMethod.json()) as any).error.code).toBe(-32601)
+
+    const unknownTool = await rpc(gw.url, key, { jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "rm_rf", arguments: {} } }, { "mcp-session-id": sessionId })
+    expect(((await unknownTool.json()) as any).error.code).toBe(-32602)
+
+    const unauthorized = await rpc(gw.url, "sk-mg-" + "0".repeat(32), initializeBody)
+    expect(unauthorized.status).toBe(401)
+  })
+
+  it("can be listed and called by the MCP Inspector CLI", async () => {
+    const inspector = join(ROOT, "node_modules/@modelcontextprotocol/inspector-cli/build/index.js")
+    const run = (args: Array<string>) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        // The CLI finds its own package.json relative to the working directory, so it runs from its build folder.
+        const child = spawn(NODE, [inspector, `${gw.url}/v1/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${key}`, ...args], {
+          cwd: join(ROOT, "node_modules/@modelcontextprotocol/inspector-cli/build")
+        })
+        let out = ""
+        child.stdout.on("data", (c) => (out += c))
+        child.stderr.on("data", (c) => (out += c))
+        child.on("exit", (code) => resolve({ code, out }))
+      })
+    const listed = await run(["--method", "tools/list"])
+    expect(listed.code, listed.out).toBe(0)
+    expect(listed.out).toContain("sql_run")
+    const called = await run(["--method", "tools/call", "--tool-name", "sql_run", "--tool-arg", "connection_id=1", "statement=SELECT count(*) AS n FROM items"])
+    expect(called.code, called.out).toBe(0)
+    expect(called.out).toContain("\"row_count\": 1")
+  })
+})

@@ -1,0 +1,4 @@
+/** Every guard case through sql_run on Postgres, with a read key and an edit key (see guard-suite.ts). */
+import { defineGuardSuite } from "./guard-suite.ts"
+
+defineGuardSuite("postgres")
