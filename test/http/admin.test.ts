@@ -142,3 +142,33 @@ describe("admin API without a configured token", () => {
     }
   })
 })
+
+describe("GET /usage", () => {
+  it("sums requests, errors, tokens and credits per key and model from the audit trail", async () => {
+    const gw = await startGateway()
+    try {
+      const { key, id } = await gw.createKey()
+      const call = (content: string) =>
+        fetch(`${gw.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: "echo", messages: [{ role: "user", content }] })
+        })
+      expect((await call("one two three")).status).toBe(200)
+      expect((await call("four five")).status).toBe(200)
+      await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "nope", messages: [{ role: "user", content: "x" }] })
+      })
+      const usage: any = await (await gw.admin("GET", `/usage?key_id=${id}`)).json()
+      const echo = usage.data.find((r: { model: string | null }) => r.model === "echo-1")
+      expect(echo).toMatchObject({ key_id: id, requests: 2, errors: 0, prompt_tokens: 5, completion_tokens: 5, credits: 0 })
+      const failed = usage.data.find((r: { model: string | null }) => r.model === null)
+      expect(failed).toMatchObject({ requests: 1, errors: 1 })
+      expect((await gw.admin("GET", "/usage?since=soon")).status).toBe(400)
+    } finally {
+      await gw.close()
+    }
+  })
+})

@@ -66,6 +66,19 @@ export const adminRoutes = (options: AdminOptions) => {
     format: Schema.optional(Schema.Literals(["json", "jsonl"]))
   })
 
+  const UsageQuery = Schema.Struct({
+    key_id: Schema.optional(Schema.String),
+    since: Schema.optional(Schema.String),
+    until: Schema.optional(Schema.String)
+  })
+
+  const isoParam = (name: string, value: string | undefined) =>
+    value === undefined
+      ? Effect.succeed(undefined)
+      : Number.isNaN(Date.parse(value))
+      ? Effect.fail(new ValidationFailed({ message: `${name}: expected an ISO-8601 timestamp`, details: { field: name } }))
+      : Effect.succeed(new Date(value).toISOString())
+
   const TopUp = Schema.Struct({
     credits: Schema.Int.check(Schema.isGreaterThan(0)),
     note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
@@ -200,23 +213,30 @@ export const adminRoutes = (options: AdminOptions) => {
       const items = yield* Effect.orDie((yield* Store).ledger({ before_seq: params.cursor, limit, request_id: params.request_id }))
       return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
     }))),
+    route("GET", "/usage", admin(Effect.gen(function*() {
+      const request = yield* HttpServerRequest
+      const url = new URL(request.url, "http://local")
+      const params = yield* decodeStrict(UsageQuery)(Object.fromEntries(url.searchParams))
+      const since = yield* isoParam("since", params.since)
+      const until = yield* isoParam("until", params.until)
+      yield* (yield* Audit).flush
+      const rows = yield* Effect.orDie((yield* Store).usage({ since, until, key_id: params.key_id }))
+      return json({ since: since ?? null, until: until ?? null, data: rows })
+    }))),
     route("GET", "/audit", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
       const url = new URL(request.url, "http://local")
       const params = yield* decodeStrict(AuditQuery)(Object.fromEntries(url.searchParams))
       const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
-      for (const [name, value] of [["since", params.since], ["until", params.until]] as const) {
-        if (value !== undefined && Number.isNaN(Date.parse(value))) {
-          return yield* new ValidationFailed({ message: `${name}: expected an ISO-8601 timestamp`, details: { field: name } })
-        }
-      }
+      const since = yield* isoParam("since", params.since)
+      const until = yield* isoParam("until", params.until)
       // Records still in the write buffer belong in the answer: an operator reads what happened, not what was flushed.
       yield* (yield* Audit).flush
       const page = yield* Effect.orDie((yield* Store).queryAudit({
         key_id: params.key_id,
         status: params.status,
-        since: params.since === undefined ? undefined : new Date(params.since).toISOString(),
-        until: params.until === undefined ? undefined : new Date(params.until).toISOString(),
+        since,
+        until,
         before_seq: params.cursor,
         limit
       }))

@@ -46,6 +46,16 @@ export type KeyPatch = Partial<
   >
 >
 
+export interface UsageRow {
+  readonly key_id: string | null
+  readonly model: string | null
+  readonly requests: number
+  readonly errors: number
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly credits: number
+}
+
 export interface StoreShape {
   readonly dialect: "sqlite" | "postgres"
   readonly ensureWorkspace: (initialCredits: number) => Effect.Effect<WorkspaceRecord, SqlError>
@@ -91,6 +101,8 @@ export interface StoreShape {
   readonly appendSqlHistory: (item: SqlHistoryItem & { readonly key_id: string; readonly connection_id: number }) => Effect.Effect<void, SqlError>
   readonly sqlHistory: (keyId: string, connectionId: number, limit: number) => Effect.Effect<ReadonlyArray<SqlHistoryItem>, SqlError>
   readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, SqlError>
+  /** Requests, failures, tokens and credits per key and model over a window, from the audit trail. */
+  readonly usage: (query: { readonly since?: string | undefined; readonly until?: string | undefined; readonly key_id?: string | undefined }) => Effect.Effect<ReadonlyArray<UsageRow>, SqlError>
   readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, SqlError>
 }
 
@@ -409,6 +421,29 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
               details: r.details === null ? null : JSON.stringify(r.details)
             })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
           }`.pipe(Effect.asVoid),
+      usage: (query) =>
+        Effect.map(
+          sql<Record<string, unknown>>`SELECT key_id, model, COUNT(*) AS requests,
+              SUM(CASE WHEN status >= 400 OR error IS NOT NULL THEN 1 ELSE 0 END) AS errors,
+              COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+              COALESCE(SUM(credits), 0) AS credits
+            FROM audit_log WHERE ${
+            sql.and([
+              query.since !== undefined ? sql`ts >= ${query.since}` : undefined,
+              query.until !== undefined ? sql`ts < ${query.until}` : undefined,
+              query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined
+            ].filter((c) => c !== undefined))
+          } GROUP BY key_id, model ORDER BY key_id, model`,
+          (rows) => rows.map((row): UsageRow => ({
+            key_id: (row.key_id as string | null) ?? null,
+            model: (row.model as string | null) ?? null,
+            requests: num(row.requests),
+            errors: num(row.errors),
+            prompt_tokens: num(row.prompt_tokens),
+            completion_tokens: num(row.completion_tokens),
+            credits: num(row.credits)
+          }))
+        ),
       queryAudit: (query) =>
         Effect.gen(function*() {
           const conditions = [
