@@ -46,11 +46,13 @@ const answerClientError = (error: NodeJS.ErrnoException, socket: Duplex, append:
 export const layerNodeServer = (options: ServerOptions) =>
   Layer.unwrap(Effect.gen(function*() {
     const audit = yield* Audit
+    let current: Http.Server | undefined
     const create = () => {
       const serverOptions: Http.ServerOptions = { keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }
       const server = options.tls
         ? Https.createServer({ ...serverOptions, cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) })
         : Http.createServer(serverOptions)
+      current = server
       server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) =>
         answerClientError(error, socket, (status, slug, id) => {
           const state = makeRequestState({ method: "UNKNOWN", path: "(unparsed)", clientAddr: null, requestId: id })
@@ -58,5 +60,22 @@ export const layerNodeServer = (options: ServerOptions) =>
         }))
       return server
     }
-    return NodeHttpServer.layer(create, { host: options.host, port: options.port, gracefulShutdownTimeout: "15 seconds" })
+    // Released before the server itself: while close() waits for in-flight answers, keep-alive
+    // connections that fall idle are closed too, so a stop does not wait out the grace period
+    // for clients that simply kept their sockets open.
+    const closeIdleOnShutdown = Layer.effectDiscard(
+      Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          if (!current) return
+          const server = current
+          server.closeIdleConnections()
+          const timer = setInterval(() => server.closeIdleConnections(), 50)
+          timer.unref()
+          server.once("close", () => clearInterval(timer))
+        })
+      )
+    )
+    return closeIdleOnShutdown.pipe(
+      Layer.provideMerge(NodeHttpServer.layer(create, { host: options.host, port: options.port, gracefulShutdownTimeout: "15 seconds" }))
+    )
   }))

@@ -7,14 +7,15 @@
  */
 import { Context, Effect, Layer, Schedule } from "effect"
 import type { Headers } from "effect/http/Headers"
-import { KeyInactive, Unauthorized } from "../../domain/errors.ts"
+import { type DependencyUnavailable, KeyInactive, Unauthorized } from "../../domain/errors.ts"
+import { storeUnavailable } from "../credits/Credits.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { hashKey, KEY_PATTERN } from "../keys/key-material.ts"
 import { Store } from "../store/Store.ts"
 import { KeyCache } from "./KeyCache.ts"
 
 export interface AuthShape {
-  readonly authenticate: (headers: Headers) => Effect.Effect<ApiKeyRecord, Unauthorized | KeyInactive>
+  readonly authenticate: (headers: Headers) => Effect.Effect<ApiKeyRecord, Unauthorized | KeyInactive | DependencyUnavailable>
 }
 
 const bearerPattern = /^Bearer\s+(.+)$/i
@@ -50,13 +51,14 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
       const cache = yield* KeyCache
       let lastUsed = new Map<string, string>()
 
-      const lookup = (hash: string): Effect.Effect<ApiKeyRecord | null> => {
+      const lookup = (hash: string): Effect.Effect<ApiKeyRecord | null, DependencyUnavailable> => {
         const cached = cache.get(hash)
         if (cached !== undefined) return Effect.succeed(cached)
         return store.findKeyByHash(hash).pipe(
           Effect.map((record) => record ?? null),
           Effect.tap((record) => Effect.sync(() => cache.set(hash, record))),
-          Effect.orDie
+          // A store that cannot answer is an outage (503), not a client error and not a crash.
+          Effect.mapError(storeUnavailable)
         )
       }
 

@@ -1,0 +1,272 @@
+/**
+ * The limits and the money across replicas (decisions sections 1, 4 and 5): two real
+ * `modelgate serve` processes on one Postgres store and one Redis, with requests spread over
+ * both. Every guarantee must hold for the pair exactly as for one process: the burst of 50, the
+ * stream slots, request budgets, the credit pool and its ledger, refunds, and revocation.
+ */
+import { randomBytes } from "node:crypto"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
+import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
+import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import {
+  adminCall,
+  ADMIN_TOKEN,
+  balance,
+  burst,
+  chat,
+  count,
+  dataPayloads,
+  expectError,
+  expectLedgerExplains,
+  expectOpen,
+  expectRateHeaders,
+  expectRateLimited,
+  isOpen,
+  keyView,
+  summary,
+  rateBurst,
+  warmConnections,
+  ledger,
+  ledgerOf,
+  newKey,
+  openStream,
+  type OpenStream,
+  REDIS_URL,
+  type Reply,
+  sleep,
+  waitFor
+} from "./support.ts"
+
+const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
+const POOL = 100
+const PRICE = 3
+
+let fake: FakeUpstream
+let db: TempDatabase
+let dir: string
+let a: GatewayProcess
+let b: GatewayProcess
+/** The i-th request of a burst goes to replica A when i is even, B when odd. */
+const spread = (i: number) => (i % 2 === 0 ? a.url : b.url)
+
+beforeAll(async () => {
+  ;[fake, db] = await Promise.all([startFakeOpenAI({ apiKey: UPSTREAM_KEY }), createPostgresDatabase("mg_replicas")])
+  dir = tempDir("modelgate-replicas-")
+  const configPath = writeConfig(dir, {
+    server: { host: "127.0.0.1" },
+    store: db.url,
+    redis: REDIS_URL,
+    admin: { token: ADMIN_TOKEN },
+    workspace: { credits: POOL },
+    limits: { requests_per_minute: 50, concurrent_streams: 5 },
+    audit: { flush_interval_ms: 50 },
+    providers: [
+      { name: "echo", kind: "echo" },
+      { name: "fake", kind: "openai", base_url: fake.url, api_key: UPSTREAM_KEY, timeouts: { connect_ms: 300, first_byte_ms: 300, idle_ms: 300 } },
+      { name: "fake-patient", kind: "openai", base_url: fake.url, api_key: UPSTREAM_KEY }
+    ],
+    models: [
+      { alias: "free", id: "echo-free", provider: "echo", credits: 0 },
+      { alias: "paid", id: "echo-paid", provider: "echo", credits: PRICE },
+      { alias: "upstream", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: 2 },
+      { alias: "held", id: "gpt-4.1-mini", provider: "fake-patient", credits: 0 }
+    ]
+  })
+  // One after the other: on a busy machine two cold starts at once can exceed the start timeout.
+  a = await spawnGateway(configPath)
+  b = await spawnGateway(configPath)
+})
+
+afterAll(async () => {
+  // SIGKILL: what these tests check is already in the store, and a graceful stop waits out the
+  // whole 15 s shutdown timeout while this process's fetch still holds keep-alive connections
+  // that carried upstream-backed responses.
+  await Promise.all([a?.stop("SIGKILL"), b?.stop("SIGKILL")])
+  await fake?.close()
+  await db?.drop()
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+})
+
+beforeEach(() => fake.reset())
+
+describe("credits across two processes", () => {
+  // First in the file: it needs the untouched initial pool.
+  it("a pool of 100, a model costing 3, 200 concurrent requests: exactly 33 served, the pool ends at 1", async () => {
+    expect(await balance(a.url)).toBe(POOL)
+    const { key, id } = await newKey(a.url, { limits: { requests_per_minute: 1000 } })
+    const replies = await burst(200, spread, key, { model: "paid" })
+    const served = replies.filter((r) => r.status === 200)
+    expect(served, summary(replies)).toHaveLength(33)
+    expect(count(replies, 402), summary(replies)).toBe(167)
+    expect(new Set(served.map((r) => r.requestId)).size).toBe(33)
+    // Both replicas served some of them.
+    const servedByA = replies.filter((r, i) => r.status === 200 && i % 2 === 0).length
+    expect(servedByA).toBeGreaterThan(0)
+    expect(servedByA).toBeLessThan(33)
+    for (const reply of replies.filter((r) => r.status === 402)) {
+      expectError(reply, 402, "insufficient_credits")
+      // Nothing is ever given back here, so every refusal saw the pool's last credit.
+      expect(reply.body.details).toEqual({ model: "paid", required_credits: PRICE, available_credits: 1 })
+    }
+    expect(await balance(a.url)).toBe(1)
+    expect(await balance(b.url)).toBe(1)
+
+    const rows = await ledger(b.url)
+    expectLedgerExplains(rows, 1)
+    const charges = rows.filter((r) => r.kind === "charge")
+    expect(charges).toHaveLength(33)
+    // No request served without its charge, and no charge without a served request.
+    expect(new Set(charges.map((r) => r.request_id))).toEqual(new Set(served.map((r) => r.requestId)))
+    for (const charge of charges) expect(charge).toMatchObject({ amount: -PRICE, key_id: id, actor: id, model: "paid" })
+    expect(rows[0]).toMatchObject({ kind: "initial", amount: POOL, balance_after: POOL })
+  })
+
+  it("a top-up on one replica is seen by the other, and provider failures on either are refunded", async () => {
+    const topup = await adminCall(a.url, "POST", "/workspace/credits", { credits: 50, note: "replica test" })
+    expect(topup.status, topup.text).toBe(200)
+    expect(await balance(b.url)).toBe(51)
+    const { key, id } = await newKey(a.url)
+
+    fake.enqueue({ kind: "error", status: 500 })
+    const failed = await chat(b.url, key, { model: "upstream" })
+    expectError(failed, 502, "provider_error")
+    fake.enqueue({ kind: "hang" })
+    const timedOut = await chat(a.url, key, { model: "upstream" })
+    expectError(timedOut, 504, "upstream_timeout")
+    fake.enqueue({ kind: "mid_stream_error", afterChunks: 2 })
+    const broken = await chat(b.url, key, { model: "upstream", stream: true })
+    expect(broken.status).toBe(200)
+    expect(JSON.parse(dataPayloads(broken.text).at(-2)!)).toMatchObject({ error: "provider_error" })
+
+    for (const reply of [failed, timedOut, broken]) {
+      const rows = await ledgerOf(a.url, reply.requestId)
+      expect(rows.map((r) => [r.kind, r.amount, r.key_id, r.request_id])).toEqual([
+        ["charge", -2, id, reply.requestId],
+        ["refund", 2, id, reply.requestId]
+      ])
+    }
+    expect(await balance(a.url)).toBe(51)
+    const served = await chat(a.url, key, { model: "upstream" })
+    expect(served.status, served.text).toBe(200)
+    expect(await balance(b.url)).toBe(49)
+    expectLedgerExplains(await ledger(a.url), 49)
+  })
+})
+
+describe("rate limit across two processes", () => {
+  it("60 requests at once spread over both replicas: still exactly 50 admitted", async () => {
+    const { key } = await newKey(a.url)
+    await warmConnections([a.url, b.url], 30)
+    const { replies, atOnce } = await rateBurst(60, spread, key, 50)
+    const remaining = replies.filter((r) => r.status === 200).map((r) => expectRateHeaders(r.headers, 50).remaining)
+    // One bucket for both replicas: the remainders they hand out never repeat.
+    if (atOnce) expect(new Set(remaining).size).toBe(50)
+    for (const reply of replies.filter((r) => r.status === 429)) expectRateLimited(reply, 50)
+  })
+
+  it("a request sent after Retry-After seconds is admitted, on the other replica", async () => {
+    const { key } = await newKey(b.url, { limits: { requests_per_minute: 60 } })
+    await warmConnections([a.url, b.url], 31)
+    const { replies } = await rateBurst(61, spread, key, 60)
+    const retryAfter = expectRateLimited(replies.filter((r) => r.status === 429).at(-1)!, 60)
+    expect(retryAfter).toBe(1)
+    await sleep(retryAfter * 1000)
+    const retried = await chat(b.url, key, { model: "free" })
+    expect(retried.status, retried.text).toBe(200)
+    expectRateHeaders(retried.headers, 60)
+  })
+})
+
+describe("budgets across two processes", () => {
+  it("a budget of 20 with 100 concurrent requests over both replicas: exactly 20 admitted; reset on one frees it on both", async () => {
+    const { key, id } = await newKey(a.url, { budget: { max_requests: 20 }, limits: { requests_per_minute: 1000 } })
+    const replies = await burst(100, spread, key, { model: "free" })
+    expect(count(replies, 200), summary(replies)).toBe(20)
+    expect(count(replies, 429), summary(replies)).toBe(80)
+    for (const reply of replies.filter((r) => r.status === 429)) expectError(reply, 429, "budget_exhausted")
+    expect((await keyView(b.url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+
+    const reset = await adminCall(a.url, "POST", `/api-keys/${id}/budget/reset`)
+    expect(reset.status, reset.text).toBe(200)
+    const again = await burst(30, spread, key, { model: "free" })
+    expect(count(again, 200), summary(again)).toBe(20)
+    expect((await keyView(a.url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+  })
+})
+
+describe("concurrent streams across two processes", () => {
+  it("five streams over both replicas fill the key's slots: the sixth is refused on either; a client leaving frees one", async () => {
+    const { key } = await newKey(a.url)
+    fake.setDefault(() => ({ kind: "stall_after", chunks: 1 }))
+    const streams: Array<OpenStream> = []
+    for (let i = 0; i < 5; i++) streams.push(expectOpen(await openStream(spread(i), key, { model: "held" })))
+    for (const base of [a.url, b.url]) {
+      const refused = await openStream(base, key, { model: "held" })
+      expect(isOpen(refused)).toBe(false)
+      expectError(refused as Reply, 429, "rate_limited")
+      expect((refused as Reply).body.details.limit).toBe("concurrent_streams")
+      expect(Number((refused as Reply).headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    }
+
+    // A client of replica A leaves; replica B admits the next stream.
+    streams[0]!.abandon()
+    let admitted: OpenStream | undefined
+    await waitFor("a slot freed across replicas", async () => {
+      const attempt = await openStream(b.url, key, { model: "held" })
+      if (isOpen(attempt)) admitted = attempt
+      return admitted !== undefined
+    }, 1000)
+    expect(isOpen(await openStream(a.url, key, { model: "held" }))).toBe(false)
+
+    // With every client gone, all five slots are free again, whichever replica asks.
+    fake.setDefault(() => ({ kind: "text", text: "done" }))
+    for (const stream of [...streams.slice(1), admitted!]) stream.abandon()
+    await waitFor("upstream streams closed", () => fake.openStreams() === 0)
+    await waitFor("all slots back", async () => {
+      const replies = await Promise.all([0, 1, 2, 3, 4].map((i) => chat(spread(i), key, { model: "held", stream: true })))
+      return replies.every((r) => r.status === 200)
+    }, 1000)
+  })
+})
+
+describe("keys across two processes", () => {
+  it("revocation on one replica is seen by the other within 1 s", async () => {
+    const { key, id } = await newKey(a.url, { limits: { requests_per_minute: 1000 } })
+    // B has the key cached from use.
+    expect((await chat(b.url, key, { model: "free" })).status).toBe(200)
+    const revoked = await adminCall(a.url, "POST", `/api-keys/${id}/revoke`)
+    expect(revoked.status).toBe(200)
+    const at = Date.now()
+    let last: Reply | undefined
+    await waitFor("revocation seen by replica B", async () => {
+      last = await chat(b.url, key, { model: "free" })
+      return last.status === 401
+    }, 1000)
+    expect(Date.now() - at).toBeLessThan(1000)
+    expectError(last!, 401, "key_inactive")
+  })
+
+  it("a per-key limit changed on one replica applies on the other within 1 s", async () => {
+    const { key, id } = await newKey(a.url)
+    expect((await chat(b.url, key, { model: "free" })).status).toBe(200)
+    const patched = await adminCall(a.url, "PATCH", `/api-keys/${id}`, { limits: { requests_per_minute: 7 } })
+    expect(patched.status).toBe(200)
+    await waitFor("new limit seen by replica B", async () => {
+      const reply = await chat(b.url, key, { model: "free" })
+      return reply.headers.get("x-ratelimit-limit") === "7"
+    }, 1000)
+  })
+})
+
+describe("the whole ledger", () => {
+  it("explains every change and adds up to the balance on both replicas", async () => {
+    const final = await balance(a.url)
+    expect(await balance(b.url)).toBe(final)
+    expectLedgerExplains(await ledger(a.url), final)
+    expect((await ledger(b.url)).filter((r) => r.kind === "topup")).toEqual([
+      expect.objectContaining({ amount: 50, actor: "admin", note: "replica test", key_id: null, request_id: null })
+    ])
+  })
+})
