@@ -19,7 +19,7 @@ import { McpSessions } from "./services/mcp/McpSessions.ts"
 import { Connections } from "./services/sql/Connections.ts"
 import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
 import { SqlTools } from "./services/sql/SqlTools.ts"
-import { layerNodeServer } from "./http/server.ts"
+import { closeIdleConnectionsOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
@@ -79,6 +79,15 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
   )
-  const server = layerNodeServer({ host: config.server.host, port: config.server.port, tls: config.server.tls })
-  return httpLayer(config).pipe(Layer.provideMerge(server), Layer.provideMerge(requestServices))
+  const server = layerNodeServer({
+    host: config.server.host,
+    port: config.server.port,
+    tls: config.server.tls,
+    shutdownGraceSeconds: config.server.shutdown_grace_seconds
+  })
+  return closeIdleConnectionsOnShutdown.pipe(
+    Layer.provideMerge(httpLayer(config)),
+    Layer.provideMerge(server),
+    Layer.provideMerge(requestServices)
+  )
 }

@@ -4,7 +4,7 @@
  * audited, since Node would otherwise write a bare status line.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
@@ -18,6 +18,8 @@ export interface ServerOptions {
   readonly host: string
   readonly port: number
   readonly tls?: { readonly cert: string; readonly key: string } | undefined
+  /** How long a stop waits for in-flight answers (long streams included) before ending them. */
+  readonly shutdownGraceSeconds: number
 }
 
 const reasonPhrase = (status: number) => Http.STATUS_CODES[status] ?? "Error"
@@ -60,22 +62,33 @@ export const layerNodeServer = (options: ServerOptions) =>
         }))
       return server
     }
-    // Released before the server itself: while close() waits for in-flight answers, keep-alive
-    // connections that fall idle are closed too, so a stop does not wait out the grace period
-    // for clients that simply kept their sockets open.
-    const closeIdleOnShutdown = Layer.effectDiscard(
-      Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          if (!current) return
-          const server = current
-          server.closeIdleConnections()
-          const timer = setInterval(() => server.closeIdleConnections(), 50)
-          timer.unref()
-          server.once("close", () => clearInterval(timer))
-        })
-      )
-    )
-    return closeIdleOnShutdown.pipe(
-      Layer.provideMerge(NodeHttpServer.layer(create, { host: options.host, port: options.port, gracefulShutdownTimeout: "15 seconds" }))
+    return Layer.succeed(NodeServerHandle, { server: () => current }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(create, { host: options.host, port: options.port, gracefulShutdownTimeout: `${options.shutdownGraceSeconds} seconds` }))
     )
   }))
+
+/** The Node server under the Effect one, for the shutdown behaviour Effect's layer does not cover. */
+export class NodeServerHandle extends Context.Service<NodeServerHandle, { readonly server: () => Http.Server | undefined }>()(
+  "modelgate/NodeServerHandle"
+) {}
+
+/**
+ * Must be released before the HTTP app stops serving (so: built on top of it). While the server
+ * waits for in-flight answers, keep-alive connections that fall idle are closed as they do, so a
+ * stop does not wait out the grace period for clients that merely kept their sockets open.
+ */
+export const closeIdleConnectionsOnShutdown = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const handle = yield* NodeServerHandle
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        const server = handle.server()
+        if (!server) return
+        server.closeIdleConnections()
+        const timer = setInterval(() => server.closeIdleConnections(), 50)
+        timer.unref()
+        server.once("close", () => clearInterval(timer))
+      })
+    )
+  })
+)

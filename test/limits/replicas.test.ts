@@ -80,9 +80,9 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  // SIGKILL: what these tests check is already in the store, and a graceful stop waits out the
-  // whole 15 s shutdown timeout while this process's fetch still holds keep-alive connections
-  // that carried upstream-backed responses.
+  // SIGKILL: what these tests check is already in the store, and a graceful stop would give the
+  // streams some tests leave hanging on purpose (a stalled upstream) the full shutdown grace
+  // period to finish.
   await Promise.all([a?.stop("SIGKILL"), b?.stop("SIGKILL")])
   await fake?.close()
   await db?.drop()

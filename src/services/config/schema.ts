@@ -54,7 +54,8 @@ export const GatewayConfig = Schema.Struct({
       host: def(Schema.NonEmptyString, "127.0.0.1"),
       port: def(Port, 8080),
       tls: Schema.optional(Schema.Struct({ cert: Schema.NonEmptyString, key: Schema.NonEmptyString })),
-      trust_proxy: def(Schema.Boolean, false)
+      trust_proxy: def(Schema.Boolean, false),
+      shutdown_grace_seconds: def(NonNegativeInt, 15)
     }),
     {}
   ),
@@ -104,7 +105,7 @@ export type GatewayConfig = typeof GatewayConfig.Type
 type KeyTree = { readonly [key: string]: KeyTree | "scalar" | { readonly items: KeyTree } }
 const timeoutKeys: KeyTree = { connect_ms: "scalar", first_byte_ms: "scalar", idle_ms: "scalar" }
 export const keyTree: KeyTree = {
-  server: { host: "scalar", port: "scalar", trust_proxy: "scalar", tls: { cert: "scalar", key: "scalar" } },
+  server: { host: "scalar", port: "scalar", trust_proxy: "scalar", shutdown_grace_seconds: "scalar", tls: { cert: "scalar", key: "scalar" } },
   store: "scalar",
   redis: "scalar",
   admin: { token: "scalar" },
