@@ -1,0 +1,169 @@
+/**
+ * The benchmark's fake model provider, run as its own process so it never shares an event loop
+ * with the load generator or the gateway. It answers from canned bodies as fast as node:http
+ * allows; the only request parsing is a substring test for `"stream":true`.
+ *
+ * The URL path carries the scenario, so each gateway provider entry (one base URL each) is one
+ * scenario and the request body needs no inspection:
+ *
+ *   POST /d<delay ms>/n<chunks>/v1/chat/completions   OpenAI Chat Completions
+ *   POST /d<delay ms>/n<chunks>/v1/messages           Anthropic Messages
+ *
+ * `delay` is waited before the status line (time to first byte); a streamed answer then sends
+ * `chunks` content deltas back to back, one write each, the way a provider flushes tokens.
+ *
+ * Started by bench/run.ts, it prints `listening on <url>` and exits when its stdin closes, so it
+ * cannot outlive a benchmark that died without cleaning up.
+ */
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+
+interface Canned {
+  readonly json: string
+  /** SSE frames, written one by one. */
+  readonly frames: ReadonlyArray<string>
+}
+
+const WORD = " token"
+const CREATED = Math.floor(Date.now() / 1000)
+
+const openaiCanned = (chunks: number): Canned => {
+  const id = "chatcmpl-bench0000000000000000000000000"
+  const usage = { prompt_tokens: 12, completion_tokens: chunks, total_tokens: 12 + chunks }
+  const json = JSON.stringify({
+    id,
+    object: "chat.completion",
+    created: CREATED,
+    model: "bench-upstream",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: "Hello from the benchmark upstream.", refusal: null, annotations: [] },
+      logprobs: null,
+      finish_reason: "stop"
+    }],
+    usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+    service_tier: "default",
+    system_fingerprint: "fp_bench"
+  })
+  const frame = (choices: ReadonlyArray<unknown>, withUsage: boolean) =>
+    `data: ${
+      JSON.stringify({
+        id,
+        object: "chat.completion.chunk",
+        created: CREATED,
+        model: "bench-upstream",
+        system_fingerprint: "fp_bench",
+        choices,
+        usage: withUsage ? usage : null
+      })
+    }\n\n`
+  const frames: Array<string> = []
+  for (let i = 0; i < chunks; i++) {
+    const delta = i === 0 ? { role: "assistant", content: WORD } : { content: WORD }
+    frames.push(frame([{ index: 0, delta, logprobs: null, finish_reason: null }], false))
+  }
+  frames.push(frame([{ index: 0, delta: {}, logprobs: null, finish_reason: "stop" }], false))
+  frames.push(frame([], true))
+  frames.push("data: [DONE]\n\n")
+  return { json, frames }
+}
+
+const anthropicCanned = (chunks: number): Canned => {
+  const id = "msg_01bench000000000000000000"
+  const json = JSON.stringify({
+    id,
+    type: "message",
+    role: "assistant",
+    model: "bench-upstream",
+    content: [{ type: "text", text: "Hello from the benchmark upstream." }],
+    stop_reason: "end_turn",
+    stop_sequence: null,
+    usage: { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 7 }
+  })
+  const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+  const frames: Array<string> = [
+    event("message_start", {
+      message: {
+        id,
+        type: "message",
+        role: "assistant",
+        model: "bench-upstream",
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 }
+      }
+    }),
+    event("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+    event("ping", {})
+  ]
+  for (let i = 0; i < chunks; i++) {
+    frames.push(event("content_block_delta", { index: 0, delta: { type: "text_delta", text: WORD } }))
+  }
+  frames.push(
+    event("content_block_stop", { index: 0 }),
+    event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: chunks } }),
+    event("message_stop", {})
+  )
+  return { json, frames }
+}
+
+interface Route {
+  readonly delayMs: number
+  readonly canned: Canned
+}
+
+const ROUTE = /^\/d(\d+)\/n(\d+)\/v1\/(chat\/completions|messages)$/
+const routes = new Map<string, Route | null>()
+
+const routeOf = (url: string): Route | null => {
+  let route = routes.get(url)
+  if (route !== undefined) return route
+  const match = ROUTE.exec(url)
+  route = match === null ? null : {
+    delayMs: Number(match[1]),
+    canned: match[3] === "messages" ? anthropicCanned(Number(match[2])) : openaiCanned(Number(match[2]))
+  }
+  routes.set(url, route)
+  return route
+}
+
+const JSON_HEADERS = { "content-type": "application/json" }
+const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" }
+
+const respond = (res: http.ServerResponse, canned: Canned, stream: boolean) => {
+  if (!stream) {
+    res.writeHead(200, { ...JSON_HEADERS, "content-length": Buffer.byteLength(canned.json) })
+    res.end(canned.json)
+    return
+  }
+  res.writeHead(200, SSE_HEADERS)
+  for (const frame of canned.frames) res.write(frame)
+  res.end()
+}
+
+const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0 }, (req, res) => {
+  const route = req.method === "POST" ? routeOf(req.url ?? "") : null
+  let body = ""
+  req.setEncoding("utf8")
+  req.on("data", (chunk: string) => (body += chunk))
+  req.on("end", () => {
+    if (route === null) {
+      res.writeHead(404, JSON_HEADERS)
+      res.end(JSON.stringify({ error: { type: "not_found", message: `no bench route ${req.method} ${req.url}` } }))
+      return
+    }
+    // The gateway serialises with JSON.stringify and the bench sends compact JSON: no spaces.
+    const stream = body.includes("\"stream\":true")
+    if (route.delayMs === 0) respond(res, route.canned, stream)
+    else setTimeout(() => respond(res, route.canned, stream), route.delayMs)
+  })
+})
+
+server.listen(0, "127.0.0.1", () => {
+  const { port } = server.address() as AddressInfo
+  process.stdout.write(`listening on http://127.0.0.1:${port}\n`)
+})
+
+process.stdin.on("end", () => process.exit(0))
+process.stdin.resume()
