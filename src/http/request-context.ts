@@ -51,8 +51,23 @@ export interface Settlement {
 
 export class CurrentRequest extends Context.Service<CurrentRequest, RequestState>()("modelgate/CurrentRequest") {}
 
-/** `req_` + 96 random bits: unique across processes without coordination. */
-export const newRequestId = (): string => `req_${randomBytes(12).toString("hex")}`
+/**
+ * `req_` + 96 random bits: unique across processes without coordination. Random bytes are drawn
+ * from the CSPRNG in blocks, because one system call per request showed up in profiles.
+ */
+const ID_BYTES = 12
+const POOL_IDS = 1024
+let pool = randomBytes(ID_BYTES * POOL_IDS)
+let offset = 0
+export const newRequestId = (): string => {
+  if (offset === pool.length) {
+    pool = randomBytes(ID_BYTES * POOL_IDS)
+    offset = 0
+  }
+  const id = pool.toString("hex", offset, offset + ID_BYTES)
+  offset += ID_BYTES
+  return `req_${id}`
+}
 
 export const makeRequestState = (options: {
   readonly method: string

@@ -7,18 +7,17 @@
  */
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { BudgetExhausted, ValidationFailed } from "../domain/errors.ts"
+import { ValidationFailed } from "../domain/errors.ts"
 import type { ApiKeyRecord } from "../domain/records.ts"
 import { readJsonObject } from "../http/body.ts"
 import { CurrentRequest, type RequestState, type Settlement } from "../http/request-context.ts"
 import type { DecodeResult } from "../http/wire/decode.ts"
 import { ModelCatalog } from "../services/catalog/ModelCatalog.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
-import { type Charge, Credits, storeUnavailable } from "../services/credits/Credits.ts"
+import { type Charge, Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
 import { type Slot, StreamSlots } from "../services/limits/StreamSlots.ts"
 import { Providers } from "../services/providers/Providers.ts"
-import { Store } from "../services/store/Store.ts"
 import { authenticateRequest } from "./authenticate.ts"
 
 export const decodedOrFail = <A>(decoded: DecodeResult<A>): Effect.Effect<A, ValidationFailed> =>
@@ -54,33 +53,16 @@ export const admitCosts = (options: {
     const state = yield* CurrentRequest
     const config = yield* AppConfig
     const creditsService = yield* Credits
-    const store = yield* Store
     let slot: Slot | undefined
     if (options.stream) {
       const max = options.key.limits?.concurrent_streams ?? config.limits.concurrent_streams
       slot = yield* (yield* StreamSlots).acquire(options.key.id, max)
       if (slot === undefined) return yield* streamLimitError(max, state.rate!)
     }
-    const budget = options.key.budget
-    if (budget !== null) {
-      const admitted = yield* store.consumeBudget(options.key.id).pipe(
-        Effect.mapError(storeUnavailable),
-        Effect.onError(() => slot?.release() ?? Effect.void)
-      )
-      if (!admitted) {
-        yield* slot?.release() ?? Effect.void
-        return yield* new BudgetExhausted({
-          message: `this key's request budget of ${budget.max_requests} requests is used up`,
-          details: { max_requests: budget.max_requests }
-        })
-      }
-    }
-    const charge = yield* creditsService.reserve({
-      amount: options.credits,
-      key_id: options.key.id,
-      request_id: state.requestId,
-      model: options.model
-    }).pipe(Effect.onError(() => slot?.release() ?? Effect.void))
+    const charge = yield* creditsService.reserve(
+      { amount: options.credits, key_id: options.key.id, request_id: state.requestId, model: options.model },
+      options.key.budget
+    ).pipe(Effect.onError(() => slot?.release() ?? Effect.void))
     state.audit.credits = charge?.amount ?? 0
     state.settlement = makeSettlement(slot, creditsService, charge)
   })

@@ -4,7 +4,7 @@
  * 5xx, so a retry is never charged twice. Every movement is a ledger row.
  */
 import { Context, Effect, Layer } from "effect"
-import { DependencyUnavailable, InsufficientCredits } from "../../domain/errors.ts"
+import { BudgetExhausted, DependencyUnavailable, InsufficientCredits } from "../../domain/errors.ts"
 import type { CreditMovement } from "../../domain/records.ts"
 import { Store } from "../store/Store.ts"
 
@@ -22,8 +22,14 @@ export const storeUnavailable = (cause: unknown) =>
   })
 
 export class Credits extends Context.Service<Credits, {
-  /** Charges `amount` (no-op for free models); fails with 402 when the pool cannot pay. */
-  readonly reserve: (charge: Charge) => Effect.Effect<Charge | undefined, InsufficientCredits | DependencyUnavailable>
+  /**
+   * Counts the request against the key's budget (when it has one), then charges `amount` (nothing
+   * for free models), atomically: 429 budget_exhausted, or 402 when the pool cannot pay.
+   */
+  readonly reserve: (
+    charge: Charge,
+    budget: { readonly max_requests: number } | null
+  ) => Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits | DependencyUnavailable>
   readonly refund: (charge: Charge, note: string) => Effect.Effect<void>
   readonly topup: (movement: CreditMovement) => Effect.Effect<number, DependencyUnavailable>
 }>()("modelgate/Credits") {
@@ -32,19 +38,31 @@ export class Credits extends Context.Service<Credits, {
     Effect.gen(function*() {
       const store = yield* Store
       return Credits.of({
-        reserve: (charge) =>
-          charge.amount <= 0
+        reserve: (charge, budget) =>
+          budget === null && charge.amount <= 0
             ? Effect.succeed(undefined)
-            : store.chargeCredits({ ...charge, actor: charge.key_id }).pipe(
+            : store.admitPaid({
+              keyId: charge.key_id,
+              budget: budget !== null,
+              charge: charge.amount > 0 ? { ...charge, actor: charge.key_id } : undefined
+            }).pipe(
               Effect.mapError(storeUnavailable),
-              Effect.flatMap((result) =>
-                "balance" in result
-                  ? Effect.succeed(charge)
-                  : Effect.fail(new InsufficientCredits({
-                    message: `the workspace has ${result.insufficient} credits; model "${charge.model}" costs ${charge.amount} per request`,
-                    details: { model: charge.model, required_credits: charge.amount, available_credits: result.insufficient }
-                  }))
-              )
+              Effect.flatMap((result): Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits> => {
+                switch (result._tag) {
+                  case "Admitted":
+                    return Effect.succeed(charge.amount > 0 ? charge : undefined)
+                  case "BudgetExhausted":
+                    return Effect.fail(new BudgetExhausted({
+                      message: `this key's request budget of ${budget?.max_requests} requests is used up`,
+                      details: { max_requests: budget?.max_requests }
+                    }))
+                  case "Insufficient":
+                    return Effect.fail(new InsufficientCredits({
+                      message: `the workspace has ${result.available} credits; model "${charge.model}" costs ${charge.amount} per request`,
+                      details: { model: charge.model, required_credits: charge.amount, available_credits: result.available }
+                    }))
+                }
+              })
             ),
         refund: (charge, note) =>
           store.addCredits("refund", { ...charge, actor: charge.key_id, note }).pipe(

@@ -46,6 +46,11 @@ export type KeyPatch = Partial<
   >
 >
 
+export type AdmitResult =
+  | { readonly _tag: "Admitted"; readonly balance: number | undefined }
+  | { readonly _tag: "BudgetExhausted" }
+  | { readonly _tag: "Insufficient"; readonly available: number }
+
 export interface UsageRow {
   readonly key_id: string | null
   readonly model: string | null
@@ -70,17 +75,17 @@ export interface StoreShape {
   readonly keyChangeVersion: Effect.Effect<number, SqlError>
   readonly touchKeys: (lastUsed: ReadonlyMap<string, string>) => Effect.Effect<void, SqlError>
   /**
-   * Counts one request against the key's budget if it has room: one atomic conditional update,
-   * so concurrent requests on any number of replicas can never overshoot. Returns false when
-   * the budget is used up.
+   * The paid part of admitting a request, in one transaction (one statement on Postgres, so one
+   * commit on the hot path): count it against the key's budget when `budget` is set, then charge
+   * `charge.amount` credits with its ledger row. A used-up budget charges nothing; a pool that
+   * cannot pay leaves the budget counted (the request was admitted that far) and reports the
+   * balance it found.
    */
-  readonly consumeBudget: (keyId: string) => Effect.Effect<boolean, SqlError>
-  /**
-   * Takes `amount` from the pool if it holds that much (never below zero, whatever the
-   * concurrency), writing the ledger row in the same transaction. Returns the balance after,
-   * or `{ insufficient }` with the balance that was there.
-   */
-  readonly chargeCredits: (movement: CreditMovement) => Effect.Effect<{ readonly balance: number } | { readonly insufficient: number }, SqlError>
+  readonly admitPaid: (input: {
+    readonly keyId: string
+    readonly budget: boolean
+    readonly charge: CreditMovement | undefined
+  }) => Effect.Effect<AdmitResult, SqlError>
   /** Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row. */
   readonly addCredits: (kind: Extract<LedgerKind, "refund" | "topup">, movement: CreditMovement) => Effect.Effect<number, SqlError>
   readonly ledger: (query: { readonly before_seq?: number | undefined; readonly limit: number; readonly request_id?: string | undefined }) => Effect.Effect<ReadonlyArray<LedgerEntry>, SqlError>
@@ -288,24 +293,59 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
           : sql.withTransaction(
             Effect.forEach(lastUsed, ([id, ts]) => sql`UPDATE api_keys SET last_used_at = ${ts} WHERE id = ${id}`, { discard: true })
           ),
-      consumeBudget: (keyId) =>
-        Effect.map(
-          sql`UPDATE api_keys SET budget_used = budget_used + 1
-              WHERE id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
-              RETURNING budget_used`,
-          (rows) => rows.length > 0
-        ),
-      chargeCredits: (movement) =>
-        sql.withTransaction(
-          Effect.gen(function*() {
-            const rows = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits - ${movement.amount}
-              WHERE id = ${DEFAULT_WORKSPACE} AND credits >= ${movement.amount} RETURNING credits`
-            if (rows.length === 0) return { insufficient: (yield* getWorkspace).credits }
+      admitPaid: ({ keyId, budget, charge }) => {
+        const amount = charge?.amount ?? 0
+        const availableNow = Effect.map(getWorkspace, (w) => ({ _tag: "Insufficient" as const, available: w.credits }))
+        if (dialect === "postgres") {
+          const ts = new Date().toISOString()
+          return Effect.flatMap(
+            sql<{ budget_ok: unknown; balance: unknown }>`
+              WITH b AS (
+                UPDATE api_keys SET budget_used = budget_used + 1
+                WHERE ${budget} AND id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
+                RETURNING 1 AS ok
+              ), c AS (
+                UPDATE workspaces SET credits = credits - ${amount}
+                WHERE ${amount} > 0 AND id = ${DEFAULT_WORKSPACE} AND credits >= ${amount}
+                  AND (NOT ${budget} OR EXISTS (SELECT 1 FROM b))
+                RETURNING credits
+              ), l AS (
+                INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model, note)
+                SELECT ${ts}, ${DEFAULT_WORKSPACE}, 'charge', ${-amount}, credits, ${charge?.actor ?? keyId},
+                       ${charge?.key_id ?? null}, ${charge?.request_id ?? null}, ${charge?.model ?? null}, ${charge?.note ?? null}
+                FROM c RETURNING seq
+              )
+              SELECT EXISTS (SELECT 1 FROM b) AS budget_ok, (SELECT credits FROM c) AS balance, (SELECT count(*) FROM l) AS ledger_rows`,
+            (rows): Effect.Effect<AdmitResult, SqlError> => {
+              const row = rows[0]!
+              if (budget && row.budget_ok !== true) return Effect.succeed({ _tag: "BudgetExhausted" as const })
+              if (amount <= 0) return Effect.succeed({ _tag: "Admitted" as const, balance: undefined })
+              // Only a refusal pays a second read: the statement's own snapshot may predate the
+              // commits it waited for, so it cannot say what the pool holds now.
+              return row.balance === null || row.balance === undefined
+                ? availableNow
+                : Effect.succeed({ _tag: "Admitted" as const, balance: num(row.balance) })
+            }
+          )
+        }
+        return sql.withTransaction(
+          Effect.gen(function*(): Effect.fn.Return<AdmitResult, SqlError> {
+            if (budget) {
+              const counted = yield* sql`UPDATE api_keys SET budget_used = budget_used + 1
+                WHERE id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
+                RETURNING budget_used`
+              if (counted.length === 0) return { _tag: "BudgetExhausted" as const }
+            }
+            if (amount <= 0 || charge === undefined) return { _tag: "Admitted" as const, balance: undefined }
+            const rows = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits - ${amount}
+              WHERE id = ${DEFAULT_WORKSPACE} AND credits >= ${amount} RETURNING credits`
+            if (rows.length === 0) return yield* availableNow
             const balance = num(rows[0]!.credits)
-            yield* writeLedger("charge", -movement.amount, balance, movement)
-            return { balance }
+            yield* writeLedger("charge", -amount, balance, charge)
+            return { _tag: "Admitted" as const, balance }
           })
-        ),
+        )
+      },
       addCredits: (kind, movement) =>
         sql.withTransaction(
           Effect.gen(function*() {

@@ -155,14 +155,19 @@ const creditContract = (name: string, makeLayer: () => Promise<{ layer: Layer.La
       await run(Effect.gen(function*() {
         const store = yield* Store
         const results = yield* Effect.all(
-          Array.from({ length: 8 }, (_, i) => store.chargeCredits({ amount: 3, actor: "key_k", key_id: "key_k", request_id: `req_${i}`, model: "m" })),
+          Array.from({ length: 8 }, (_, i) =>
+            store.admitPaid({
+              keyId: "key_k",
+              budget: false,
+              charge: { amount: 3, actor: "key_k", key_id: "key_k", request_id: `req_${i}`, model: "m" }
+            })),
           { concurrency: "unbounded" }
         )
-        const charged = results.filter((r) => "balance" in r)
+        const charged = results.filter((r) => r._tag === "Admitted")
         expect(charged).toHaveLength(3)
         expect((yield* store.getWorkspace).credits).toBe(1)
-        const refused = results.find((r) => "insufficient" in r)
-        expect(refused).toEqual({ insufficient: 1 })
+        const refused = results.find((r) => r._tag === "Insufficient")
+        expect(refused).toEqual({ _tag: "Insufficient", available: 1 })
         expect(yield* store.addCredits("refund", { amount: 3, actor: "key_k", request_id: "req_0" })).toBe(4)
         expect(yield* store.addCredits("topup", { amount: 100, actor: "admin" })).toBe(104)
         const ledger = yield* store.ledger({ limit: 100 })
@@ -173,15 +178,37 @@ const creditContract = (name: string, makeLayer: () => Promise<{ layer: Layer.La
       }))
     })
 
-    it("counts a budget exactly under concurrency", async () => {
+    it("counts a budget exactly under concurrency, and charges nothing once it is used up", async () => {
       await run(Effect.gen(function*() {
         const store = yield* Store
+        yield* store.addCredits("topup", { amount: 100, actor: "test" })
+        const before = (yield* store.getWorkspace).credits
         yield* store.insertKey({ ...key("key_budget", "hash_budget"), budget: { max_requests: 5 } })
-        const admitted = yield* Effect.all(Array.from({ length: 12 }, () => store.consumeBudget("key_budget")), { concurrency: "unbounded" })
-        expect(admitted.filter(Boolean)).toHaveLength(5)
+        const results = yield* Effect.all(
+          Array.from({ length: 12 }, (_, i) =>
+            store.admitPaid({ keyId: "key_budget", budget: true, charge: { amount: 2, actor: "key_budget", key_id: "key_budget", request_id: `req_b${i}` } })),
+          { concurrency: "unbounded" }
+        )
+        expect(results.filter((r) => r._tag === "Admitted")).toHaveLength(5)
+        expect(results.filter((r) => r._tag === "BudgetExhausted")).toHaveLength(7)
         expect((yield* store.findKeyById("key_budget"))?.budget_used).toBe(5)
-        yield* store.insertKey({ ...key("key_free", "hash_free"), budget: null })
-        expect(yield* store.consumeBudget("key_free")).toBe(false)
+        expect((yield* store.getWorkspace).credits).toBe(before - 10)
+        // A free model on a budgeted key counts the budget and charges nothing.
+        yield* store.insertKey({ ...key("key_free", "hash_free"), budget: { max_requests: 1 } })
+        expect(yield* store.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "Admitted", balance: undefined })
+        expect(yield* store.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "BudgetExhausted" })
+      }))
+    })
+
+    it("leaves the budget counted when the pool cannot pay", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        yield* store.insertKey({ ...key("key_poor", "hash_poor"), budget: { max_requests: 10 } })
+        const available = (yield* store.getWorkspace).credits
+        const result = yield* store.admitPaid({ keyId: "key_poor", budget: true, charge: { amount: available + 1, actor: "key_poor" } })
+        expect(result).toEqual({ _tag: "Insufficient", available })
+        expect((yield* store.findKeyById("key_poor"))?.budget_used).toBe(1)
+        expect((yield* store.getWorkspace).credits).toBe(available)
       }))
     })
   })
