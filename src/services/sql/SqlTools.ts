@@ -154,13 +154,17 @@ export class SqlTools extends Context.Service<SqlTools, {
       const timeoutMsCap = config.mcp.timeout_ms_cap
       const definitions = toolDefinitions({ maxRowsCap, timeoutMsCap })
 
-      // The parsers take a moment to load; warm them up without holding up startup. A failure
-      // here is not fatal: the guard loads them again on first use and fails closed if it cannot.
-      yield* Effect.forkScoped(
-        Effect.tryPromise(() => preloadGuard()).pipe(
-          Effect.catch((error) => Effect.logWarning("SQL guard preload failed", error))
+      // The parsers take a moment to load and tens of MiB to hold: warm up only the dialects of
+      // the connections there are, without holding up startup. A failure is not fatal: the guard
+      // loads them again on first use and fails closed if it cannot.
+      const dialects = [...new Set(config.connections.map((c) => c.dialect))]
+      if (dialects.length > 0) {
+        yield* Effect.forkScoped(
+          Effect.tryPromise(() => preloadGuard(dialects)).pipe(
+            Effect.catch((error) => Effect.logWarning("SQL guard preload failed", error))
+          )
         )
-      )
+      }
 
       // A JSON string is a key with value equality; it carries everything the lookup needs.
       const drivers = yield* RcMap.make({

@@ -32,12 +32,15 @@ export const makeSqliteConnection = (filename: string) =>
     const db = new DatabaseSync(filename)
     // WAL lets the CLI write keys while a server holds the file; busy_timeout absorbs the overlap.
     db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+    // Only the hot, fixed statements are worth keeping prepared: multi-row inserts (audit batches)
+    // differ in length every time and each would pin a large compiled statement.
     const cache = new Map<string, StatementSync>()
     const prepare = (sql: string): StatementSync => {
       let statement = cache.get(sql)
       if (!statement) {
         statement = db.prepare(sql)
-        if (cache.size > 500) cache.clear()
+        if (sql.length > 2000) return statement
+        if (cache.size >= 200) cache.clear()
         cache.set(sql, statement)
       }
       return statement
