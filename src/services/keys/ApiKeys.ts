@@ -3,7 +3,7 @@
  * delete. Every change clears this process's key cache at once; other replicas notice through
  * the store's key-change counter (KeyCache).
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Schema, Struct } from "effect"
 import { NotFound } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
@@ -30,31 +30,19 @@ const mutableFields = {
   expires_at: Schema.NullOr(IsoInstant)
 }
 
-export const CreateKeyInput = Schema.Struct({
+/** PATCH: any of the mutable fields. */
+export const UpdateKeyInput = Schema.Struct(mutableFields).mapFields(Struct.map(Schema.optional))
+export type UpdateKeyInput = typeof UpdateKeyInput.Type
+
+/** POST: a name is required, and connection grants may come with the key. */
+export const CreateKeyInput = UpdateKeyInput.mapFields(Struct.assign({
   name: mutableFields.name,
   connections: Schema.optional(Schema.Array(Schema.Struct({
     connection_id: PositiveInt,
     role: Schema.Literals(["read", "edit"])
-  }))),
-  is_active: Schema.optional(mutableFields.is_active),
-  allowed_models: Schema.optional(mutableFields.allowed_models),
-  tools_enabled: Schema.optional(mutableFields.tools_enabled),
-  budget: Schema.optional(mutableFields.budget),
-  limits: Schema.optional(mutableFields.limits),
-  expires_at: Schema.optional(mutableFields.expires_at)
-})
+  })))
+}))
 export type CreateKeyInput = typeof CreateKeyInput.Type
-
-export const UpdateKeyInput = Schema.Struct({
-  name: Schema.optional(mutableFields.name),
-  is_active: Schema.optional(mutableFields.is_active),
-  allowed_models: Schema.optional(mutableFields.allowed_models),
-  tools_enabled: Schema.optional(mutableFields.tools_enabled),
-  budget: Schema.optional(mutableFields.budget),
-  limits: Schema.optional(mutableFields.limits),
-  expires_at: Schema.optional(mutableFields.expires_at)
-})
-export type UpdateKeyInput = typeof UpdateKeyInput.Type
 
 export const RotateKeyInput = Schema.Struct({
   grace_seconds: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 7 * 24 * 3600 })))

@@ -24,15 +24,8 @@ export const redactDsn = (url: string): string => {
   }
 }
 
-export interface ConnectionView {
-  readonly id: number
-  readonly name: string
-  readonly dialect: "postgres" | "mysql"
-  readonly url: string
-  readonly read_url: string | null
-  readonly default_schema: string | null
-  readonly source: "config" | "admin"
-}
+/** A connection as the admin API shows it: the same record, its DSNs with passwords replaced. */
+export type ConnectionView = ConnectionRecord
 
 export const toConnectionView = (c: ConnectionRecord): ConnectionView => ({
   id: c.id,
