@@ -322,7 +322,10 @@ export class SqlTools extends Context.Service<SqlTools, {
           draft.details.verdict = "blocked"
           return yield* refusedExplain(verdict)
         }
-        const mode = verdict.verdict
+        // A plan of a write made by a key that may run that write is planned where the write would
+        // run (edit DSN, write mode): engines refuse to plan writes inside a read-only transaction
+        // (MariaDB) or without the write privilege (Postgres). A plain EXPLAIN never executes it.
+        const mode = verdict.verdict === "write" || (verdict.inner.verdict === "write" && role === "edit") ? "write" : "read"
         const timeoutMs = clamp(DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS, timeoutMsCap)
         const result = yield* withDriver(
           connection,

@@ -563,36 +563,43 @@ describe("sql_run", () => {
 
 describe("sql_explain", () => {
   it("gives a plan for a read, and for a write without analyze even to a read key", async () => {
-    for (const [id, statement] of [
-      [PG, "SELECT * FROM customers WHERE id = 1"],
-      [PG, "DELETE FROM numbers WHERE n = 1"],
-      [MY, "SELECT * FROM customers WHERE id = 1"]
+    for (const [id, statement, writes] of [
+      [PG, "SELECT * FROM customers WHERE id = 1", false],
+      [PG, "DELETE FROM numbers WHERE n = 1", true],
+      [MY, "SELECT * FROM customers WHERE id = 1", false]
     ] as const) {
       for (const ctx of [readKey, editKey]) {
         const outcome = await call("sql_explain", { connection_id: id, statement }, ctx)
         const { plan } = await expectSuccess(runtime, outcome)
         expect(plan).toBeTruthy()
         expect(outcome.audit.details).toMatchObject({ verdict: "read", statement_kind: "EXPLAIN" })
-        expect(calls.log[calls.log.length - 1]).toMatchObject({ method: "explain", mode: "read" })
+        // A write is planned where it would run when the key may run it; otherwise in read mode.
+        const mode = writes && ctx === editKey ? "write" : "read"
+        expect(calls.log[calls.log.length - 1]).toMatchObject({ method: "explain", mode })
       }
     }
     expect(await pgAdmin.exec("SELECT count(*)::int AS n FROM numbers")).toEqual([{ n: 40 }])
   })
 
-  it("leaves the engine's own answer to a plain EXPLAIN of a write where read mode forbids it", async () => {
-    // A plan is a read verdict, so it runs in read mode on the read DSN for every key, never on
-    // the edit DSN. MariaDB refuses EXPLAIN DELETE inside START TRANSACTION READ ONLY, and
-    // Postgres checks the DELETE privilege when planning, which a SELECT-only read DSN lacks.
-    for (const ctx of [readKey, editKey]) {
-      const mariadb = await call("sql_explain", { connection_id: MY, statement: "DELETE FROM numbers WHERE n = 1" }, ctx)
-      expect(expectFailure(mariadb)).toMatchObject({ status: 422, error: "validation_failed", details: { code: "1792" } })
-      expect(calls.log[calls.log.length - 1]).toMatchObject({ method: "explain", mode: "read" })
-      const split = await call("sql_explain", { connection_id: PG_RO, statement: "DELETE FROM numbers WHERE n = 1" }, ctx)
-      expect(expectFailure(split)).toMatchObject({ status: 422, error: "validation_failed", details: { code: "42501" } })
-      expect(calls.log[calls.log.length - 1]).toMatchObject({ method: "explain", mode: "read" })
-      expect(calls.log[calls.log.length - 1]!.url).toContain(roRole)
+  it("plans a write for an edit key where the write would run, and leaves a read key the engine's refusal", async () => {
+    // MariaDB refuses EXPLAIN DELETE inside START TRANSACTION READ ONLY, and Postgres checks the
+    // DELETE privilege when planning, which a SELECT-only read DSN lacks.
+    const mariadb = await call("sql_explain", { connection_id: MY, statement: "DELETE FROM numbers WHERE n = 1" }, readKey)
+    expect(expectFailure(mariadb)).toMatchObject({ status: 422, error: "validation_failed", details: { code: "1792" } })
+    expect(calls.log[calls.log.length - 1]).toMatchObject({ method: "explain", mode: "read" })
+    const split = await call("sql_explain", { connection_id: PG_RO, statement: "DELETE FROM numbers WHERE n = 1" }, readKey)
+    expect(expectFailure(split)).toMatchObject({ status: 422, error: "validation_failed", details: { code: "42501" } })
+    expect(calls.log[calls.log.length - 1]!.url).toContain(roRole)
+
+    for (const id of [MY, PG_RO]) {
+      const planned = await call("sql_explain", { connection_id: id, statement: "DELETE FROM numbers WHERE n = 1" }, editKey)
+      const { plan } = await expectSuccess(runtime, planned)
+      expect(plan).toBeTruthy()
+      expect(calls.log[calls.log.length - 1]).toMatchObject({ method: "explain", mode: "write" })
+      expect(calls.log[calls.log.length - 1]!.url).not.toContain(roRole)
     }
     expect(await myAdmin.exec("SELECT COUNT(*) AS n FROM numbers")).toEqual([{ n: 40 }])
+    expect(await pgAdmin.exec("SELECT count(*)::int AS n FROM numbers")).toEqual([{ n: 40 }])
   })
 
   it("runs analyze of a read for a read key", async () => {
