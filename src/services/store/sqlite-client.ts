@@ -3,7 +3,7 @@
  * published Effect SQLite driver does not load with effect 4.1 GA (decisions section 1).
  * One synchronous connection shared through a semaphore, as SQLite wants.
  */
-import { Effect, Layer, Semaphore, Stream } from "effect"
+import { Context, Effect, Layer, Semaphore, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
@@ -57,8 +57,9 @@ export const makeSqliteConnection = (filename: string) =>
       })
     const runValues = (sql: string, params: ReadonlyArray<unknown>) =>
       Effect.map(run(sql, params, "executeValues"), (rows) => rows.map((row) => Object.values(row)))
-    const connection: Connection & { readonly db: DatabaseSync } = {
+    const connection: Connection & { readonly db: DatabaseSync; readonly prepare: (sql: string) => StatementSync } = {
       db,
+      prepare,
       execute: (sql, params, transformRows) =>
         Effect.map(run(sql, params, "execute"), (rows) => (transformRows ? transformRows(rows) : rows)),
       executeRaw: (sql, params) => run(sql, params, "executeRaw"),
@@ -82,6 +83,17 @@ export const makeSqliteConnection = (filename: string) =>
     return connection
   })
 
+/**
+ * The raw connection under the SqlClient, for the few hot statements that must not pay the
+ * SqlClient's per-statement and per-transaction machinery. A caller may use it only for work
+ * that completes synchronously (node:sqlite is synchronous) and only when `db.isTransaction` is
+ * false, i.e. no SqlClient transaction is in progress across an await.
+ */
+export class SqliteDatabase extends Context.Service<SqliteDatabase, {
+  readonly db: DatabaseSync
+  readonly prepare: (sql: string) => StatementSync
+}>()("modelgate/SqliteDatabase") {}
+
 export const makeSqliteClient = (filename: string) =>
   Effect.gen(function*() {
     const connection = yield* Effect.acquireRelease(makeSqliteConnection(filename), (c) => Effect.sync(() => c.db.close()))
@@ -91,14 +103,18 @@ export const makeSqliteClient = (filename: string) =>
       semaphore,
       isTransaction: (c) => c.db.isTransaction
     })
-    return yield* SqlClient.make({
+    const client = yield* SqlClient.make({
       ...acquirers,
       compiler: Statement.makeCompilerSqlite(),
       driver: "node:sqlite",
       spanAttributes: [["db.system.name", "sqlite"]],
       beginTransaction: "BEGIN IMMEDIATE"
     })
+    return { client, raw: SqliteDatabase.of({ db: connection.db, prepare: connection.prepare }) }
   })
 
 export const layerSqliteClient = (filename: string) =>
-  Layer.effect(SqlClient.SqlClient, makeSqliteClient(filename)).pipe(Layer.provide(Reactivity.layer))
+  Layer.effectContext(
+    Effect.map(makeSqliteClient(filename), ({ client, raw }) =>
+      Context.make(SqlClient.SqlClient, client).pipe(Context.add(SqliteDatabase, raw)))
+  ).pipe(Layer.provide(Reactivity.layer))
