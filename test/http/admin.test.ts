@@ -1,5 +1,6 @@
 /** The admin API: every endpoint, its answers and its errors. */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
 import { ADMIN_TOKEN, startGateway, type TestGateway } from "../support/gateway.ts"
 
 describe("admin API", () => {
@@ -167,6 +168,70 @@ describe("GET /usage", () => {
       const failed = usage.data.find((r: { model: string | null }) => r.model === null)
       expect(failed).toMatchObject({ requests: 1, errors: 1 })
       expect((await gw.admin("GET", "/usage?since=soon")).status).toBe(400)
+    } finally {
+      await gw.close()
+    }
+  })
+})
+
+describe("connections and grants", () => {
+  it("creates connections without ever showing their passwords, and grants roles that only go up", async () => {
+    const gw = await startGateway()
+    try {
+      const created = await gw.admin("POST", "/connections", {
+        id: 7,
+        name: "warehouse",
+        dialect: "postgres",
+        url: "postgres://editor:s3cret-edit@db.internal:5432/wh",
+        read_url: "postgres://reader:s3cret-read@db.internal:5432/wh",
+        default_schema: "public"
+      })
+      expect(created.status).toBe(201)
+      const view: any = await created.json()
+      expect(view).toMatchObject({ id: 7, name: "warehouse", dialect: "postgres", source: "admin" })
+      expect(view.url).toBe("postgres://editor:***@db.internal:5432/wh")
+      expect(JSON.stringify(view)).not.toContain("s3cret")
+
+      const duplicate = await gw.admin("POST", "/connections", { id: 7, name: "again", dialect: "mysql", url: "mysql://a@b/c" })
+      expect(duplicate.status).toBe(409)
+      expect(((await duplicate.json()) as any).error).toBe("conflict")
+      const bad = await gw.admin("POST", "/connections", { id: 8, name: "x", dialect: "oracle", url: "oracle://x" })
+      expect(bad.status).toBe(400)
+      expect(((await bad.json()) as any).details.field).toBe("dialect")
+
+      const listed = await (await gw.admin("GET", "/connections")).text()
+      expect(listed).toContain("warehouse")
+      expect(listed).not.toContain("s3cret")
+
+      const { id } = await gw.createKey({ tools_enabled: true })
+      const grant = (role: string, connection = 7, key = id) => gw.admin("PUT", `/api-keys/${key}/connections/${connection}`, { role })
+      expect((await grant("read")).status).toBe(200)
+      const raised = await grant("edit")
+      expect(raised.status).toBe(200)
+      expect(await raised.json()).toMatchObject({ connection_id: 7, role: "edit" })
+      const lowered = await grant("read")
+      expect(lowered.status).toBe(409)
+      expect(await lowered.json()).toMatchObject({ error: "conflict", details: { current_role: "edit", requested_role: "read" } })
+      expect(((await (await gw.admin("GET", `/api-keys/${id}`)).json()) as any).connections).toEqual([{ connection_id: 7, role: "edit" }])
+
+      expect((await grant("read", 99)).status).toBe(404)
+      expect((await grant("read", 7, "key_nope")).status).toBe(404)
+      expect((await grant("owner")).status).toBe(400)
+      expect((await gw.admin("PUT", `/api-keys/${id}/connections/abc`, { role: "read" })).status).toBe(400)
+
+      const revoked = await gw.admin("DELETE", `/api-keys/${id}/connections/7`)
+      expect(revoked.status).toBe(204)
+      expect((await gw.admin("DELETE", `/api-keys/${id}/connections/7`)).status).toBe(404)
+      expect((await grant("read")).status).toBe(200)
+
+      const badGrantOnCreate = await gw.admin("POST", "/api-keys", { name: "x", connections: [{ connection_id: 99, role: "read" }] })
+      expect(badGrantOnCreate.status).toBe(400)
+      expect(((await badGrantOnCreate.json()) as any).details.field).toBe("connections.0.connection_id")
+      const keys: any = await (await gw.admin("GET", "/api-keys")).json()
+      expect(keys.data.some((k: { name: string }) => k.name === "x")).toBe(false)
+
+      const audit = JSON.stringify(await Effect.runPromise(gw.store.queryAudit({ limit: 1000 })))
+      expect(audit).not.toContain("s3cret")
     } finally {
       await gw.close()
     }
