@@ -234,3 +234,45 @@ describe("/v1/mcp", () => {
     expect(called.out).toContain("\"row_count\": 1")
   })
 })
+
+describe("/v1/mcp limits and money", () => {
+  it("charges mcp.credits_per_tool_call per tools/call (402 when the pool is short) and counts every request against the budget", async () => {
+    const gw = await startGateway(testConfig({
+      workspace: { credits: 3 },
+      connections: [{ id: 1, name: "nowhere", dialect: "postgres", url: "postgres://nobody@127.0.0.1:1/none" }],
+      mcp: { credits_per_tool_call: 2 }
+    }))
+    try {
+      const created = (await (await gw.admin("POST", "/api-keys", {
+        name: "metered",
+        tools_enabled: true,
+        budget: { max_requests: 4 },
+        connections: [{ connection_id: 1, role: "read" }]
+      })).json()) as { key: string }
+      const init = await rpc(gw.url, created.key, initializeBody)
+      expect(init.status).toBe(200)
+      expect(init.headers.get("x-ratelimit-limit")).toBe("50")
+      const session = { "mcp-session-id": init.headers.get("mcp-session-id")! }
+      const call = (id: number) =>
+        rpc(gw.url, created.key, { jsonrpc: "2.0", id, method: "tools/call", params: { name: "sql_list_connections", arguments: {} } }, session)
+
+      const first = await call(2)
+      expect(first.status).toBe(200)
+      expect(((await first.json()) as any).result.structuredContent.connections).toHaveLength(1)
+      const second = await call(3)
+      expect(second.status).toBe(402)
+      expect(await second.json()).toMatchObject({
+        error: "insufficient_credits",
+        details: { model: "mcp:sql_list_connections", required_credits: 2, available_credits: 1 }
+      })
+      // initialize, two calls: three counted; the fourth request is the last the budget admits.
+      expect((await rpc(gw.url, created.key, { jsonrpc: "2.0", id: 4, method: "ping" }, session)).status).toBe(200)
+      const fifth = await rpc(gw.url, created.key, { jsonrpc: "2.0", id: 5, method: "ping" }, session)
+      expect(fifth.status).toBe(429)
+      expect(((await fifth.json()) as any).error).toBe("budget_exhausted")
+      expect(((await (await gw.admin("GET", "/workspace")).json()) as any).credits).toBe(1)
+    } finally {
+      await gw.close()
+    }
+  })
+})
