@@ -26,6 +26,10 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
       return { "www-authenticate": `Bearer error="invalid_token"` }
     case "ProviderError":
       return error.retryAfter !== undefined ? { "retry-after": error.retryAfter } : {}
+    case "BudgetExhausted":
+      // A 429 the SDKs would retry, but a used-up budget does not refill with time: both official
+      // SDKs honour this header and give up at once.
+      return { "x-should-retry": "false" }
     case "RequestTooLarge":
     case "HeadersTooLarge":
       // The rest of an oversized body is never read, so the connection cannot be reused.

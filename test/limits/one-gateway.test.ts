@@ -301,6 +301,9 @@ describe.each(backends)("$name", ({ postgres }) => {
       for (let i = 0; i < 3; i++) expect((await chat(url, key, { model: "free" })).status).toBe(200)
       const refused = await chat(url, key, { model: "free" })
       expectError(refused, 429, "budget_exhausted")
+      // Waiting does not refill a budget: the SDKs are told not to retry.
+      expect(refused.headers.get("x-should-retry")).toBe("false")
+      expect(refused.headers.get("retry-after")).toBeNull()
       expect(refused.body.details.max_requests).toBe(3)
       expect(refused.body.message).toContain("3")
       expect((await keyView(url, id)).budget).toEqual({ max_requests: 3, used: 3, remaining: 0 })
