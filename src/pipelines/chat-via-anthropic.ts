@@ -15,7 +15,7 @@ import { chatRequestToAnthropic } from "../http/wire/translate/chat-request-to-a
 import { jsonModeOf } from "../http/wire/translate/json-mode.ts"
 import { anthropicResponseToChat, nowSeconds } from "../http/wire/translate/responses.ts"
 import type { Untranslatable } from "../http/wire/translate/untranslatable.ts"
-import type { AuditUsage } from "../http/wire/translate/usage.ts"
+import { type AuditUsage, auditUsageFromAnthropic } from "../http/wire/translate/usage.ts"
 import type { ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { AnthropicClient } from "../services/providers/clients.ts"
 import { streamFailureFrames } from "./chat-completions.ts"
@@ -41,10 +41,8 @@ export const chatViaAnthropic = (client: AnthropicClient, chat: ChatRequest, res
     const jsonMode = jsonModeOf(chat)
     if (chat.stream !== true) {
       const response = yield* client.complete(body)
-      const completion = anthropicResponseToChat(response, { model: chat.model, jsonMode })
-      state.audit.prompt_tokens = completion.usage?.prompt_tokens ?? null
-      state.audit.completion_tokens = completion.usage?.completion_tokens ?? null
-      return json(completion)
+      recordAuditUsage(state, auditUsageFromAnthropic(response.usage))
+      return json(anthropicResponseToChat(response, { model: chat.model, jsonMode }))
     }
     const upstream = yield* client.stream(body)
     const machine = new AnthropicToChatStream({
@@ -57,10 +55,7 @@ export const chatViaAnthropic = (client: AnthropicClient, chat: ChatRequest, res
     const toFrames = (chunks: ReadonlyArray<unknown>) => chunks.map((chunk) => dataFrame(JSON.stringify(chunk))).join("")
     const frames = upstream.pipe(
       Stream.map((event) => toFrames(machine.push(event))),
-      Stream.concat(Stream.suspend(() => {
-        recordAuditUsage(state, machine.usage())
-        return Stream.make(toFrames(machine.end()) + DONE_FRAME)
-      })),
+      Stream.concat(Stream.suspend(() => Stream.make(toFrames(machine.end()) + DONE_FRAME))),
       Stream.filter((frame) => frame !== ""),
       Stream.ensuring(Effect.sync(() => recordAuditUsage(state, machine.usage())))
     )

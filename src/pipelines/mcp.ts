@@ -48,8 +48,17 @@ const ENVELOPE_SCHEMA = {
   required: ["status", "error", "message", "request_id"]
 } as const
 
-const advertised = (definitions: SqlTools["Service"]["definitions"]) =>
-  definitions.map((tool) => ({ ...tool, outputSchema: { type: "object", anyOf: [tool.outputSchema, ENVELOPE_SCHEMA] } }))
+const advertisedCache = new WeakMap<SqlTools["Service"]["definitions"], unknown>()
+
+/** The tool list as clients get it; the definitions never change, so it is built once per list. */
+const advertised = (definitions: SqlTools["Service"]["definitions"]) => {
+  let tools = advertisedCache.get(definitions)
+  if (tools === undefined) {
+    tools = definitions.map((tool) => ({ ...tool, outputSchema: { type: "object", anyOf: [tool.outputSchema, ENVELOPE_SCHEMA] } }))
+    advertisedCache.set(definitions, tools)
+  }
+  return tools
+}
 
 const rpcResult = (id: string | number, result: unknown) => json({ jsonrpc: "2.0", id, result })
 const rpcError = (id: string | number | null, code: number, message: string) => json({ jsonrpc: "2.0", id, error: { code, message } })

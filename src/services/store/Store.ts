@@ -192,7 +192,10 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
 export const makeStore = (dialect: "sqlite" | "postgres") =>
   Effect.gen(function*() {
     const sql = yield* SqlClient
-    const raw = Option.getOrUndefined(yield* Effect.serviceOption(SqliteDatabase))
+    const sqlite = Option.getOrUndefined(yield* Effect.serviceOption(SqliteDatabase))
+    if (dialect === "sqlite" && sqlite === undefined) {
+      return yield* Effect.die(new Error("the SQLite store needs the raw connection that layerSqliteClient provides"))
+    }
     yield* Migrator.make({})({ loader: Migrator.fromRecord(migrationsFor(dialect)), table: "modelgate_migrations" })
 
     const bumpKeyVersion = sql`UPDATE key_changes SET version = version + 1 WHERE id = 1`
@@ -316,7 +319,8 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
                        ${charge?.key_id ?? null}, ${charge?.request_id ?? null}, ${charge?.model ?? null}, ${charge?.note ?? null}
                 FROM c RETURNING seq
               )
-              SELECT EXISTS (SELECT 1 FROM b) AS budget_ok, (SELECT credits FROM c) AS balance, (SELECT count(*) FROM l) AS ledger_rows`,
+              -- l runs although nothing reads it: data-modifying CTEs always execute, exactly once.
+              SELECT EXISTS (SELECT 1 FROM b) AS budget_ok, (SELECT credits FROM c) AS balance`,
             (rows): Effect.Effect<AdmitResult, SqlError> => {
               const row = rows[0]!
               if (budget && row.budget_ok !== true) return Effect.succeed({ _tag: "BudgetExhausted" as const })
@@ -329,29 +333,11 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
             }
           )
         }
-        const general = sql.withTransaction(
-          Effect.gen(function*(): Effect.fn.Return<AdmitResult, SqlError> {
-            if (budget) {
-              const counted = yield* sql`UPDATE api_keys SET budget_used = budget_used + 1
-                WHERE id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
-                RETURNING budget_used`
-              if (counted.length === 0) return { _tag: "BudgetExhausted" as const }
-            }
-            if (amount <= 0 || charge === undefined) return { _tag: "Admitted" as const, balance: undefined }
-            const rows = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits - ${amount}
-              WHERE id = ${DEFAULT_WORKSPACE} AND credits >= ${amount} RETURNING credits`
-            if (rows.length === 0) return yield* availableNow
-            const balance = num(rows[0]!.credits)
-            yield* writeLedger("charge", -amount, balance, charge)
-            return { _tag: "Admitted" as const, balance }
-          })
-        )
-        if (raw === undefined) return general
-        // The hot path of every paid request on the embedded store: the same three statements on
-        // the raw connection, one synchronous transaction, none of the SqlClient's per-statement
-        // machinery (two thirds of the cost). Only when no SqlClient transaction is open across an
-        // await; otherwise the general path waits its turn.
-        return Effect.suspend(() => (raw.db.isTransaction ? general : admitPaidSqlite(raw, { keyId, budget, charge })))
+        // SQLite: the three statements on the raw connection as one synchronous transaction,
+        // without the SqlClient's per-statement machinery (two thirds of the cost of the hot path
+        // of every paid request). Holding the client's connection lease meanwhile means no
+        // SqlClient transaction can be open across an await while it runs.
+        return Effect.scoped(Effect.andThen(sql.reserve, admitPaidSqlite(sqlite!, { keyId, budget, charge })))
       },
       addCredits: (kind, movement) =>
         sql.withTransaction(

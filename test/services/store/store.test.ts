@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
 import { DEFAULT_WORKSPACE, Store } from "../../../src/services/store/Store.ts"
-import { createPostgresDatabase, type TempDatabase } from "../../support/databases.ts"
+import { createPostgresDatabase } from "../../support/databases.ts"
 
 const now = () => new Date().toISOString()
 
@@ -48,22 +48,37 @@ const audit = (i: number, keyId: string | null, status: number): AuditRecord => 
   details: { note: "x" }
 })
 
-const contract = (name: string, makeLayer: () => Promise<{ layer: Layer.Layer<Store, unknown>; cleanup: () => Promise<void> }>) =>
-  describe(`Store contract: ${name}`, () => {
-    let runtime: ManagedRuntime.ManagedRuntime<Store, unknown>
-    let cleanup: () => Promise<void>
-    const run = <A, E>(effect: Effect.Effect<A, E, Store>) => runtime.runPromise(effect)
+type StoreFixture = () => Promise<{ layer: Layer.Layer<Store, unknown>; cleanup: () => Promise<void> }>
 
-    beforeAll(async () => {
-      const made = await makeLayer()
-      cleanup = made.cleanup
-      runtime = ManagedRuntime.make(made.layer)
-      await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(500)))
-    })
-    afterAll(async () => {
-      await runtime?.dispose()
-      await cleanup?.()
-    })
+const fixtures: ReadonlyArray<readonly [string, (prefix: string) => StoreFixture]> = [
+  ["sqlite", () => async () => ({ layer: Store.layerMemory, cleanup: async () => {} })],
+  ["postgres", (prefix) => async () => {
+    const db = await createPostgresDatabase(prefix)
+    return { layer: Store.layerPostgres(db.url), cleanup: () => db.drop() }
+  }]
+]
+
+/** A fresh store for the enclosing describe block, its workspace opened with `initialCredits`. */
+const useStore = (makeLayer: StoreFixture, initialCredits: number) => {
+  let runtime: ManagedRuntime.ManagedRuntime<Store, unknown>
+  let cleanup: () => Promise<void>
+  const run = <A, E>(effect: Effect.Effect<A, E, Store>) => runtime.runPromise(effect)
+  beforeAll(async () => {
+    const made = await makeLayer()
+    cleanup = made.cleanup
+    runtime = ManagedRuntime.make(made.layer)
+    await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(initialCredits)))
+  })
+  afterAll(async () => {
+    await runtime?.dispose()
+    await cleanup?.()
+  })
+  return run
+}
+
+const contract = (name: string, makeLayer: StoreFixture) =>
+  describe(`Store contract: ${name}`, () => {
+    const run = useStore(makeLayer, 500)
 
     it("creates the workspace once with its initial credits", async () => {
       const ws = await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(9999)))
@@ -127,29 +142,9 @@ const contract = (name: string, makeLayer: () => Promise<{ layer: Layer.Layer<St
     })
   })
 
-contract("sqlite", async () => ({ layer: Store.layerMemory, cleanup: async () => {} }))
-
-let pg: TempDatabase | undefined
-contract("postgres", async () => {
-  pg = await createPostgresDatabase("mg_store")
-  return { layer: Store.layerPostgres(pg.url), cleanup: async () => pg?.drop() }
-})
-
-const creditContract = (name: string, makeLayer: () => Promise<{ layer: Layer.Layer<Store, unknown>; cleanup: () => Promise<void> }>) =>
+const creditContract = (name: string, makeLayer: StoreFixture) =>
   describe(`Store credits and budgets: ${name}`, () => {
-    let runtime: ManagedRuntime.ManagedRuntime<Store, unknown>
-    let cleanup: () => Promise<void>
-    const run = <A, E>(effect: Effect.Effect<A, E, Store>) => runtime.runPromise(effect)
-    beforeAll(async () => {
-      const made = await makeLayer()
-      cleanup = made.cleanup
-      runtime = ManagedRuntime.make(made.layer)
-      await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(10)))
-    })
-    afterAll(async () => {
-      await runtime?.dispose()
-      await cleanup?.()
-    })
+    const run = useStore(makeLayer, 10)
 
     it("charges atomically, never below zero, and the ledger adds up", async () => {
       await run(Effect.gen(function*() {
@@ -213,8 +208,7 @@ const creditContract = (name: string, makeLayer: () => Promise<{ layer: Layer.La
     })
   })
 
-creditContract("sqlite", async () => ({ layer: Store.layerMemory, cleanup: async () => {} }))
-creditContract("postgres", async () => {
-  const db = await createPostgresDatabase("mg_credits")
-  return { layer: Store.layerPostgres(db.url), cleanup: () => db.drop() }
-})
+for (const [name, fixture] of fixtures) {
+  contract(name, fixture("mg_store"))
+  creditContract(name, fixture("mg_credits"))
+}

@@ -22,6 +22,9 @@ import {
   refused,
   settle,
   stricter,
+  treeNodes,
+  type TreeNode,
+  isTreeNode,
   type Verdict,
   write
 } from "./verdict.ts"
@@ -58,9 +61,9 @@ export const loadMysqlParsers = (): Promise<void> => {
   return loading.then(() => undefined)
 }
 
-type Ast = Record<string, unknown>
+type Ast = TreeNode
 
-const isAst = (value: unknown): value is Ast => typeof value === "object" && value !== null && !Array.isArray(value)
+const isAst = isTreeNode
 
 const str = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 
@@ -277,14 +280,7 @@ const NESTED_WRITES: Readonly<Record<string, string>> = {
 /** Walks a node-sql-parser tree for calls, SELECT INTO, locking reads, assignments and nested DML. */
 const astFindings = (root: Ast): Array<Finding> => {
   const findings: Array<Finding> = []
-  const stack: Array<unknown> = [root]
-  while (stack.length > 0) {
-    const node = stack.pop()
-    if (Array.isArray(node)) {
-      for (const item of node) if (typeof item === "object" && item !== null) stack.push(item)
-      continue
-    }
-    if (!isAst(node)) continue
+  for (const node of treeNodes(root)) {
     const type = str(node.type)
     if (type === "function" || type === "aggr_func") {
       const name = functionName(node.name)
@@ -307,7 +303,6 @@ const astFindings = (root: Ast): Array<Finding> => {
       const verb = NESTED_WRITES[type] ?? "INSERT"
       findings.push({ level: "write", kind: verb, reason: `the statement contains a ${verb}, which modifies data.` })
     }
-    for (const child of Object.values(node)) if (typeof child === "object" && child !== null) stack.push(child)
   }
   return findings
 }

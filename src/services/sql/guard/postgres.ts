@@ -16,11 +16,14 @@ import {
   read,
   refused,
   settle,
+  treeNodes,
+  isTreeNode,
+  type TreeNode,
   type Verdict,
   write
 } from "./verdict.ts"
 
-type PgObject = Record<string, unknown>
+type PgObject = TreeNode
 
 let loading: Promise<void> | undefined
 
@@ -33,8 +36,7 @@ export const loadPostgresParser = (): Promise<void> => {
   return loading
 }
 
-const isObject = (value: unknown): value is PgObject =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isObject = isTreeNode
 
 /** `{ "SelectStmt": {...} }` -> `["SelectStmt", {...}]`. */
 const unwrap = (node: unknown): readonly [string, PgObject] | undefined => {
@@ -129,21 +131,13 @@ const functionFinding = (names: ReadonlyArray<unknown>): Finding | undefined => 
 }
 
 /**
- * Visits every node under `root` (iteratively: trees can be thousands of levels deep) and
- * reports function calls, DML nested in CTEs, SELECT INTO and locking clauses. Any object with a
+ * Visits every node under `root` and reports function calls, DML nested in CTEs, SELECT INTO and locking clauses. Any object with a
  * `funcname` list counts as a call: besides FuncCall that also catches CALL and the function a
  * trigger or cast names, which only ever errs on the refusing side.
  */
 const collectFindings = (root: unknown): Array<Finding> => {
   const findings: Array<Finding> = []
-  const stack: Array<unknown> = [root]
-  while (stack.length > 0) {
-    const value = stack.pop()
-    if (Array.isArray(value)) {
-      for (const item of value) if (typeof item === "object" && item !== null) stack.push(item)
-      continue
-    }
-    if (!isObject(value)) continue
+  for (const value of treeNodes(root)) {
     if (Array.isArray(value.funcname)) {
       const found = functionFinding(value.funcname)
       if (found !== undefined) findings.push(found)
@@ -165,7 +159,6 @@ const collectFindings = (root: unknown): Array<Finding> => {
         const kind = LOCK_KINDS[str(child.strength) ?? ""] ?? "SELECT FOR UPDATE"
         findings.push({ level: "write", kind, reason: `${kind.replace("SELECT ", "")} takes row locks.` })
       }
-      stack.push(child)
     }
   }
   return findings

@@ -72,3 +72,27 @@ export const explainVerdict = (inner: Analysis, analyze: boolean): Verdict => {
     ? write(kind, `EXPLAIN ANALYZE executes the ${inner.verdict.kind} it explains.`)
     : read(kind)
 }
+
+/** A node of a parse tree: an object that is not an array. */
+export type TreeNode = Record<string, unknown>
+
+export const isTreeNode = (value: unknown): value is TreeNode =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * Every node under `root`, the root included, visited with an explicit stack: parse trees of
+ * hostile input can be thousands of levels deep, deeper than the call stack.
+ */
+export function* treeNodes(root: unknown): Generator<TreeNode> {
+  const stack: Array<unknown> = [root]
+  while (stack.length > 0) {
+    const value = stack.pop()
+    if (Array.isArray(value)) {
+      for (const item of value) if (typeof item === "object" && item !== null) stack.push(item)
+      continue
+    }
+    if (!isTreeNode(value)) continue
+    yield value
+    for (const child of Object.values(value)) if (typeof child === "object" && child !== null) stack.push(child)
+  }
+}
