@@ -7,11 +7,11 @@
  */
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { ValidationFailed } from "../domain/errors.ts"
+import { decodedOrFail } from "../domain/validation.ts"
 import type { ApiKeyRecord } from "../domain/records.ts"
 import { readJsonObject } from "../http/body.ts"
 import { CurrentRequest, type RequestState, type Settlement } from "../http/request-context.ts"
-import type { DecodeResult } from "../http/wire/decode.ts"
+import type { DecodeResult } from "../wire/decode.ts"
 import { ModelCatalog } from "../services/catalog/ModelCatalog.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
 import { type Charge, Credits } from "../services/credits/Credits.ts"
@@ -19,14 +19,6 @@ import { streamLimitError } from "../services/limits/refusals.ts"
 import { type Slot, StreamSlots } from "../services/limits/StreamSlots.ts"
 import { Providers } from "../services/providers/Providers.ts"
 import { authenticateRequest } from "./authenticate.ts"
-
-export const decodedOrFail = <A>(decoded: DecodeResult<A>): Effect.Effect<A, ValidationFailed> =>
-  decoded.ok
-    ? Effect.succeed(decoded.value)
-    : Effect.fail(new ValidationFailed({
-      message: decoded.message,
-      details: { field: decoded.path }
-    }))
 
 const once = (effect: Effect.Effect<void>): Effect.Effect<void> => {
   let done = false

@@ -1,6 +1,6 @@
 /**
  * A Chat Completions client reaching an `anthropic`-kind provider: the request, the response
- * and the stream are translated (src/http/wire/translate); what cannot be translated is a 400
+ * and the stream are translated (src/wire/translate); what cannot be translated is a 400
  * naming the field, never silently dropped.
  */
 import { Effect, Result, Stream } from "effect"
@@ -8,14 +8,14 @@ import { ValidationFailed } from "../domain/errors.ts"
 import { CurrentRequest, type RequestState } from "../http/request-context.ts"
 import { json } from "../http/responses.ts"
 import { dataFrame, DONE_FRAME, sseResponse } from "../http/sse.ts"
-import { newChatCompletionId } from "../http/wire/ids.ts"
-import type { ChatRequest } from "../http/wire/openai-chat.ts"
-import { AnthropicToChatStream } from "../http/wire/translate/anthropic-to-chat-stream.ts"
-import { chatRequestToAnthropic } from "../http/wire/translate/chat-request-to-anthropic.ts"
-import { jsonModeOf } from "../http/wire/translate/json-mode.ts"
-import { anthropicResponseToChat, nowSeconds } from "../http/wire/translate/responses.ts"
-import type { Untranslatable } from "../http/wire/translate/untranslatable.ts"
-import { type AuditUsage, auditUsageFromAnthropic } from "../http/wire/translate/usage.ts"
+import { newChatCompletionId } from "../wire/ids.ts"
+import type { ChatRequest } from "../wire/openai-chat.ts"
+import { AnthropicToChatStream } from "../wire/translate/anthropic-to-chat-stream.ts"
+import { chatRequestToAnthropic } from "../wire/translate/chat-request-to-anthropic.ts"
+import { jsonModeOf } from "../wire/translate/json-mode.ts"
+import { anthropicResponseToChat, nowSeconds } from "../wire/translate/responses.ts"
+import type { Untranslatable } from "../wire/translate/untranslatable.ts"
+import { type AuditUsage, auditUsageFromAnthropic } from "../wire/translate/usage.ts"
 import type { ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { AnthropicClient } from "../services/providers/clients.ts"
 import { streamFailureFrames } from "./chat-completions.ts"

@@ -14,11 +14,11 @@ import {
   type MessageDeltaEvent,
   type MessageDeltaUsage,
   type MessagesRequest
-} from "../http/wire/anthropic-messages.ts"
-import { ChatToAnthropicStream } from "../http/wire/translate/chat-to-anthropic-stream.ts"
-import { messagesRequestToChat } from "../http/wire/translate/messages-request-to-chat.ts"
-import { chatResponseToAnthropic } from "../http/wire/translate/responses.ts"
-import { type AuditUsage, auditUsageFromAnthropic, auditUsageFromChat, emptyAuditUsage } from "../http/wire/translate/usage.ts"
+} from "../wire/anthropic-messages.ts"
+import { ChatToAnthropicStream } from "../wire/translate/chat-to-anthropic-stream.ts"
+import { messagesRequestToChat } from "../wire/translate/messages-request-to-chat.ts"
+import { chatResponseToAnthropic } from "../wire/translate/responses.ts"
+import { type AuditUsage, auditUsageFromAnthropic, auditUsageFromChat, emptyAuditUsage } from "../wire/translate/usage.ts"
 import type { ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { AnthropicClient, OpenAIClient } from "../services/providers/clients.ts"
 import { admitModelRequest } from "./admission.ts"

@@ -18,7 +18,7 @@ import { readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../request-context.ts"
 import { json } from "../responses.ts"
 import { route } from "../router.ts"
-import { decodeStrict } from "../validation.ts"
+import { decodeStrict } from "../../domain/validation.ts"
 
 export interface AdminOptions {
   readonly token: string | undefined

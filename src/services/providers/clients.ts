@@ -6,8 +6,8 @@
 import { Effect, Stream } from "effect"
 import type { Agent } from "undici"
 import { ProviderError } from "../../domain/errors.ts"
-import type { AnthropicResponse, AnthropicStreamEvent } from "../../http/wire/anthropic-messages.ts"
-import type { ChatChunk, ChatResponse } from "../../http/wire/openai-chat.ts"
+import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
+import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 

@@ -5,8 +5,8 @@
  * it reaches an OpenAI-compatible upstream.
  */
 import { Effect, Stream } from "effect"
-import type { ChatChunk, ChatResponse, ChatUsage } from "../../http/wire/openai-chat.ts"
-import { newChatCompletionId } from "../../http/wire/ids.ts"
+import type { ChatChunk, ChatResponse, ChatUsage } from "../../wire/openai-chat.ts"
+import { newChatCompletionId } from "../../wire/ids.ts"
 import type { ChatStreamItem, OpenAIClient } from "./clients.ts"
 
 type Message = { role?: unknown; content?: unknown }

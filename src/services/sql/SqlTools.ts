@@ -24,7 +24,7 @@ import {
   ValidationFailed
 } from "../../domain/errors.ts"
 import type { ConnectionRecord, ConnectionRole } from "../../domain/records.ts"
-import { decodeStrict } from "../../http/validation.ts"
+import { decodeStrict } from "../../domain/validation.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
 import { Store } from "../store/Store.ts"

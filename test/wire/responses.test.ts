@@ -6,7 +6,7 @@ import {
   chatResponseToAnthropic,
   decodeChatRequest,
   jsonModeOf
-} from "../../../src/http/wire/index.ts"
+} from "../../src/wire/index.ts"
 
 const anthropic = (content: AnthropicResponse["content"], stop: AnthropicResponse["stop_reason"] = "end_turn"): AnthropicResponse => ({
   id: "msg_01",

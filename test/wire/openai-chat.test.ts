@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { decodeChatRequest } from "../../../src/http/wire/index.ts"
+import { decodeChatRequest } from "../../src/wire/index.ts"
 import { openaiBody } from "./sdk.ts"
 
 const base = { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hello" }] }

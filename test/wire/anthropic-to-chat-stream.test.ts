@@ -8,7 +8,7 @@ import {
   type AnthropicToChatStreamOptions,
   type ChatChunk,
   type JsonMode
-} from "../../../src/http/wire/index.ts"
+} from "../../src/wire/index.ts"
 import { assembleChat } from "./sdk.ts"
 
 const options: AnthropicToChatStreamOptions = { id: "chatcmpl-abc", model: "smart", created: 1700000000, includeUsage: true }

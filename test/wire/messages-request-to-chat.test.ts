@@ -7,7 +7,7 @@ import {
   messagesRequestToChat,
   type MessagesToChatOptions,
   type Untranslatable
-} from "../../../src/http/wire/index.ts"
+} from "../../src/wire/index.ts"
 
 const options: MessagesToChatOptions = { model: "gpt-4o-mini-2024-07-18", maxTokensCap: 16384 }
 const user = { role: "user", content: "Hi" }

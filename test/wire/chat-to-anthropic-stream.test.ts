@@ -8,7 +8,7 @@ import {
   ChatToAnthropicStream,
   type ChatToolCallDelta,
   type ChatUsage
-} from "../../../src/http/wire/index.ts"
+} from "../../src/wire/index.ts"
 import { assembleMessage } from "./sdk.ts"
 
 const msgId = "msg_test"

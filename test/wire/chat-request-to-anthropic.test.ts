@@ -8,7 +8,7 @@ import {
   type MessagesRequest,
   sanitizeToolId,
   type Untranslatable
-} from "../../../src/http/wire/index.ts"
+} from "../../src/wire/index.ts"
 
 const options = { model: "claude-sonnet-4-5-20250929", maxTokensCap: 8192 }
 const user = { role: "user", content: "Hi" }

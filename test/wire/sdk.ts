@@ -6,7 +6,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import { MessageStream } from "@anthropic-ai/sdk/lib/MessageStream"
 import OpenAI from "openai"
 import { ChatCompletionStream } from "openai/lib/ChatCompletionStream"
-import type { AnthropicStreamEvent, ChatChunk } from "../../../src/http/wire/index.ts"
+import type { AnthropicStreamEvent, ChatChunk } from "../../src/wire/index.ts"
 
 const capturingFetch = (reply: unknown, sink: Array<unknown>) => async (_url: unknown, init?: { body?: unknown }) => {
   sink.push(JSON.parse(String(init?.body)))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { decodeMessagesRequest } from "../../../src/http/wire/index.ts"
+import { decodeMessagesRequest } from "../../src/wire/index.ts"
 import { anthropicBody } from "./sdk.ts"
 
 const base = { model: "claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] }
