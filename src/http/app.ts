@@ -1,10 +1,12 @@
 /**
  * The root HTTP app: every request, on every path, passes through here. It assigns the request
  * id, refuses oversized bodies before reading them, routes, turns every failure into the spec's
- * envelope (defects into a 500 without a stack trace), stamps the id headers on every response
- * and appends the request's audit record unless a stream will write it when it ends.
+ * envelope (defects into a 500 without a stack trace) and stamps the id headers on every
+ * response. The request's audit record is the last finalizer of its scope (src/pipelines/
+ * request.ts); the app ends the request when a plain answer is ready or the client left before
+ * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
-import { Cause, Effect, Option } from "effect"
+import { Cause, Effect, Option, Scope } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
 import {
@@ -17,12 +19,20 @@ import {
   slugOf,
   statusOf
 } from "../domain/errors.ts"
+import {
+  CLIENT_LEFT,
+  CurrentRequest,
+  endRequest,
+  makeRequestState,
+  outcomeOf,
+  RequestBody,
+  type RequestState,
+  toAuditRecord
+} from "../pipelines/request.ts"
 import { Audit } from "../services/audit/Audit.ts"
-import { declaredLengthExceeds, tooLarge } from "./body.ts"
-import { CurrentRequest, makeRequestState, type RequestState, toAuditRecord } from "./request-context.ts"
+import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"
 import { makeRouteTable, type Route } from "./router.ts"
-import { settleRequest } from "../pipelines/admission.ts"
 
 export interface AppOptions {
   readonly maxBodyBytes: number
@@ -71,18 +81,14 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       }
     }
 
-    const finish = (state: RequestState, response: HttpServerResponse, error: ApiError | undefined) =>
-      Effect.suspend(() => {
-        // A streamed response owns its settlement and its audit record until the stream ends.
-        if (state.auditDeferred) return Effect.succeed(withRequestHeaders(response, state))
-        const status = error ? statusOf(error) : response.status
-        return Effect.as(
-          settleRequest(state, status).pipe(
-            Effect.andThen(Effect.sync(() => audit.append(toAuditRecord(state, status, error ? slugOf(error) : null))))
-          ),
-          withRequestHeaders(response, state)
-        )
-      })
+    /** The answer is ready: a plain one ends its request now, a streamed one when its stream ends. */
+    const finish = (state: RequestState, response: HttpServerResponse, error: ApiError | undefined) => {
+      const answered = withRequestHeaders(response, state)
+      if (response.body._tag === "Stream") return Effect.succeed(answered)
+      const status = error ? statusOf(error) : response.status
+      const outcome = { status, slug: error ? slugOf(error) : null, failure: status >= 400 ? status : undefined }
+      return Effect.as(endRequest(state, outcome), answered)
+    }
 
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -91,8 +97,15 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         path: pathOf(request.url),
         clientAddr: clientAddress(request, options.trustProxy)
       })
+      // Added first, so it runs last: the record sees the refunds and releases before it.
+      yield* Scope.addFinalizerExit(state.scope, (exit) =>
+        Effect.sync(() => {
+          const outcome = outcomeOf(exit)
+          audit.append(toAuditRecord(state, outcome.status, outcome.slug))
+        }))
       return yield* dispatch(request, state).pipe(
         Effect.provideService(CurrentRequest, state),
+        Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, options.maxBodyBytes) }),
         Effect.flatMap((response) => finish(state, response, undefined)),
         Effect.catchCause((cause) => {
           // The client left while an interruptible stage (the upstream call) was waiting: no
@@ -105,14 +118,9 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
           return Effect.andThen(log, finish(state, errorResponse(error, state), error))
         }),
-        Effect.onInterrupt(() =>
-          Effect.suspend(() => {
-            if (state.auditDeferred) return Effect.void
-            // The client went away before an answer: still one record, with nginx's 499 convention.
-            audit.append(toAuditRecord(state, 499, "client_closed_request"))
-            return settleRequest(state, 499)
-          })
-        )
+        // The client went away before an answer: still one record, with nginx's 499 convention.
+        // (Closing a scope twice does nothing, so a request that was already ended keeps its outcome.)
+        Effect.onInterrupt(() => endRequest(state, CLIENT_LEFT))
       )
     })
   })

@@ -1,10 +1,8 @@
-/** Building responses: JSON bodies, the error envelope, and the headers every response carries. */
+/** The error envelope as a response, and the headers every response carries. */
 import { HttpServerResponse } from "effect/http"
 import { type ApiError, statusOf, toEnvelope } from "../domain/errors.ts"
-import type { RequestState } from "./request-context.ts"
-
-export const json = (body: unknown, status = 200): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
+import type { RequestState } from "../pipelines/request.ts"
+import { json } from "../pipelines/respond.ts"
 
 /** Headers owed to the client whatever the outcome: both request-id spellings (OpenAI's and Anthropic's SDKs each read one). */
 export const withRequestHeaders = (response: HttpServerResponse.HttpServerResponse, state: RequestState) =>

@@ -8,11 +8,12 @@ import * as FindMyWay from "effect/http/FindMyWay"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
 import type { ApiError } from "../domain/errors.ts"
-import type { CurrentRequest } from "./request-context.ts"
+import type { AuthenticatedKey } from "../pipelines/authenticate.ts"
+import type { CurrentRequest, RequestBody } from "../pipelines/request.ts"
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
-export type Handler<R> = Effect.Effect<HttpServerResponse, ApiError, R | CurrentRequest | HttpServerRequest>
+export type Handler<R> = Effect.Effect<HttpServerResponse, ApiError, R | CurrentRequest | RequestBody | HttpServerRequest>
 
 export interface Route<R> {
   readonly method: Method
@@ -20,7 +21,18 @@ export interface Route<R> {
   readonly handler: Handler<R>
 }
 
-export const route = <R>(method: Method, path: `/${string}`, handler: Handler<R>): Route<R> => ({ method, path, handler })
+/**
+ * A handler that still needs `AuthenticatedKey` did not go through `authenticated(...)`: the
+ * extra parameter then demands an argument no caller can give, so the route does not compile.
+ */
+type ForgotAuthentication<R> = [AuthenticatedKey] extends [Extract<R, AuthenticatedKey>] ? [wrap_the_handler_in_authenticated: never] : []
+
+export const route = <R>(
+  method: Method,
+  path: `/${string}`,
+  handler: Handler<R>,
+  ..._authenticated: ForgotAuthentication<R>
+): Route<R> => ({ method, path, handler })
 
 export type Match<R> =
   | { readonly _tag: "Found"; readonly handler: Handler<R>; readonly pattern: string; readonly params: Record<string, string | undefined> }

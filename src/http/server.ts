@@ -11,7 +11,7 @@ import * as Https from "node:https"
 import type { Duplex } from "node:stream"
 import { type ApiError, HeadersTooLarge, slugOf, statusOf, toEnvelope, ValidationFailed } from "../domain/errors.ts"
 import { Audit } from "../services/audit/Audit.ts"
-import { makeRequestState, toAuditRecord } from "./request-context.ts"
+import { makeRequestState, toAuditRecord } from "../pipelines/request.ts"
 import { errorHeaders } from "./responses.ts"
 
 export interface ServerOptions {

@@ -12,20 +12,19 @@ import {
   JSONRPCMessageSchema,
   LATEST_PROTOCOL_VERSION
 } from "@modelcontextprotocol/sdk/types.js"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ScopeViolation, ToolsDisabled, toEnvelope, ValidationFailed } from "../domain/errors.ts"
 import type { ApiKeyRecord } from "../domain/records.ts"
-import { readJsonObject } from "../http/body.ts"
-import { CurrentRequest } from "../http/request-context.ts"
-import { json } from "../http/responses.ts"
+import { CurrentRequest, RequestBody } from "./request.ts"
+import { json } from "./respond.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
 import { McpSessions } from "../services/mcp/McpSessions.ts"
 import { Connections } from "../services/sql/Connections.ts"
 import { SqlTools } from "../services/sql/SqlTools.ts"
 import { admitCosts } from "./admission.ts"
-import { authenticateRequest } from "./authenticate.ts"
+import { authenticated, AuthenticatedKey } from "./authenticate.ts"
 
 /** Revisions this server speaks, newest first; 2026-07-28's stateless mode is not served by the SDK in use. */
 export const SUPPORTED_MCP_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"] as const
@@ -116,29 +115,31 @@ const toolCall = (key: ApiKeyRecord, id: string | number, params: { name: string
     const tools = yield* SqlTools
     state.audit.tool = params.name
     if (!tools.has(params.name)) return rpcError(id, -32602, `unknown tool: ${params.name}`)
-    yield* admitCosts({ key, stream: false, model: `mcp:${params.name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
+    // The call's charge is held by a scope of its own, closed with the tool's outcome: a tool
+    // failure is a 200 with isError (MCP), but what a server-side failure cost is still refunded,
+    // as on the other surfaces.
+    const call = yield* Scope.fork(state.scope)
+    yield* admitCosts({ scope: call, stream: false, model: `mcp:${params.name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
     const grants = new Map((yield* (yield* Connections).grantsOf(key.id)).map((g) => [g.connection_id, g.role] as const))
     const outcome = yield* tools.call(params.name, params.arguments ?? {}, { keyId: key.id, grants, requestId: state.requestId })
     state.audit.connection_id = outcome.audit.connection_id
     state.audit.details = { ...outcome.audit.details, method: "tools/call" }
     if (outcome._tag === "Success") {
+      yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: undefined }))
       return rpcResult(id, { content: [{ type: "text", text: JSON.stringify(outcome.structured) }], structuredContent: outcome.structured })
     }
     const envelope = toEnvelope(outcome.error, state.requestId)
     state.audit.details = { ...state.audit.details, error: envelope.error }
-    // The tool failed, not the transport: a result with isError (MCP), but the gateway still
-    // refunds what a server-side failure cost, as on the other surfaces.
-    if (envelope.status >= 500 && state.settlement) yield* state.settlement.refund
+    yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
     return rpcResult(id, { content: [{ type: "text", text: JSON.stringify(envelope) }], structuredContent: envelope, isError: true })
   })
 
-export const mcpPostPipeline = Effect.gen(function*() {
+export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
-  const key = yield* authenticateRequest
+  const key = yield* AuthenticatedKey
   yield* checkOrigin
   yield* checkProtocolHeader
-  const config = yield* AppConfig
-  const body = yield* readJsonObject(yield* HttpServerRequest, config.limits.max_body_bytes)
+  const body = yield* (yield* RequestBody).jsonObject
   const parsed = JSONRPCMessageSchema.safeParse(body)
   if (!parsed.success) {
     return yield* new ValidationFailed({ message: "not a JSON-RPC 2.0 message", details: { field: parsed.error.issues[0]?.path.join(".") ?? "" } })
@@ -151,7 +152,7 @@ export const mcpPostPipeline = Effect.gen(function*() {
     const init = InitializeRequestSchema.safeParse(body)
     if (!init.success) return yield* new ValidationFailed({ message: "malformed initialize request", details: { field: "params" } })
     yield* requireTools(key)
-    yield* admitCosts({ key, stream: false, model: "mcp:initialize", credits: 0 })
+    yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:initialize", credits: 0 })
     const requested = init.data.params.protocolVersion
     const version = (SUPPORTED_MCP_VERSIONS as ReadonlyArray<string>).includes(requested) ? requested : LATEST_PROTOCOL_VERSION
     const session = yield* sessions.open(key.id, version)
@@ -172,16 +173,16 @@ export const mcpPostPipeline = Effect.gen(function*() {
 
   // Notifications and client responses carry nothing to answer.
   if (message.id === undefined || message.method === undefined) {
-    yield* admitCosts({ key, stream: false, model: "mcp:notification", credits: 0 })
+    yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:notification", credits: 0 })
     return HttpServerResponse.empty({ status: 202 })
   }
   const id = message.id
   switch (message.method) {
     case "ping":
-      yield* admitCosts({ key, stream: false, model: "mcp:ping", credits: 0 })
+      yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:ping", credits: 0 })
       return rpcResult(id, {})
     case "tools/list":
-      yield* admitCosts({ key, stream: false, model: "mcp:tools/list", credits: 0 })
+      yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
       return rpcResult(id, { tools: advertised((yield* SqlTools).definitions) })
     case "tools/call": {
       const call = CallToolRequestSchema.safeParse(body)
@@ -189,14 +190,14 @@ export const mcpPostPipeline = Effect.gen(function*() {
       return yield* toolCall(key, id, call.data.params)
     }
     default:
-      yield* admitCosts({ key, stream: false, model: `mcp:${message.method}`, credits: 0 })
+      yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${message.method}`, credits: 0 })
       return rpcError(id, -32601, `method not found: ${message.method}`)
   }
-})
+}))
 
-export const mcpDeletePipeline = Effect.gen(function*() {
-  const key = yield* authenticateRequest
+export const mcpDeletePipeline = authenticated(Effect.gen(function*() {
+  const key = yield* AuthenticatedKey
   yield* checkOrigin
   yield* (yield* McpSessions).close(yield* sessionHeader, key.id)
   return HttpServerResponse.empty({ status: 204 })
-})
+}))

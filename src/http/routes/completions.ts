@@ -1,12 +1,13 @@
-/** The model surfaces. Each route is one pipeline (src/pipelines). */
-import { chatCompletionsPipeline } from "../../pipelines/chat-completions.ts"
+/** The model and tool surfaces. Each route is one pipeline (src/pipelines). */
 import { mcpDeletePipeline, mcpPostPipeline } from "../../pipelines/mcp.ts"
-import { messagesPipeline } from "../../pipelines/messages.ts"
+import { chatCompletionsFormat } from "../../pipelines/model/chat/format.ts"
+import { messagesFormat } from "../../pipelines/model/messages/format.ts"
+import { modelPipeline } from "../../pipelines/model/pipeline.ts"
 import { route } from "../router.ts"
 
 export const completionRoutes = [
-  route("POST", "/v1/chat/completions", chatCompletionsPipeline),
-  route("POST", "/v1/messages", messagesPipeline),
+  route("POST", "/v1/chat/completions", modelPipeline(chatCompletionsFormat)),
+  route("POST", "/v1/messages", modelPipeline(messagesFormat)),
   route("POST", "/v1/mcp", mcpPostPipeline),
   route("DELETE", "/v1/mcp", mcpDeletePipeline)
 ]

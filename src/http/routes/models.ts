@@ -1,10 +1,10 @@
 /** `GET /v1/models`: the models this key may use, in the OpenAI list shape SDKs expect. */
 import { Effect } from "effect"
-import { authenticateRequest } from "../../pipelines/authenticate.ts"
+import { authenticated, AuthenticatedKey } from "../../pipelines/authenticate.ts"
 import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
 import type { ModelConfig } from "../../services/config/schema.ts"
-import { CurrentRequest } from "../request-context.ts"
-import { json } from "../responses.ts"
+import { CurrentRequest } from "../../pipelines/request.ts"
+import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import { NotFound } from "../../domain/errors.ts"
 
@@ -22,14 +22,14 @@ const view = (model: ModelConfig, name: string) => ({
 })
 
 export const modelRoutes = [
-  route("GET", "/v1/models", Effect.gen(function*() {
-    const key = yield* authenticateRequest
+  route("GET", "/v1/models", authenticated(Effect.gen(function*() {
+    const key = yield* AuthenticatedKey
     const catalog = yield* ModelCatalog
     const data = catalog.models.filter((m) => catalog.isAllowed(key, m)).map((m) => view(m, m.alias ?? m.id))
     return json({ object: "list", data })
-  })),
-  route("GET", "/v1/models/:model", Effect.gen(function*() {
-    const key = yield* authenticateRequest
+  }))),
+  route("GET", "/v1/models/:model", authenticated(Effect.gen(function*() {
+    const key = yield* AuthenticatedKey
     const catalog = yield* ModelCatalog
     const state = yield* CurrentRequest
     const resolved = yield* catalog.resolve(decodeURIComponent(state.params.model ?? ""))
@@ -38,5 +38,5 @@ export const modelRoutes = [
       return yield* new NotFound({ message: `unknown model "${resolved.requested}"` })
     }
     return json(view(resolved.model, resolved.requested))
-  }))
+  })))
 ]

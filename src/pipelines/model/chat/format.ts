@@ -1,0 +1,17 @@
+/** The Chat Completions client format (spec 4.1): `POST /v1/chat/completions`. */
+import { toEnvelope } from "../../../domain/errors.ts"
+import { type ChatRequest, decodeChatRequest } from "../../../wire/openai-chat.ts"
+import { dataFrame, DONE_FRAME } from "../../respond.ts"
+import type { ClientFormat } from "../adapter.ts"
+import { chatToAnthropic } from "./anthropic.ts"
+import { chatToOpenAI } from "./openai.ts"
+
+export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
+  decode: decodeChatRequest,
+  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic },
+  frame: (event) => dataFrame(event.data),
+  end: DONE_FRAME,
+  // One `data:` frame holding the envelope (both OpenAI SDKs raise on a chunk with an `error`
+  // key), then `[DONE]`.
+  failureFrames: (error, state) => dataFrame(JSON.stringify(toEnvelope(error, state.requestId))) + DONE_FRAME
+}

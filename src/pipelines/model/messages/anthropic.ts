@@ -1,0 +1,81 @@
+/**
+ * Messages client -> Anthropic-kind provider: a passthrough. The body goes upstream with the
+ * provider's model id and the caps applied; events are forwarded in order, except that
+ * `message_delta` events are merged into one (see below).
+ */
+import { Effect, Stream } from "effect"
+import type { ResolvedModel } from "../../../services/catalog/ModelCatalog.ts"
+import type { AnthropicClient } from "../../../services/providers/clients.ts"
+import type {
+  AnthropicStreamEvent,
+  MessageDeltaEvent,
+  MessageDeltaUsage,
+  MessagesRequest
+} from "../../../wire/anthropic-messages.ts"
+import { type AuditUsage, auditUsageFromAnthropic, emptyAuditUsage } from "../../../wire/translate/usage.ts"
+import type { Adapter, ClientEvent } from "../adapter.ts"
+import { recordAuditUsage } from "../usage.ts"
+
+const passthroughBody = (request: MessagesRequest, resolved: ResolvedModel): Record<string, unknown> => ({
+  ...request,
+  model: resolved.model.id,
+  max_tokens: Math.min(request.max_tokens, resolved.model.max_tokens)
+})
+
+export const eventOf = (event: AnthropicStreamEvent): ClientEvent => ({ event: event.type, data: JSON.stringify(event) })
+
+const overwriteUsage = (usage: AuditUsage, delta: MessageDeltaUsage): AuditUsage => ({
+  input_tokens: delta.input_tokens ?? usage.input_tokens,
+  output_tokens: delta.output_tokens,
+  cache_read_tokens: delta.cache_read_input_tokens ?? usage.cache_read_tokens,
+  cache_write_tokens: delta.cache_creation_input_tokens ?? usage.cache_write_tokens
+})
+
+/** Later values win where present, as in the SDKs' own accumulators. */
+const mergeDeltas = (held: MessageDeltaEvent, next: MessageDeltaEvent): MessageDeltaEvent => {
+  const delta = { ...held.delta }
+  for (const [key, value] of Object.entries(next.delta)) if (value != null) Object.assign(delta, { [key]: value })
+  const usage = { ...held.usage }
+  for (const [key, value] of Object.entries(next.usage)) if (value != null) Object.assign(usage, { [key]: value })
+  return { ...next, delta, usage }
+}
+
+export const messagesToAnthropic: Adapter<MessagesRequest, AnthropicClient> = {
+  complete: (client, request, { resolved, state }) =>
+    Effect.map(client.complete(passthroughBody(request, resolved)), (response) => {
+      recordAuditUsage(state, auditUsageFromAnthropic(response.usage))
+      const id = typeof response.id === "string" && response.id.startsWith("msg_") ? response.id : `msg_${response.id}`
+      return { ...response, id }
+    }),
+  stream: (client, request, { resolved, state }) =>
+    Effect.map(client.stream(passthroughBody(request, resolved)), (upstream) => {
+      let usage = emptyAuditUsage
+      // Some Anthropic-compatible upstreams send message_delta more than once. Clients are owed the
+      // documented sequence (one message_delta, right before message_stop), and a client that adds
+      // up the deltas would count tokens twice, so they are merged and sent once.
+      let heldDelta: MessageDeltaEvent | undefined
+      return upstream.pipe(
+        Stream.map((event): ReadonlyArray<ClientEvent> => {
+          // message_start carries input and cache counts; message_delta the cumulative output,
+          // and overwrites any input count it repeats (the SDK's own accumulator does the same).
+          if (event.type === "message_start") {
+            usage = auditUsageFromAnthropic(event.message.usage)
+            recordAuditUsage(state, usage)
+          } else if (event.type === "message_delta") {
+            usage = overwriteUsage(usage, event.usage)
+            recordAuditUsage(state, usage)
+            heldDelta = heldDelta === undefined ? event : mergeDeltas(heldDelta, event)
+            return []
+          }
+          // The provider client fails any stream that ends without message_stop, so this always comes.
+          if (event.type === "message_stop" && heldDelta !== undefined) {
+            const delta = heldDelta
+            heldDelta = undefined
+            return [eventOf(delta), eventOf(event)]
+          }
+          return [eventOf(event)]
+        }),
+        Stream.flattenIterable
+      )
+    })
+}

@@ -1,0 +1,16 @@
+/** The Anthropic Messages client format (decisions section 6): `POST /v1/messages`. */
+import { toEnvelope } from "../../../domain/errors.ts"
+import { decodeMessagesRequest, type MessagesRequest } from "../../../wire/anthropic-messages.ts"
+import { namedFrame } from "../../respond.ts"
+import type { ClientFormat } from "../adapter.ts"
+import { messagesToAnthropic } from "./anthropic.ts"
+import { messagesToOpenAI } from "./openai.ts"
+
+export const messagesFormat: ClientFormat<MessagesRequest> = {
+  decode: decodeMessagesRequest,
+  adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI },
+  frame: (event) => namedFrame(event.event ?? "message", event.data),
+  end: "",
+  // An `event: error` frame carrying the envelope; the stream then ends.
+  failureFrames: (error, state) => namedFrame("error", JSON.stringify({ type: "error", ...toEnvelope(error, state.requestId) }))
+}

@@ -1,0 +1,45 @@
+/**
+ * Messages client -> OpenAI-kind provider (and echo): the request is translated to Chat
+ * Completions, the answer and the stream back to Messages (src/wire/translate).
+ */
+import { Effect, Result, Stream } from "effect"
+import type { OpenAIClient } from "../../../services/providers/clients.ts"
+import type { MessagesRequest } from "../../../wire/anthropic-messages.ts"
+import { ChatToAnthropicStream } from "../../../wire/translate/chat-to-anthropic-stream.ts"
+import { messagesRequestToChat } from "../../../wire/translate/messages-request-to-chat.ts"
+import { chatResponseToAnthropic } from "../../../wire/translate/responses.ts"
+import { auditUsageFromChat } from "../../../wire/translate/usage.ts"
+import type { Adapter, AdapterContext } from "../adapter.ts"
+import { recordAuditUsage, untranslatable } from "../usage.ts"
+import { eventOf } from "./anthropic.ts"
+
+const translated = (request: MessagesRequest, { resolved }: AdapterContext) => {
+  const result = messagesRequestToChat(request, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
+  return Result.isFailure(result)
+    ? Effect.fail(untranslatable(result.failure))
+    : Effect.succeed(result.success as unknown as Record<string, unknown>)
+}
+
+export const messagesToOpenAI: Adapter<MessagesRequest, OpenAIClient> = {
+  complete: (client, request, context) =>
+    translated(request, context).pipe(
+      Effect.flatMap(client.complete),
+      Effect.map((completion) => {
+        if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
+        return chatResponseToAnthropic(completion, { model: request.model })
+      })
+    ),
+  stream: (client, request, context) =>
+    translated(request, context).pipe(
+      Effect.flatMap(client.stream),
+      Effect.map((upstream) => {
+        const machine = new ChatToAnthropicStream({ model: request.model })
+        return upstream.pipe(
+          Stream.map((item) => machine.push(item.chunk).map(eventOf)),
+          Stream.concat(Stream.suspend(() => Stream.make(machine.end().map(eventOf)))),
+          Stream.flattenIterable,
+          Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
+        )
+      })
+    )
+}

@@ -1,0 +1,53 @@
+/**
+ * Answers as the client formats want them: JSON bodies, and Server-Sent Events whose stream
+ * owns the end of its request. OpenAI-format frames are data-only (no `id:` lines: they make the
+ * Python SDK treat a later keep-alive as an empty event); Anthropic and Responses frames always
+ * carry their `event:` line, which their SDKs dispatch on.
+ */
+import { Effect, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { type ApiError, slugOf, statusOf } from "../domain/errors.ts"
+import { CLIENT_LEFT, CurrentRequest, endRequest, type Outcome } from "./request.ts"
+
+export const json = (body: unknown, status = 200): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
+
+export const dataFrame = (data: string): string => `data: ${data}\n\n`
+export const DONE_FRAME = "data: [DONE]\n\n"
+export const namedFrame = (event: string, data: string): string => `event: ${event}\ndata: ${data}\n\n`
+
+/**
+ * A 200 event stream that ends its request when it ends: completed (outcome 200), failed after
+ * the headers (the failure goes in-band as `failureFrames`, and a 5xx is refunded), or the client
+ * left (499). The HTTP app leaves a streamed answer's request open for this.
+ */
+export const eventStreamResponse = <E extends ApiError>(
+  frames: Stream.Stream<string, E>,
+  failureFrames: (error: ApiError) => string
+) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    state.audit.stream = true
+    let failure: ApiError | undefined
+    const body = frames.pipe(
+      Stream.catch((error: E) => {
+        failure = error
+        return Stream.make(failureFrames(error))
+      }),
+      Stream.onExit((exit) =>
+        Effect.suspend(() => {
+          const outcome: Outcome = failure !== undefined
+            ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
+            : exit._tag === "Failure"
+            ? { ...CLIENT_LEFT, status: 200 }
+            : { status: 200, slug: null, failure: undefined }
+          return endRequest(state, outcome)
+        })
+      ),
+      Stream.encodeText
+    )
+    return HttpServerResponse.stream(body, {
+      contentType: "text/event-stream; charset=utf-8",
+      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+    })
+  })
