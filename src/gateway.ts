@@ -2,7 +2,7 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { makeHttpApp } from "./http/app.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
@@ -31,6 +31,14 @@ import { Store } from "./services/store/Store.ts"
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides {
   readonly store?: ReturnType<typeof Store.layerFromUrl> | undefined
+  /** The provider clients (for example `scriptedProviders` from services/providers/scripted.ts). */
+  readonly providers?: Layer.Layer<Providers> | undefined
+  /** Rate limiter and stream slots together. */
+  readonly limits?: Layer.Layer<RateLimiter | StreamSlots> | undefined
+  /** The audit trail (for example `Audit.layerCollect()`); it may use the store. */
+  readonly audit?: Layer.Layer<Audit, never, Store> | undefined
+  /** Time for key expiry, rotation grace and session TTLs (for example a TestClock). */
+  readonly clock?: Clock.Clock | undefined
   /** Where `api_key_env` names are looked up; main passes the process environment. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
 }
@@ -67,14 +75,14 @@ export const limitsLayer = (config: GatewayConfig) =>
 
 export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const requestServices = Layer.mergeAll(
-    limitsLayer(config),
+    overrides.limits ?? limitsLayer(config),
     Credits.layer,
     SqlTools.layer.pipe(Layer.provide(SqlDrivers.layer)),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),
-    Providers.layer(config.providers, overrides.env ?? {}),
-    Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
+    overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
+    overrides.audit ?? Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
   ).pipe(
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
@@ -85,9 +93,10 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     tls: config.server.tls,
     shutdownGraceSeconds: config.server.shutdown_grace_seconds
   })
-  return closeIdleConnectionsOnShutdown.pipe(
+  const gateway = closeIdleConnectionsOnShutdown.pipe(
     Layer.provideMerge(httpLayer(config)),
     Layer.provideMerge(server),
     Layer.provideMerge(requestServices)
   )
+  return overrides.clock === undefined ? gateway : Layer.provide(gateway, Layer.succeed(Clock.Clock, overrides.clock))
 }

@@ -5,7 +5,7 @@
  * When both headers carry a key they must be the same key, otherwise the request is refused:
  * guessing which one the client meant could authenticate it as the wrong principal.
  */
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Layer, Schedule } from "effect"
 import type { Headers } from "effect/http/Headers"
 import { type DependencyUnavailable, KeyInactive, Unauthorized } from "../../domain/errors.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
@@ -68,19 +68,20 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
         const hash = hashKey(key)
         const record = yield* lookup(hash)
         if (record === null) return yield* new Unauthorized({ message: "unknown API key" })
-        const now = new Date()
+        // Effect's Clock, so tests can move time past an expiry or a rotation's grace.
+        const now = yield* Clock.currentTimeMillis
         if (record.key_hash !== hash) {
           // Presented the key replaced by a rotation: valid only during its grace period.
           const until = record.previous_key_expires_at
-          if (until === null || Date.parse(until) <= now.getTime()) {
+          if (until === null || Date.parse(until) <= now) {
             return yield* new Unauthorized({ message: "this key was rotated and is no longer valid" })
           }
         }
         if (!record.is_active) return yield* new KeyInactive({ message: "this API key is inactive" })
-        if (record.expires_at !== null && Date.parse(record.expires_at) <= now.getTime()) {
+        if (record.expires_at !== null && Date.parse(record.expires_at) <= now) {
           return yield* new KeyInactive({ message: `this API key expired at ${record.expires_at}` })
         }
-        lastUsed.set(record.id, now.toISOString())
+        lastUsed.set(record.id, new Date(now).toISOString())
         return record
       })
 

@@ -4,7 +4,7 @@
  */
 import { Result, Schema, SchemaIssue } from "effect"
 import * as YAML from "yaml"
-import { GatewayConfig, keyTree, type KeyTree, type ProviderConfig, type ModelConfig } from "./schema.ts"
+import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ProviderConfig, type ModelConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
   message: Schema.String
@@ -42,10 +42,15 @@ const resolveEnvPath = (tokens: ReadonlyArray<string>, tree: KeyTree): Array<str
       if (rest.length === 0) return [key]
       continue
     }
-    if ("items" in node && typeof node.items === "object") {
+    if ("items" in node && (node.items === "scalar" || typeof node.items === "object")) {
       const [index, ...itemRest] = rest
       if (index === undefined || !/^\d+$/.test(index)) continue
-      const inner = resolveEnvPath(itemRest, node.items as KeyTree)
+      const items = node.items as KeyNode
+      if (items === "scalar") {
+        if (itemRest.length === 0) return [key, Number(index)]
+        continue
+      }
+      const inner = resolveEnvPath(itemRest, items as KeyTree)
       if (inner) return [key, Number(index), ...inner]
       continue
     }
@@ -79,13 +84,10 @@ export const applyEnvOverrides = (raw: Record<string, Json>, env: Env): Result.R
   return Result.succeed(out)
 }
 
-const builtinEcho: ProviderConfig = {
-  name: "echo",
-  kind: "echo",
-  anthropic_version: "2023-06-01",
-  max_connections: 1,
-  timeouts: { connect_ms: 5_000, first_byte_ms: 60_000, idle_ms: 60_000 }
-}
+/** A provider entry with the schema's defaults filled in, as if an operator had written it. */
+const providerWithDefaults = (entry: typeof ProviderConfig.Encoded): ProviderConfig => Schema.decodeUnknownSync(ProviderConfig)(entry)
+
+const builtinEcho = providerWithDefaults({ name: "echo", kind: "echo", max_connections: 1 })
 
 const envProviders = (env: Env): Array<{ provider: ProviderConfig; model: ModelConfig }> => {
   const found: Array<{ provider: ProviderConfig; model: ModelConfig }> = []

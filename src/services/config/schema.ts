@@ -2,7 +2,7 @@
  * The shape of modelgate.yaml (decisions section 2). Snake case on purpose: these are the
  * names operators write in YAML and in MODELGATE_* variables.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Schema, SchemaAST } from "effect"
 
 const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
   schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
@@ -100,45 +100,27 @@ export type GatewayConfig = typeof GatewayConfig.Type
 
 /**
  * Every key that can appear in the file, as a tree: MODELGATE_* names are split on "_" and
- * matched greedily against it, because keys themselves contain underscores.
+ * matched greedily against it, because keys themselves contain underscores. Derived from the
+ * schema, so a key added there is overridable at once (a hand-written tree drifted before).
  */
-type KeyTree = { readonly [key: string]: KeyTree | "scalar" | { readonly items: KeyTree } }
-const timeoutKeys: KeyTree = { connect_ms: "scalar", first_byte_ms: "scalar", idle_ms: "scalar" }
-export const keyTree: KeyTree = {
-  server: { host: "scalar", port: "scalar", trust_proxy: "scalar", shutdown_grace_seconds: "scalar", tls: { cert: "scalar", key: "scalar" } },
-  store: "scalar",
-  redis: "scalar",
-  admin: { token: "scalar" },
-  workspace: { credits: "scalar" },
-  limits: {
-    requests_per_minute: "scalar",
-    concurrent_streams: "scalar",
-    max_body_bytes: "scalar",
-    stream_lease_seconds: "scalar"
-  },
-  providers: {
-    items: {
-      name: "scalar",
-      kind: "scalar",
-      base_url: "scalar",
-      api_key: "scalar",
-      api_key_env: "scalar",
-      anthropic_version: "scalar",
-      max_connections: "scalar",
-      timeouts: timeoutKeys
+type KeyNode = KeyTree | "scalar" | { readonly items: KeyNode }
+type KeyTree = { readonly [key: string]: KeyNode }
+
+const keyNodeOf = (ast: SchemaAST.AST): KeyNode => {
+  switch (ast._tag) {
+    case "Objects":
+      return Object.fromEntries(ast.propertySignatures.map((p) => [String(p.name), keyNodeOf(p.type)]))
+    case "Arrays":
+      return ast.rest.length > 0 ? { items: keyNodeOf(ast.rest[0]!) } : "scalar"
+    case "Union": {
+      // An optional section is a union with undefined: its structure is the member that has one.
+      const structured = ast.types.filter((member) => member._tag === "Objects" || member._tag === "Arrays")
+      return structured.length === 1 ? keyNodeOf(structured[0]!) : "scalar"
     }
-  },
-  models: { items: { alias: "scalar", id: "scalar", provider: "scalar", credits: "scalar", max_tokens: "scalar" } },
-  connections: {
-    items: { id: "scalar", name: "scalar", dialect: "scalar", url: "scalar", read_url: "scalar", default_schema: "scalar" }
-  },
-  mcp: {
-    session_ttl_seconds: "scalar",
-    credits_per_tool_call: "scalar",
-    max_rows_cap: "scalar",
-    timeout_ms_cap: "scalar"
-  },
-  audit: { flush_interval_ms: "scalar", batch_size: "scalar" },
-  log: { level: "scalar" }
+    default:
+      return "scalar"
+  }
 }
-export type { KeyTree }
+
+export const keyTree = keyNodeOf(GatewayConfig.ast) as KeyTree
+export type { KeyNode, KeyTree }

@@ -3,7 +3,7 @@
  * delete. Every change clears this process's key cache at once; other replicas notice through
  * the store's key-change counter (KeyCache).
  */
-import { Context, Effect, Layer, Schema, Struct } from "effect"
+import { Clock, Context, Effect, Layer, Schema, Struct } from "effect"
 import { NotFound } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
@@ -110,7 +110,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 
       const create = Effect.fn("ApiKeys.create")(function*(input: Omit<CreateKeyInput, "connections">) {
         const key = generateKey()
-        const now = new Date().toISOString()
+        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
         const record: ApiKeyRecord = {
           id: newKeyId(),
           workspace_id: DEFAULT_WORKSPACE,
@@ -142,12 +142,13 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         const current = yield* store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)))
         const key = generateKey()
         const grace = input.grace_seconds ?? 0
+        const now = yield* Clock.currentTimeMillis
         const record = yield* changed(
           store.updateKey(id, {
             key_hash: hashKey(key),
             key_hint: keyHint(key),
             previous_key_hash: grace > 0 ? current.key_hash : null,
-            previous_key_expires_at: grace > 0 ? new Date(Date.now() + grace * 1000).toISOString() : null
+            previous_key_expires_at: grace > 0 ? new Date(now + grace * 1000).toISOString() : null
           }).pipe(Effect.orDie, Effect.flatMap(found(id)))
         )
         return { record, key }

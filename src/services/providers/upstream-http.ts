@@ -158,18 +158,33 @@ export const readJson = <A>(provider: string, response: UpstreamResponse): Effec
 
 /**
  * The response body as SSE events. Comment lines (keep-alives such as OpenRouter's
- * `: OPENROUTER PROCESSING`) never become events; the body is destroyed when the stream ends
- * early, which releases the upstream connection at once.
+ * `: OPENROUTER PROCESSING`) never become events. A `retry:` field is advice to a client that
+ * reconnects; the gateway never reconnects to an upstream mid-answer, so it is ignored and the
+ * events after it still flow (Effect's `Sse.decode` ends the stream on one, so this uses its
+ * parser directly). The body is destroyed when the stream ends early, which releases the
+ * upstream connection at once.
  */
 export const sseEvents = (provider: string, response: UpstreamResponse): Stream.Stream<Sse.Event, UpstreamFailure> =>
-  Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, (error) => transportFailure(provider, error)).pipe(
-    Stream.decodeText,
-    Stream.pipeThroughChannel(Sse.decode()),
-    Stream.catchTag("SseError", (error) =>
-      Stream.fail(new ProviderError({
-        message: `provider "${provider}" sent a malformed event stream`,
-        details: { provider, upstream_status: response.status, upstream_error: { message: error.message } }
-      }))),
-    Stream.catchTag("Retry", () => Stream.empty),
-    Stream.ensuring(Effect.sync(() => response.body.destroy()))
-  )
+  Stream.suspend(() => {
+    let parsed: Array<Sse.Event> = []
+    const parser = Sse.makeParser((event) => {
+      if (event._tag === "Event") parsed.push(event)
+    })
+    return Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, (error) => transportFailure(provider, error)).pipe(
+      Stream.decodeText,
+      Stream.mapEffect((text) => {
+        const error = parser.feed(text)
+        if (error !== undefined) {
+          return Effect.fail(new ProviderError({
+            message: `provider "${provider}" sent a malformed event stream`,
+            details: { provider, upstream_status: response.status, upstream_error: { message: error.message } }
+          }))
+        }
+        const events = parsed
+        parsed = []
+        return Effect.succeed(events)
+      }),
+      Stream.flattenIterable,
+      Stream.ensuring(Effect.sync(() => response.body.destroy()))
+    )
+  })

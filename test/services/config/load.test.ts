@@ -53,6 +53,17 @@ models:
     expect(config.mcp.session_ttl_seconds).toBe(60)
   })
 
+  it("overrides list items and every key the schema has, including lists of scalars", () => {
+    const config = Result.getOrThrow(load(undefined, {
+      MODELGATE_MCP_ALLOWED_ORIGINS_0: "https://a.example",
+      MODELGATE_MCP_ALLOWED_ORIGINS_1: "https://b.example",
+      MODELGATE_AUDIT_BATCH_SIZE: "9"
+    }))
+    expect(config.mcp.allowed_origins).toEqual(["https://a.example", "https://b.example"])
+    expect(config.audit.batch_size).toBe(9)
+    expect(errorOf(load(undefined, { MODELGATE_MCP_ALLOWED_ORIGINS_X: "a" }))).toContain("not a configuration key")
+  })
+
   it("lets CLI flags win over file and environment", () => {
     const config = Result.getOrThrow(load("server: { port: 1000 }", { MODELGATE_SERVER_PORT: "2000" }, { port: 3000, host: "127.0.0.2" }))
     expect(config.server).toMatchObject({ port: 3000, host: "127.0.0.2" })

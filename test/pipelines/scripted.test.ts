@@ -1,0 +1,260 @@
+/**
+ * What the gateway does around a provider call, with the provider and the audit trail swapped
+ * for in-memory test layers (scripted providers, a collecting audit): refunds before and during
+ * a stream, stream slots given back however a stream ends, the one audit record of each
+ * request, and key expiry driven by the clock. No HTTP fake is involved; the real gateway
+ * serves on port 0 and the official SDKs call it.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import { Clock, Duration, Effect } from "effect"
+import OpenAI from "openai"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { ProviderError, UpstreamTimeout } from "../../src/domain/errors.ts"
+import type { AuditRecord } from "../../src/domain/records.ts"
+import { Audit } from "../../src/services/audit/Audit.ts"
+import { scriptedProviders, type Script } from "../../src/services/providers/scripted.ts"
+import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
+import type { AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
+import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+
+const POOL = 1000
+const PRICE = 7
+
+const chunk = (delta: Record<string, unknown>, finish: string | null = null): ChatChunk =>
+  ({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
+
+const completion: ChatResponse = {
+  id: "chatcmpl-s",
+  object: "chat.completion",
+  created: 1,
+  model: "up",
+  choices: [{ index: 0, message: { role: "assistant", content: "hi there" }, logprobs: null, finish_reason: "stop" }],
+  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
+} as ChatResponse
+
+const upstreamDown = new ProviderError({
+  message: "provider \"up\" answered 500: boom",
+  details: { provider: "up", upstream_status: 500, upstream_error: { message: "boom" } }
+})
+
+const anthropicStart: AnthropicStreamEvent = {
+  type: "message_start",
+  message: {
+    id: "msg_s", type: "message", role: "assistant", model: "claude-up", content: [], stop_reason: null, stop_sequence: null,
+    usage: { input_tokens: 4, output_tokens: 1 }
+  }
+} as unknown as AnthropicStreamEvent
+
+/** What the next call does; set per test. */
+let next: Script = {}
+
+/** A clock that runs `offset` ms ahead of real time, so a test can move past an expiry. */
+let offset = 0
+const real = Effect.runSync(Clock.clockWith(Effect.succeed))
+const movableClock: Clock.Clock = {
+  currentTimeMillisUnsafe: () => real.currentTimeMillisUnsafe() + offset,
+  currentTimeMillis: Effect.sync(() => real.currentTimeMillisUnsafe() + offset),
+  currentTimeNanosUnsafe: () => real.currentTimeNanosUnsafe() + BigInt(offset) * 1_000_000n,
+  currentTimeNanos: Effect.sync(() => real.currentTimeNanosUnsafe() + BigInt(offset) * 1_000_000n),
+  monotonicTimeNanosUnsafe: () => real.monotonicTimeNanosUnsafe(),
+  monotonicTimeNanos: real.monotonicTimeNanos,
+  sleep: (duration: Duration.Duration) => real.sleep(duration)
+}
+
+let gateway: TestGateway
+let records: Array<AuditRecord>
+let calls: ReturnType<typeof scriptedProviders>["calls"]
+
+beforeAll(async () => {
+  const providers = [{ name: "up", kind: "openai" as const }, { name: "claude", kind: "anthropic" as const }]
+  const scripted = scriptedProviders(providers, {
+    openai: (call) => next.openai!(call),
+    anthropic: (call) => next.anthropic!(call)
+  })
+  calls = scripted.calls
+  const audit = Audit.layerCollect()
+  records = audit.records
+  gateway = await startGateway(
+    testConfig({
+      workspace: { credits: POOL },
+      providers: [
+        { name: "up", kind: "openai", base_url: "http://scripted.invalid/v1" },
+        { name: "claude", kind: "anthropic", base_url: "http://scripted.invalid" }
+      ],
+      models: [
+        { alias: "paid", id: "up-model", provider: "up", credits: PRICE, max_tokens: 100 },
+        { alias: "claude", id: "claude-up", provider: "claude", credits: PRICE, max_tokens: 100 }
+      ]
+    }),
+    { providers: scripted.layer, audit: audit.layer, clock: movableClock }
+  )
+})
+
+afterAll(() => gateway.close())
+
+beforeEach(() => {
+  next = {}
+  offset = 0
+})
+
+const balance = async () => (await Effect.runPromise(gateway.store.getWorkspace)).credits
+const recordOf = async (requestId: string | null) => {
+  // The record is the request scope's last finalizer: written when the answer or the stream ended.
+  for (let i = 0; i < 100; i++) {
+    const found = records.filter((r) => r.request_id === requestId)
+    if (found.length > 0) return found
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return []
+}
+const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
+const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+
+describe("refunds, slots and audit around a scripted provider", () => {
+  it("a plain answer is charged once and audited with its tokens", async () => {
+    next = { openai: () => ({ respond: completion }) }
+    const { key, id } = await gateway.createKey()
+    const before = await balance()
+    const { data, response } = await openai(key).chat.completions.create({ model: "paid", messages: [{ role: "user", content: "hi" }] }).withResponse()
+    expect(data.choices[0]!.message.content).toBe("hi there")
+    expect(await balance()).toBe(before - PRICE)
+    const [record] = await recordOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
+    expect(calls.at(-1)!.body.model).toBe("up-model")
+  })
+
+  it("a provider failure before the answer is a 502, refunded, audited with credits 0", async () => {
+    next = { openai: () => ({ fail: upstreamDown }) }
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "paid", messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(response.status).toBe(502)
+    expect(((await response.json()) as { error: string }).error).toBe("provider_error")
+    expect(await balance()).toBe(before)
+    const [record] = await recordOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 502, error: "provider_error", credits: 0 })
+  })
+
+  it("a stream that fails mid-way ends with an in-band error, is refunded, frees its slot, and is audited once", async () => {
+    next = {
+      openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "par" }) }, { event: chunk({ content: "tial" }) }, { fail: upstreamDown }] })
+    }
+    const { key } = await gateway.createKey({ limits: { concurrent_streams: 1 } })
+    const before = await balance()
+    const stream = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] }).withResponse()
+    const seen: Array<string> = []
+    const failure = await (async () => {
+      try {
+        for await (const part of stream.data) seen.push(part.choices[0]?.delta?.content ?? "")
+      } catch (error) {
+        return error as Error
+      }
+    })()
+    expect(seen.join("")).toBe("partial")
+    expect(failure?.message).toContain("provider_error")
+    expect(await balance()).toBe(before)
+    const records = await recordOf(stream.response.headers.get("x-request-id"))
+    expect(records).toHaveLength(1)
+    expect(records[0]).toMatchObject({ status: 200, error: "provider_error", credits: 0, stream: true })
+    // The one slot is free again: another stream is admitted.
+    next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "ok" }, "stop") }] }) }
+    const again = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] })
+    let text = ""
+    for await (const part of again) text += part.choices[0]?.delta?.content ?? ""
+    expect(text).toBe("ok")
+    expect(await balance()).toBe(before - PRICE)
+  })
+
+  it("a timeout mid-stream on the Messages surface is an `event: error` frame, refunded", async () => {
+    next = {
+      anthropic: () => ({
+        events: [
+          { event: anthropicStart },
+          { delay: "20 millis" },
+          { fail: new UpstreamTimeout({ message: "provider \"claude\" timed out (idle)", details: { provider: "claude", timeout: "idle" } }) }
+        ]
+      })
+    }
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const response = await fetch(`${gateway.url}/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({ model: "claude", max_tokens: 50, stream: true, messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(response.status).toBe(200)
+    const text = await response.text()
+    expect(text).toContain("event: message_start")
+    expect(text).toMatch(/event: error\ndata: \{"type":"error","status":504,"error":"upstream_timeout"/)
+    expect(await balance()).toBe(before)
+    const [record] = await recordOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 200, error: "upstream_timeout", credits: 0, prompt_tokens: 4 })
+  })
+
+  it("a client that leaves mid-stream is charged (no refund), its slot freed, audited as client_closed_request", async () => {
+    next = {
+      openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "a" }) }, { delay: "5 seconds" }, { event: chunk({ content: "b" }, "stop") }] })
+    }
+    const { key } = await gateway.createKey({ limits: { concurrent_streams: 1 } })
+    const before = await balance()
+    const controller = new AbortController()
+    const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] }),
+      signal: controller.signal
+    })
+    const reader = response.body!.getReader()
+    await reader.read()
+    controller.abort()
+    const [record] = await recordOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE })
+    expect(await balance()).toBe(before - PRICE)
+    next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "ok" }, "stop") }] }) }
+    const again = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] })
+    for await (const _ of again) void _
+  })
+
+  it("a Chat Completions client reaches an Anthropic-kind provider through the adapter table", async () => {
+    next = {
+      anthropic: (call) => {
+        expect(call.body).toMatchObject({ model: "claude-up", max_tokens: 100 })
+        return {
+          respond: {
+            id: "msg_1", type: "message", role: "assistant", model: "claude-up", stop_reason: "end_turn", stop_sequence: null,
+            content: [{ type: "text", text: "hello from claude" }], usage: { input_tokens: 5, output_tokens: 3 }
+          } as never
+        }
+      }
+    }
+    const { key } = await gateway.createKey()
+    const reply = await openai(key).chat.completions.create({ model: "claude", messages: [{ role: "user", content: "hi" }] })
+    expect(reply.choices[0]!.message.content).toBe("hello from claude")
+    expect(reply.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 3 })
+  })
+
+  it("an Anthropic client reaches an OpenAI-kind provider, streamed", async () => {
+    next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "hel" }) }, { event: chunk({ content: "lo" }, "stop") }] }) }
+    const { key } = await gateway.createKey()
+    const stream = anthropic(key).messages.stream({ model: "paid", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+    const message = await stream.finalMessage()
+    expect(message.content).toEqual([{ type: "text", text: "hello", citations: null }].map(({ citations: _, ...rest }) => expect.objectContaining(rest)))
+  })
+})
+
+describe("time from the clock layer", () => {
+  it("a key past its expires_at is refused with key_inactive, without waiting", async () => {
+    next = { openai: () => ({ respond: completion }) }
+    const expires = new Date(Date.now() + 60 * 60 * 1000).toISOString()
+    const { key } = await gateway.createKey({ expires_at: expires })
+    await openai(key).chat.completions.create({ model: "paid", messages: [{ role: "user", content: "hi" }] })
+    offset = 2 * 60 * 60 * 1000
+    const response = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
+    expect(response.status).toBe(401)
+    expect(((await response.json()) as { error: string }).error).toBe("key_inactive")
+  })
+})
