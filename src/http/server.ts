@@ -1,5 +1,5 @@
 /**
- * The Node server under the Effect app: plain HTTP or TLS (decisions section 9), with Node's
+ * The Node server under the Effect app: plain HTTP or TLS (docs/decisions.md section 9), with Node's
  * own protocol-level refusals (oversized headers, garbage) answered in the same envelope and
  * audited, since Node would otherwise write a bare status line.
  */

@@ -1,7 +1,7 @@
 /**
  * Authentication as a typed requirement. A handler that acts for a key asks for
  * `AuthenticatedKey` (and, if it needs it, `RateDecision`); only `authenticated(handler)`
- * provides them, after the first stages every client request goes through (decisions section 4):
+ * provides them, after the first stages every client request goes through (docs/decisions.md section 4):
  * authenticate the key, then count the request against its rate. Every authenticated request on
  * every endpoint counts, refused ones included, and the admitted ones carry the X-RateLimit-*
  * headers. `route()` refuses a handler that still needs `AuthenticatedKey`, so a route that

@@ -2,7 +2,7 @@
  * /v1/mcp: Model Context Protocol over Streamable HTTP (revisions 2025-03-26 to 2025-11-25),
  * with the gateway's own sessions (McpSessions) so any replica serves any session. Every
  * request is authenticated and rate limited like the other surfaces; then, in the order of
- * decisions section 4: 400 malformed JSON-RPC -> 404 session -> 403 tools_disabled ->
+ * docs/decisions.md section 4: 400 malformed JSON-RPC -> 404 session -> 403 tools_disabled ->
  * 429 budget -> 402 credits (tools/call) -> the tool. Answers are JSON (clients must accept
  * JSON or SSE), notifications get 202 with no body.
  */

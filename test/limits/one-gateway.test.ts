@@ -1,7 +1,7 @@
 /**
  * Limits and money on one gateway, as clients and the operator see them over HTTP: the rate
  * limit and its headers, concurrent streams, request budgets, credits with their ledger and
- * refunds, and the order in which the checks refuse (decisions sections 4 and 5).
+ * refunds, and the order in which the checks refuse (docs/decisions.md sections 4 and 5).
  *
  * Everything runs twice: on the embedded default (in-process limits, SQLite store) and on the
  * scale-out backends (Redis limits, Postgres store) of the machine.
@@ -536,7 +536,7 @@ describe.each(backends)("$name", ({ postgres }) => {
     })
   })
 
-  describe("order of checks (decisions section 4)", () => {
+  describe("order of checks (docs/decisions.md section 4)", () => {
     const oversized = { model: "free", messages: userMessage("x".repeat(MAX_BODY)) }
 
     it("413 body too large comes before 401", async () => {

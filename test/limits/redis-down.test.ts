@@ -1,5 +1,5 @@
 /**
- * A gateway configured with a Redis it cannot reach fails closed (decisions section 5 and the
+ * A gateway configured with a Redis it cannot reach fails closed (docs/decisions.md section 5 and the
  * RedisClient policy): every request that needs a limit decision gets 503
  * `dependency_unavailable` naming redis, and nothing is admitted: no upstream call, no credits
  * taken, no budget spent. What needs no limit (auth refusals, the admin API) still answers.

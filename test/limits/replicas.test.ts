@@ -1,5 +1,5 @@
 /**
- * The limits and the money across replicas (decisions sections 1, 4 and 5): two real
+ * The limits and the money across replicas (docs/decisions.md sections 1, 4 and 5): two real
  * `modelgate serve` processes on one Postgres store and one Redis, with requests spread over
  * both. Every guarantee must hold for the pair exactly as for one process: the burst of 50, the
  * stream slots, request budgets, the credit pool and its ledger, refunds, and revocation.

@@ -1,6 +1,6 @@
 /**
  * The translation details behind the matrix, through the real server: every row of the
- * stop-reason table (reference 3.5) both ways and in both modes, JSON mode toward Anthropic,
+ * stop-reason table (docs/wire-translation.md 3.5) both ways and in both modes, JSON mode toward Anthropic,
  * sampling and limits, `user` <-> `metadata.user_id`, merged tool results and the other
  * request rewrites, each checked on what the fake upstream received.
  */
@@ -161,7 +161,7 @@ describe("chat client -> anthropic-kind provider", () => {
     expect(choice.finish_reason).toBe("stop")
     expect(JSON.parse(choice.message.content!)).toEqual(answer)
     expect(choice.message.tool_calls ?? []).toEqual([])
-    // Emulated with a forced tool whose input is the JSON (reference 3.7, strategy 2).
+    // Emulated with a forced tool whose input is the JSON (docs/wire-translation.md 3.7, strategy 2).
     const sent = sentToAnthropic()
     expect(sent.tool_choice).toEqual({ type: "tool", name: "json_response" })
     expect(sent.tools).toEqual([{

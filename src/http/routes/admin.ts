@@ -1,5 +1,5 @@
 /**
- * The admin API (decisions section 3): key management, workspace credits and the audit trail,
+ * The admin API (docs/decisions.md section 3): key management, workspace credits and the audit trail,
  * guarded by the operator's bearer token. Same envelope as every other route.
  */
 import { Effect, Schema } from "effect"

@@ -1,5 +1,5 @@
 /**
- * The audit trail (decisions section 8): one record per request, appended to an in-memory
+ * The audit trail (docs/decisions.md section 8): one record per request, appended to an in-memory
  * buffer on the request path and written to the store in batches by a background fiber. The
  * layer's finalizer writes whatever is left, so a graceful stop (SIGTERM/SIGINT) loses nothing.
  */

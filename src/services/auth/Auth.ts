@@ -1,6 +1,6 @@
 /**
  * Authentication of client requests: one API key from `Authorization: Bearer` or `x-api-key`,
- * checked against the cached key record. Rules (spec section 5, decisions section 3):
+ * checked against the cached key record. Rules (spec section 5, docs/decisions.md section 3):
  * missing, malformed, unknown or deleted -> unauthorized; inactive or expired -> key_inactive.
  * When both headers carry a key they must be the same key, otherwise the request is refused:
  * guessing which one the client meant could authenticate it as the wrong principal.

@@ -131,7 +131,7 @@ const checkReferences = (config: GatewayConfig): string | undefined => {
     ids.add(c.id)
   }
   if (config.server.tls === undefined && config.server.trust_proxy === false) {
-    // Plain HTTP is only for loopback (decisions section 9); other hosts need TLS or a trusted proxy.
+    // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a trusted proxy.
     const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.server.host) || config.server.host.startsWith("127.")
     if (!loopback) return `server.tls: required when server.host (${config.server.host}) is not loopback, unless server.trust_proxy is true`
   }

@@ -1,5 +1,5 @@
 /**
- * The shape of modelgate.yaml (decisions section 2). Snake case on purpose: these are the
+ * The shape of modelgate.yaml (docs/decisions.md section 2). Snake case on purpose: these are the
  * names operators write in YAML and in MODELGATE_* variables.
  */
 import { Effect, Schema, SchemaAST } from "effect"

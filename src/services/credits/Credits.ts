@@ -1,5 +1,5 @@
 /**
- * The workspace credit pool (decisions section 4): a paid request reserves its model's price
+ * The workspace credit pool (docs/decisions.md section 4): a paid request reserves its model's price
  * atomically before the provider is called, and gets it back if the call then fails with a
  * 5xx, so a retry is never charged twice. Every movement is a ledger row.
  */

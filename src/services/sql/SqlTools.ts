@@ -4,7 +4,7 @@
  * failure, because a refused statement, a database that is down or bad arguments are all tool
  * results (`isError`) in MCP, not protocol errors.
  *
- * Defense in depth (decisions section 7), in this order, on every call:
+ * Defense in depth (docs/decisions.md section 7), in this order, on every call:
  * 1. Authorize from the key's grants before anything else; a missing grant and a missing
  *    connection give the same 403 and no database is contacted.
  * 2. Classify the statement with the guard; refused statements, and writes under a read role,

@@ -1,6 +1,6 @@
 /**
  * A SqlClient over `node:sqlite`, the embedded default store. Written here because the
- * published Effect SQLite driver does not load with effect 4.1 GA (decisions section 1).
+ * published Effect SQLite driver does not load with effect 4.1 GA (docs/decisions.md section 1).
  * One synchronous connection shared through a semaphore, as SQLite wants.
  */
 import { Context, Effect, Layer, Semaphore, Stream } from "effect"

@@ -1,4 +1,4 @@
-/** The Anthropic Messages client format (decisions section 6): `POST /v1/messages`. */
+/** The Anthropic Messages client format (docs/decisions.md section 6): `POST /v1/messages`. */
 import { toEnvelope } from "../../../domain/errors.ts"
 import { decodeMessagesRequest, type MessagesRequest } from "../../../wire/anthropic-messages.ts"
 import { namedFrame } from "../../respond.ts"

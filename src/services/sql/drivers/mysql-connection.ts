@@ -1,5 +1,5 @@
 /**
- * A small Effect adapter over mysql2's callback API (decisions section 1: the published
+ * A small Effect adapter over mysql2's callback API (docs/decisions.md section 1: the published
  * @effect/sql-mysql2 does not load with effect 4.1 GA). It only offers what the driver needs:
  * connect, run a control statement, execute one user statement with a row cap, reset, and
  * kill a busy session from a side connection.
