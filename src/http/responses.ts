@@ -24,6 +24,10 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
       return { "www-authenticate": `Bearer error="invalid_token"` }
     case "ProviderError":
       return error.retryAfter !== undefined ? { "retry-after": error.retryAfter } : {}
+    case "ValidationFailed":
+    case "NotFound":
+      // The provider refused the request itself: retrying it unchanged cannot succeed.
+      return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}
     case "BudgetExhausted":
       // A 429 the SDKs would retry, but a used-up budget does not refill with time: both official
       // SDKs honour this header and give up at once.

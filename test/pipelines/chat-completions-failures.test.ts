@@ -228,12 +228,16 @@ describe("upstream error answers", () => {
     expect(response.body.details).toMatchObject({ upstream_status: 502, upstream_error: { message: "<html><body>Bad Gateway</body></html>" } })
   })
 
-  it("reports an upstream 400 (a request the real API refuses) as provider_error with its code", async () => {
+  it("reports an upstream 400 (a request the real API refuses) as the client's 400, with the provider's message, not to be retried", async () => {
     // OpenAI refuses JSON mode unless a message mentions JSON; the gateway does not police that.
     const response = await postJson({ model: "fast", messages, response_format: { type: "json_object" } })
     expect(fake.requests).toHaveLength(1)
-    expect(response.status).toBe(502)
+    expect(response.status).toBe(400)
+    expect(response.body.error).toBe("validation_failed")
+    expect(response.body.message).toContain("json")
+    expect(response.headers.get("x-should-retry")).toBe("false")
     expect(response.body.details).toMatchObject({
+      provider: "fake-openai",
       upstream_status: 400,
       upstream_error: { type: "invalid_request_error", message: expect.stringContaining("json") }
     })

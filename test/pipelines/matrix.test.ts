@@ -86,6 +86,9 @@ beforeEach(() => {
 // --- the matrix axes ---------------------------------------------------------------------------
 
 type ClientKind = "openai" | "anthropic"
+
+/** The anthropic-version header the installed @anthropic-ai/sdk sends. */
+const ANTHROPIC_SDK_VERSION = "2026-10-21"
 type ProviderKind = "openai" | "anthropic"
 type Mode = "non-streaming" | "streaming"
 type ScenarioName = "plain text" | "tool loop"
@@ -600,7 +603,9 @@ const checkUpstream = (cell: Cell, script: Script, mode: Mode) => {
       expect(request.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`)
     } else {
       expect(request.headers["x-api-key"]).toBe(ANTHROPIC_KEY)
-      expect(request.headers["anthropic-version"]).toBe("2023-06-01")
+      // A Messages client's own anthropic-version is forwarded on passthrough (the vendor judges
+      // its format); a translated request carries the provider's configured version.
+      expect(request.headers["anthropic-version"]).toBe(cell.client === "anthropic" ? ANTHROPIC_SDK_VERSION : "2023-06-01")
     }
     expect(request.body).toEqual(expectedUpstreamBody(cell, script, mode, turn))
   })

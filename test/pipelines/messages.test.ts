@@ -122,12 +122,16 @@ describe("authentication and Anthropic headers", () => {
       expect(response.status, response.text).toBe(200)
       expect(response.json()).toMatchObject({ type: "message", role: "assistant", content: [{ type: "text", text: "echo: hi" }] })
     }
-    // The upstream always gets the gateway's own credentials and API version, whatever the client sent.
+    // The upstream always gets the gateway's own credentials; an Anthropic-kind one also gets the
+    // client's anthropic-version and anthropic-beta (the vendor judges its own format), or the
+    // configured version when the client sent none.
     expect(provider.fake().requests).toHaveLength(variants.length)
-    for (const request of provider.fake().requests) {
+    provider.fake().requests.forEach((request, i) => {
       expect(request.headers["x-api-key"] ?? request.headers.authorization).toBe(provider.kind === "anthropic" ? ANTHROPIC_KEY : `Bearer ${OPENAI_KEY}`)
-      if (provider.kind === "anthropic") expect(request.headers["anthropic-version"]).toBe("2023-06-01")
-    }
+      if (provider.kind !== "anthropic") return
+      expect(request.headers["anthropic-version"]).toBe(variants[i]!.headers["anthropic-version"] ?? "2023-06-01")
+      expect(request.headers["anthropic-beta"]).toBe(variants[i]!.headers["anthropic-beta"])
+    })
   })
 
   it("refuses a missing, unknown or conflicting key with the envelope; the SDK sees an AuthenticationError", async () => {

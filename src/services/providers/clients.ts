@@ -9,6 +9,7 @@ import { ProviderError } from "../../domain/errors.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import type { ProviderConfig } from "../config/schema.ts"
+import { makeRedactor, type Redact } from "./redact.ts"
 import { postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 
 /** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
@@ -25,11 +26,24 @@ export interface OpenAIClient {
   readonly stream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure>
 }
 
+/**
+ * Request headers a Messages client sends that change what the request means
+ * (`anthropic-beta`, and `anthropic-version`); a passthrough forwards them so the vendor judges
+ * its own format. Without them the provider's configured `anthropic_version` is sent.
+ */
+export interface AnthropicHeaders {
+  readonly "anthropic-version"?: string | undefined
+  readonly "anthropic-beta"?: string | undefined
+}
+
 export interface AnthropicClient {
   readonly kind: "anthropic"
   readonly name: string
-  readonly complete: (body: Record<string, unknown>) => Effect.Effect<AnthropicResponse, UpstreamFailure>
-  readonly stream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<AnthropicStreamEvent, UpstreamFailure>, UpstreamFailure>
+  readonly complete: (body: Record<string, unknown>, headers?: AnthropicHeaders) => Effect.Effect<AnthropicResponse, UpstreamFailure>
+  readonly stream: (
+    body: Record<string, unknown>,
+    headers?: AnthropicHeaders
+  ) => Effect.Effect<Stream.Stream<AnthropicStreamEvent, UpstreamFailure>, UpstreamFailure>
 }
 
 export type ProviderClient = OpenAIClient | AnthropicClient
@@ -37,14 +51,15 @@ export type ProviderClient = OpenAIClient | AnthropicClient
 const apiKeyOf = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>) =>
   provider.api_key ?? (provider.api_key_env === undefined ? undefined : env[provider.api_key_env])
 
-const midStreamError = (provider: string, error: unknown) => {
+const midStreamError = (provider: string, error: unknown, redact: Redact) => {
   const e = (typeof error === "object" && error !== null ? error : { message: String(error) }) as Record<string, unknown>
+  const message = typeof e.message === "string" ? redact(e.message.slice(0, 1000)) : null
   return new ProviderError({
-    message: `provider "${provider}" failed mid-stream${typeof e.message === "string" ? `: ${e.message}` : ""}`,
+    message: `provider "${provider}" failed mid-stream${message === null ? "" : `: ${message}`}`,
     details: {
       provider,
       upstream_status: null,
-      upstream_error: { type: e.type ?? null, code: e.code ?? null, message: typeof e.message === "string" ? e.message : null }
+      upstream_error: { type: e.type ?? null, code: e.code ?? null, message }
     }
   })
 }
@@ -59,21 +74,22 @@ const endedEarly = (provider: string, missing: string) =>
     details: { provider, upstream_status: null, upstream_error: { message: `the stream ended without ${missing}` } }
   })
 
-const malformed = (provider: string, data: string) =>
+const malformed = (provider: string, data: string, redact: Redact) =>
   new ProviderError({
     message: `provider "${provider}" sent an event that is not JSON`,
-    details: { provider, upstream_status: null, upstream_error: { message: data.slice(0, 200) } }
+    details: { provider, upstream_status: null, upstream_error: { message: redact(data.slice(0, 200)) } }
   })
 
 export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): OpenAIClient => {
   const key = apiKeyOf(provider, env)
+  const redact = makeRedactor([key])
   const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
   const url = `${provider.base_url!.replace(/\/+$/, "")}/chat/completions`
-  const post = (body: Record<string, unknown>) => postJson({ provider: provider.name, agent, url, headers, body })
+  const post = (body: Record<string, unknown>) => postJson({ provider: provider.name, agent, url, headers, body, redact })
   return {
     kind: "openai",
     name: provider.name,
-    complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response)),
+    complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact)),
     stream: (body) =>
       Effect.map(post(body), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
@@ -91,10 +107,10 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
             try {
               parsed = JSON.parse(event.data)
             } catch {
-              return Effect.fail(malformed(provider.name, event.data))
+              return Effect.fail(malformed(provider.name, event.data, redact))
             }
             const error = (parsed as { error?: unknown }).error
-            if (error) return Effect.fail(midStreamError(provider.name, error))
+            if (error) return Effect.fail(midStreamError(provider.name, error, redact))
             const chunk = parsed as ChatChunk
             if (Array.isArray(chunk.choices) && chunk.choices.some((choice) => choice?.finish_reason != null)) finished = true
             return Effect.succeed({ chunk, raw: event.data })
@@ -107,18 +123,22 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
 
 export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): AnthropicClient => {
   const key = apiKeyOf(provider, env)
-  const headers: Record<string, string> = {
-    "anthropic-version": provider.anthropic_version,
-    ...(key ? { "x-api-key": key } : {})
-  }
+  const redact = makeRedactor([key])
   const url = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
-  const post = (body: Record<string, unknown>) => postJson({ provider: provider.name, agent, url, headers, body })
+  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}) => {
+    const headers: Record<string, string> = {
+      "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
+      ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
+      ...(key ? { "x-api-key": key } : {})
+    }
+    return postJson({ provider: provider.name, agent, url, headers, body, redact })
+  }
   return {
     kind: "anthropic",
     name: provider.name,
-    complete: (body) => Effect.flatMap(post(body), (response) => readJson<AnthropicResponse>(provider.name, response)),
-    stream: (body) =>
-      Effect.map(post(body), (response) => {
+    complete: (body, forwarded) => Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact)),
+    stream: (body, forwarded) =>
+      Effect.map(post(body, forwarded), (response) => {
         let stopped = false
         return sseEvents(provider.name, response).pipe(
           Stream.filter((event) => event.data !== "" && event.event !== "ping"),
@@ -127,10 +147,10 @@ export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env:
             try {
               parsed = JSON.parse(event.data) as AnthropicStreamEvent
             } catch {
-              return Effect.fail(malformed(provider.name, event.data))
+              return Effect.fail(malformed(provider.name, event.data, redact))
             }
             if (parsed.type === "error" || event.event === "error") {
-              return Effect.fail(midStreamError(provider.name, (parsed as { error?: unknown }).error))
+              return Effect.fail(midStreamError(provider.name, (parsed as { error?: unknown }).error, redact))
             }
             if (parsed.type === "message_stop") stopped = true
             return Effect.succeed(parsed)

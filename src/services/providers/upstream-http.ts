@@ -8,10 +8,16 @@ import { Effect, Stream } from "effect"
 import * as Sse from "effect/encoding/Sse"
 import { Agent, errors as undiciErrors, request } from "undici"
 import type { Readable } from "node:stream"
-import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
+import { NotFound, ProviderError, UpstreamTimeout, ValidationFailed } from "../../domain/errors.ts"
 import type { ProviderConfig } from "../config/schema.ts"
+import type { Redact } from "./redact.ts"
 
-export type UpstreamFailure = ProviderError | UpstreamTimeout
+/**
+ * What a provider call can fail with: the provider's own trouble (502), a timeout (504), or the
+ * provider refusing the request itself (400, or 404 for a model it does not know), which is the
+ * client's to fix and is answered as such.
+ */
+export type UpstreamFailure = ProviderError | UpstreamTimeout | ValidationFailed | NotFound
 
 export const makeAgent = (provider: ProviderConfig) =>
   new Agent({
@@ -57,9 +63,27 @@ export const transportFailure = (provider: string, error: unknown): UpstreamFail
   })
 }
 
-/** An upstream's own error answer, with its code and message kept for the client (never its secrets). */
-export const statusFailure = (provider: string, status: number, body: string, retryAfter: string | undefined): ProviderError => {
-  let upstreamError: Record<string, unknown> = { message: body.slice(0, 500) }
+/** Statuses by which a provider says the request itself is wrong (decisions section 6). */
+const REQUEST_FAULTS = new Set([400, 404, 413, 422])
+
+/** A 404 about the model (not a wrong base URL, which is the operator's problem and stays a 502). */
+const isUnknownModel = (error: Record<string, unknown>) =>
+  error.code === "model_not_found" || (typeof error.message === "string" && /\bmodel\b/i.test(error.message))
+
+/**
+ * An upstream's own error answer, with its code and message kept for the client (redacted of
+ * any credential it quotes). A refusal of the request (400, 413, 422, 404 for the model) is
+ * answered as the client's validation_failed / not_found; anything else (401, 403, 429, 5xx) is
+ * the provider's problem: 502 provider_error.
+ */
+export const statusFailure = (
+  provider: string,
+  status: number,
+  body: string,
+  retryAfter: string | undefined,
+  redact: Redact
+): UpstreamFailure => {
+  let upstreamError: Record<string, unknown> = { message: redact(body.slice(0, 500)) }
   try {
     const parsed = JSON.parse(body) as { error?: unknown }
     const error = parsed.error
@@ -68,17 +92,24 @@ export const statusFailure = (provider: string, status: number, body: string, re
       upstreamError = {
         type: typeof e.type === "string" ? e.type : null,
         code: typeof e.code === "string" || typeof e.code === "number" ? e.code : null,
-        message: typeof e.message === "string" ? e.message.slice(0, 1000) : null
+        message: typeof e.message === "string" ? redact(e.message.slice(0, 1000)) : null
       }
     } else if (typeof error === "string") {
-      upstreamError = { message: error.slice(0, 1000) }
+      upstreamError = { message: redact(error.slice(0, 1000)) }
     }
   } catch {
     // Not JSON (a proxy's HTML page, say): the truncated text is the best evidence there is.
   }
+  const said = typeof upstreamError.message === "string" ? `: ${upstreamError.message}` : ""
+  const details = { provider, upstream_status: status, upstream_error: upstreamError }
+  if (REQUEST_FAULTS.has(status) && (status !== 404 || isUnknownModel(upstreamError))) {
+    return status === 404
+      ? new NotFound({ message: `provider "${provider}" does not know the model${said}`, details })
+      : new ValidationFailed({ message: `provider "${provider}" refused the request (${status})${said}`, details })
+  }
   return new ProviderError({
-    message: `provider "${provider}" answered ${status}${typeof upstreamError.message === "string" ? `: ${upstreamError.message}` : ""}`,
-    details: { provider, upstream_status: status, upstream_error: upstreamError },
+    message: `provider "${provider}" answered ${status}${said}`,
+    details,
     ...(retryAfter === undefined ? {} : { retryAfter })
   })
 }
@@ -104,6 +135,7 @@ export const postJson = (options: {
   readonly url: string
   readonly headers: Record<string, string>
   readonly body: unknown
+  readonly redact: Redact
 }): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
   Effect.tryPromise({
     try: (signal) =>
@@ -124,7 +156,13 @@ export const postJson = (options: {
       const retryAfter = response.headers["retry-after"]
       return readBody(options.provider, response.body as unknown as Readable).pipe(
         Effect.flatMap((text) =>
-          Effect.fail(statusFailure(options.provider, response.statusCode, text, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter))
+          Effect.fail(statusFailure(
+            options.provider,
+            response.statusCode,
+            text,
+            Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+            options.redact
+          ))
         )
       )
     })
@@ -142,7 +180,7 @@ const readBody = (provider: string, body: Readable): Effect.Effect<string, Upstr
     catch: (error) => transportFailure(provider, error)
   }).pipe(Effect.interruptible)
 
-export const readJson = <A>(provider: string, response: UpstreamResponse): Effect.Effect<A, UpstreamFailure> =>
+export const readJson = <A>(provider: string, response: UpstreamResponse, redact: Redact): Effect.Effect<A, UpstreamFailure> =>
   readBody(provider, response.body).pipe(
     Effect.flatMap((text) =>
       Effect.try({
@@ -150,7 +188,7 @@ export const readJson = <A>(provider: string, response: UpstreamResponse): Effec
         catch: () =>
           new ProviderError({
             message: `provider "${provider}" sent a response that is not JSON`,
-            details: { provider, upstream_status: response.status, upstream_error: { message: text.slice(0, 200) } }
+            details: { provider, upstream_status: response.status, upstream_error: { message: redact(text.slice(0, 200)) } }
           })
       })
     )

@@ -5,7 +5,8 @@
  */
 import { Effect, Stream } from "effect"
 import type { ResolvedModel } from "../../../services/catalog/ModelCatalog.ts"
-import type { AnthropicClient } from "../../../services/providers/clients.ts"
+import type { Headers } from "effect/http/Headers"
+import type { AnthropicClient, AnthropicHeaders } from "../../../services/providers/clients.ts"
 import type {
   AnthropicStreamEvent,
   MessageDeltaEvent,
@@ -20,6 +21,12 @@ const passthroughBody = (request: MessagesRequest, resolved: ResolvedModel): Rec
   ...request,
   model: resolved.model.id,
   max_tokens: Math.min(request.max_tokens, resolved.model.max_tokens)
+})
+
+/** The client's version and betas go upstream with its body: the vendor judges its own format. */
+const forwarded = (headers: Headers): AnthropicHeaders => ({
+  "anthropic-version": headers["anthropic-version"],
+  "anthropic-beta": headers["anthropic-beta"]
 })
 
 export const eventOf = (event: AnthropicStreamEvent): ClientEvent => ({ event: event.type, data: JSON.stringify(event) })
@@ -41,14 +48,14 @@ const mergeDeltas = (held: MessageDeltaEvent, next: MessageDeltaEvent): MessageD
 }
 
 export const messagesToAnthropic: Adapter<MessagesRequest, AnthropicClient> = {
-  complete: (client, request, { resolved, state }) =>
-    Effect.map(client.complete(passthroughBody(request, resolved)), (response) => {
+  complete: (client, request, { resolved, state, headers }) =>
+    Effect.map(client.complete(passthroughBody(request, resolved), forwarded(headers)), (response) => {
       recordAuditUsage(state, auditUsageFromAnthropic(response.usage))
       const id = typeof response.id === "string" && response.id.startsWith("msg_") ? response.id : `msg_${response.id}`
       return { ...response, id }
     }),
-  stream: (client, request, { resolved, state }) =>
-    Effect.map(client.stream(passthroughBody(request, resolved)), (upstream) => {
+  stream: (client, request, { resolved, state, headers }) =>
+    Effect.map(client.stream(passthroughBody(request, resolved), forwarded(headers)), (upstream) => {
       let usage = emptyAuditUsage
       // Some Anthropic-compatible upstreams send message_delta more than once. Clients are owed the
       // documented sequence (one message_delta, right before message_stop), and a client that adds

@@ -1,0 +1,23 @@
+/**
+ * What an upstream says is relayed to clients, logs and the audit trail, and upstreams quote
+ * credentials back ("Incorrect API key provided: sk-...abcd"). Every relayed text passes
+ * through a redactor that removes the provider's configured key wherever it appears, and any
+ * token shaped like an API key or bearer credential, masked or not.
+ */
+const REDACTED = "[redacted]"
+
+/** `sk-...`, `sk-ant-...`, `sk-proj-...`, `rk-`/`pk-` keys, including masked forms (`sk-abc***wxyz`). */
+const KEY_LIKE = /\b(?:sk|rk|pk)-[A-Za-z0-9_\-*.]{4,}/g
+const BEARER = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-*]{6,}/gi
+
+export type Redact = (text: string) => string
+
+export const makeRedactor = (secrets: ReadonlyArray<string | undefined>): Redact => {
+  // Short strings would redact ordinary words; a real key is far longer than 8 characters.
+  const exact = secrets.filter((s): s is string => typeof s === "string" && s.length >= 8)
+  return (text) => {
+    let out = text
+    for (const secret of exact) out = out.split(secret).join(REDACTED)
+    return out.replace(KEY_LIKE, REDACTED).replace(BEARER, (_, scheme: string) => `${scheme} ${REDACTED}`)
+  }
+}
