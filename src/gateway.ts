@@ -27,6 +27,7 @@ import { KeyCache } from "./services/auth/KeyCache.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { Store } from "./services/store/Store.ts"
+import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides {
@@ -81,6 +82,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),
+    TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
     overrides.audit ?? Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
   ).pipe(

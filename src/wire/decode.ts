@@ -86,8 +86,11 @@ export const numberBetween = (minimum: number, maximum: number) =>
  * Builds a decoder for a request schema. Excess properties are errors at every depth, and only
  * the first problem is reported: a client fixes one field at a time anyway.
  */
-export const makeDecoder = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => {
-  const decode = Schema.decodeUnknownResult(schema, { onExcessProperty: "error", errors: "first" })
+export const makeDecoder = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  schema: S,
+  options: { readonly excess?: "error" | "ignore" } = {}
+) => {
+  const decode = Schema.decodeUnknownResult(schema, { onExcessProperty: options.excess ?? "error", errors: "first" })
   return (body: unknown): DecodeResult<S["Type"]> => {
     const result = decode(body)
     if (Result.isSuccess(result)) return { ok: true, value: result.success }

@@ -69,7 +69,8 @@ beforeAll(async () => {
   const providers = [{ name: "up", kind: "openai" as const }, { name: "claude", kind: "anthropic" as const }]
   const scripted = scriptedProviders(providers, {
     openai: (call) => next.openai!(call),
-    anthropic: (call) => next.anthropic!(call)
+    anthropic: (call) => next.anthropic!(call),
+    anthropicCount: (call) => next.anthropicCount!(call)
   })
   calls = scripted.calls
   const audit = Audit.layerCollect()
@@ -243,6 +244,59 @@ describe("refunds, slots and audit around a scripted provider", () => {
     const stream = anthropic(key).messages.stream({ model: "paid", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
     const message = await stream.finalMessage()
     expect(message.content).toEqual([{ type: "text", text: "hello", citations: null }].map(({ citations: _, ...rest }) => expect.objectContaining(rest)))
+  })
+})
+
+describe("POST /v1/messages/count_tokens", () => {
+  it("is forwarded to an Anthropic-kind provider with the client's body, version and betas; free, audited", async () => {
+    next = {
+      anthropicCount: (call) => {
+        expect(call.body).toMatchObject({ model: "claude-up", system: "be brief", thinking: { type: "enabled", budget_tokens: 2000 } })
+        return { respond: { input_tokens: 42 } }
+      }
+    }
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const { data, response } = await anthropic(key).messages.countTokens({
+      model: "claude",
+      system: "be brief",
+      thinking: { type: "enabled", budget_tokens: 2000 },
+      messages: [{ role: "user", content: "hello" }]
+    }).withResponse()
+    expect(data).toEqual({ input_tokens: 42 })
+    expect(await balance()).toBe(before)
+    const [record] = await recordOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ endpoint: "/v1/messages/count_tokens", status: 200, credits: 0, prompt_tokens: 42, model: "claude-up" })
+  })
+
+  it("is estimated with a tokenizer for other providers, in the same shape", async () => {
+    const { key } = await gateway.createKey()
+    const short = await anthropic(key).messages.countTokens({ model: "paid", messages: [{ role: "user", content: "hello world" }] })
+    const long = await anthropic(key).messages.countTokens({
+      model: "paid",
+      system: "You are a careful assistant.",
+      messages: [{ role: "user", content: "hello world ".repeat(200) }],
+      tools: [{ name: "lookup", description: "Look a thing up", input_schema: { type: "object", properties: { q: { type: "string" } } } }]
+    })
+    expect(short.input_tokens).toBeGreaterThanOrEqual(2)
+    expect(short.input_tokens).toBeLessThan(10)
+    expect(long.input_tokens).toBeGreaterThan(400)
+    expect(calls.filter((c) => c.provider === "up" && c.body.messages === undefined)).toHaveLength(0)
+  })
+
+  it("is refused like any request: unknown model 404, outside allowed_models 403, bad body 400", async () => {
+    const { key } = await gateway.createKey({ allowed_models: ["paid"] })
+    const post = (body: unknown) =>
+      fetch(`${gateway.url}/v1/messages/count_tokens`, {
+        method: "POST",
+        headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+        body: JSON.stringify(body)
+      })
+    expect((await post({ model: "nope", messages: [] })).status).toBe(404)
+    expect((await post({ model: "claude", messages: [{ role: "user", content: "x" }] })).status).toBe(403)
+    const bad = await post({ model: "paid", messages: [{ role: "robot", content: "x" }] })
+    expect(bad.status).toBe(400)
+    expect(((await bad.json()) as { message: string }).message).toContain("messages.0.role")
   })
 })
 

@@ -87,6 +87,8 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
+  /** `POST /v1/messages/count_tokens`: free unless an operator prices it. */
+  count_tokens: def(Schema.Struct({ credits: def(NonNegativeInt, 0) }), {}),
   audit: def(
     Schema.Struct({
       flush_interval_ms: def(PositiveInt, 200),

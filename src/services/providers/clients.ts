@@ -44,6 +44,8 @@ export interface AnthropicClient {
     body: Record<string, unknown>,
     headers?: AnthropicHeaders
   ) => Effect.Effect<Stream.Stream<AnthropicStreamEvent, UpstreamFailure>, UpstreamFailure>
+  /** `POST /v1/messages/count_tokens`: the provider's own count of a request's input tokens. */
+  readonly countTokens: (body: Record<string, unknown>, headers?: AnthropicHeaders) => Effect.Effect<{ readonly input_tokens: number }, UpstreamFailure>
 }
 
 export type ProviderClient = OpenAIClient | AnthropicClient
@@ -124,8 +126,8 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
 export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): AnthropicClient => {
   const key = apiKeyOf(provider, env)
   const redact = makeRedactor([key])
-  const url = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
-  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}) => {
+  const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
+  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, url = base) => {
     const headers: Record<string, string> = {
       "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
       ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
@@ -137,6 +139,8 @@ export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env:
     kind: "anthropic",
     name: provider.name,
     complete: (body, forwarded) => Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact)),
+    countTokens: (body, forwarded) =>
+      Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact)),
     stream: (body, forwarded) =>
       Effect.map(post(body, forwarded), (response) => {
         let stopped = false

@@ -33,6 +33,8 @@ export type ScriptedAnswer<Response, Event> =
 export type Script = {
   readonly openai?: (call: ScriptedCall) => ScriptedAnswer<ChatResponse, ChatChunk>
   readonly anthropic?: (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse, AnthropicStreamEvent>
+  /** Anthropic-kind `count_tokens`; absent: the call is a defect. */
+  readonly anthropicCount?: (call: ScriptedCall) => ScriptedAnswer<{ readonly input_tokens: number }, never>
 }
 
 const pause = (delay: Duration.Input | undefined) => (delay === undefined ? Effect.void : Effect.sleep(delay))
@@ -71,7 +73,7 @@ export const scriptedProviders = (
   const scriptFor = <K extends keyof Script>(kind: K, call: ScriptedCall) => {
     calls.push(call)
     const answer = script[kind]
-    if (answer === undefined) throw new Error(`no script for ${kind} providers`)
+    if (answer === undefined) throw new Error(`no script for ${kind} calls`)
     return answer(call) as ReturnType<NonNullable<Script[K]>>
   }
   const openai = (name: string): OpenAIClient => ({
@@ -103,6 +105,11 @@ export const scriptedProviders = (
       Effect.suspend(() => {
         const call = { provider: name, kind: "anthropic" as const, stream: true, body }
         return streamOf(scriptFor("anthropic", call), call)
+      }),
+    countTokens: (body) =>
+      Effect.suspend(() => {
+        const call = { provider: name, kind: "anthropic" as const, stream: false, body }
+        return answerOf(scriptFor("anthropicCount", call), call)
       })
   })
   const clients = new Map(providers.map((p) => [p.name, p.kind === "openai" ? openai(p.name) : anthropic(p.name)] as const))

@@ -24,7 +24,7 @@ const passthroughBody = (request: MessagesRequest, resolved: ResolvedModel): Rec
 })
 
 /** The client's version and betas go upstream with its body: the vendor judges its own format. */
-const forwarded = (headers: Headers): AnthropicHeaders => ({
+export const forwardedAnthropicHeaders = (headers: Headers): AnthropicHeaders => ({
   "anthropic-version": headers["anthropic-version"],
   "anthropic-beta": headers["anthropic-beta"]
 })
@@ -49,13 +49,13 @@ const mergeDeltas = (held: MessageDeltaEvent, next: MessageDeltaEvent): MessageD
 
 export const messagesToAnthropic: Adapter<MessagesRequest, AnthropicClient> = {
   complete: (client, request, { resolved, state, headers }) =>
-    Effect.map(client.complete(passthroughBody(request, resolved), forwarded(headers)), (response) => {
+    Effect.map(client.complete(passthroughBody(request, resolved), forwardedAnthropicHeaders(headers)), (response) => {
       recordAuditUsage(state, auditUsageFromAnthropic(response.usage))
       const id = typeof response.id === "string" && response.id.startsWith("msg_") ? response.id : `msg_${response.id}`
       return { ...response, id }
     }),
   stream: (client, request, { resolved, state, headers }) =>
-    Effect.map(client.stream(passthroughBody(request, resolved), forwarded(headers)), (upstream) => {
+    Effect.map(client.stream(passthroughBody(request, resolved), forwardedAnthropicHeaders(headers)), (upstream) => {
       let usage = emptyAuditUsage
       // Some Anthropic-compatible upstreams send message_delta more than once. Clients are owed the
       // documented sequence (one message_delta, right before message_stop), and a client that adds

@@ -1,0 +1,46 @@
+/**
+ * `POST /v1/messages/count_tokens`: Anthropic-kind providers count (the body is forwarded as
+ * sent, with the model id replaced, and the client's version and beta headers); for other
+ * providers the gateway estimates with a tokenizer (services/tokens) in the same response shape.
+ * Authenticated, rate limited, scoped and audited like any model request; it costs
+ * `count_tokens.credits` (0 unless configured) and counts against a key's request budget.
+ */
+import { Effect } from "effect"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
+import { decodedOrFail } from "../../domain/validation.ts"
+import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
+import { AppConfig } from "../../services/config/AppConfig.ts"
+import { Providers } from "../../services/providers/Providers.ts"
+import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
+import { decodeCountTokensRequest } from "../../wire/anthropic-count-tokens.ts"
+import { admitCosts } from "../admission.ts"
+import { authenticated, AuthenticatedKey } from "../authenticate.ts"
+import { CurrentRequest, RequestBody } from "../request.ts"
+import { json } from "../respond.ts"
+import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
+
+export const countTokensPipeline = authenticated(Effect.gen(function*() {
+  const state = yield* CurrentRequest
+  const key = yield* AuthenticatedKey
+  const raw = yield* (yield* RequestBody).jsonObject
+  const request = yield* decodedOrFail(decodeCountTokensRequest(raw))
+  const catalog = yield* ModelCatalog
+  const resolved = yield* catalog.resolve(request.model)
+  state.audit.model = resolved.model.id
+  state.audit.provider = resolved.provider.name
+  state.audit.details = { operation: "count_tokens" }
+  yield* catalog.checkScope(key, resolved)
+  const credits = (yield* AppConfig).count_tokens.credits
+  yield* admitCosts({ scope: state.scope, stream: false, model: request.model, credits })
+  const client = (yield* Providers).client(resolved.provider.name)
+  if (client.kind === "anthropic") {
+    const headers = (yield* HttpServerRequest).headers
+    const counted = yield* client.countTokens({ ...raw, model: resolved.model.id }, forwardedAnthropicHeaders(headers))
+    state.audit.prompt_tokens = counted.input_tokens
+    return json(counted)
+  }
+  const estimated = yield* (yield* TokenEstimator).messagesInput(raw)
+  state.audit.prompt_tokens = estimated
+  state.audit.details = { operation: "count_tokens", estimated: true }
+  return json({ input_tokens: estimated })
+}))

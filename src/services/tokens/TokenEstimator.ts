@@ -1,0 +1,89 @@
+/**
+ * Input-token estimates for providers that cannot count them (`POST /v1/messages/count_tokens`
+ * toward an OpenAI-kind or echo model), with `gpt-tokenizer`'s o200k_base encoding (the
+ * encoding of current OpenAI models; pure JavaScript, no native code).
+ *
+ * It is an estimate, and it says so in the README: the text of the system prompt, every message
+ * (text, tool calls' inputs, tool results, thinking) and the tool definitions is counted, plus a
+ * small overhead per message and a flat count per image or document, whose real cost depends on
+ * their size. Work is bounded: at most `EXACT_CHARS` characters are tokenized exactly, the rest
+ * is extrapolated at the ratio measured on that part, so a 1 MiB body costs the event loop a few
+ * milliseconds, not hundreds. The encoding (several MB) is loaded on first use, not at start.
+ */
+import { Context, Effect, Layer } from "effect"
+
+const EXACT_CHARS = 32_768
+const PER_MESSAGE = 3
+const PER_IMAGE = 1_600
+const PER_DOCUMENT = 3_000
+
+type Counter = (text: string) => number
+
+/** Collects the countable text of a Messages-format request, and the media it references. */
+const collect = (body: Record<string, unknown>) => {
+  const parts: Array<string> = []
+  let media = 0
+  let documents = 0
+  let messages = 0
+  const visitBlock = (block: unknown): void => {
+    if (typeof block === "string") return void parts.push(block)
+    if (typeof block !== "object" || block === null) return
+    const b = block as Record<string, unknown>
+    switch (b.type) {
+      case "image":
+        media++
+        return
+      case "document":
+        documents++
+        return
+      case "tool_use":
+      case "server_tool_use":
+        parts.push(String(b.name ?? ""), JSON.stringify(b.input ?? {}))
+        return
+      case "tool_result":
+        if (Array.isArray(b.content)) b.content.forEach(visitBlock)
+        else visitBlock(b.content)
+        return
+      default:
+        for (const key of ["text", "thinking"]) if (typeof b[key] === "string") parts.push(b[key] as string)
+    }
+  }
+  const system = body.system
+  if (typeof system === "string") parts.push(system)
+  else if (Array.isArray(system)) system.forEach(visitBlock)
+  if (Array.isArray(body.messages)) {
+    for (const message of body.messages) {
+      messages++
+      const content = (message as { content?: unknown })?.content
+      if (Array.isArray(content)) content.forEach(visitBlock)
+      else visitBlock(content)
+    }
+  }
+  if (Array.isArray(body.tools)) for (const tool of body.tools) parts.push(JSON.stringify(tool))
+  return { text: parts.join("\n"), media, documents, messages }
+}
+
+export const estimateWith = (count: Counter, body: Record<string, unknown>): number => {
+  const { text, media, documents, messages } = collect(body)
+  let tokens: number
+  if (text.length <= EXACT_CHARS) {
+    tokens = count(text)
+  } else {
+    const sample = count(text.slice(0, EXACT_CHARS))
+    tokens = Math.ceil(sample * (text.length / EXACT_CHARS))
+  }
+  return tokens + messages * PER_MESSAGE + media * PER_IMAGE + documents * PER_DOCUMENT
+}
+
+export class TokenEstimator extends Context.Service<TokenEstimator, {
+  /** Estimated input tokens of a Messages-format request body. */
+  readonly messagesInput: (body: Record<string, unknown>) => Effect.Effect<number>
+}>()("modelgate/TokenEstimator") {
+  static readonly layer = Layer.sync(TokenEstimator, () => {
+    let counter: Promise<Counter> | undefined
+    const load = () => (counter ??= import("gpt-tokenizer/encoding/o200k_base").then((m) => m.countTokens as Counter))
+    return TokenEstimator.of({
+      messagesInput: (body) => Effect.map(Effect.promise(load), (count) => estimateWith(count, body))
+    })
+  })
+}
