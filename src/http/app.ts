@@ -21,6 +21,7 @@ import {
 } from "../domain/errors.ts"
 import {
   CLIENT_LEFT,
+  clientAttribution,
   CurrentRequest,
   endRequest,
   makeRequestState,
@@ -95,7 +96,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       const state = makeRequestState({
         method: request.method,
         path: pathOf(request.url),
-        clientAddr: clientAddress(request, options.trustProxy)
+        clientAddr: clientAddress(request, options.trustProxy),
+        client: clientAttribution(request.headers)
       })
       // Added first, so it runs last: the record sees the refunds and releases before it.
       yield* Scope.addFinalizerExit(state.scope, (exit) =>

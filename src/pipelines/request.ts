@@ -44,6 +44,36 @@ export interface RequestState {
   readonly headers: Record<string, string>
   /** Holds what the request took; closed once with its Outcome (see the file header). */
   readonly scope: Scope.Closeable
+  /** Which client tool sent it and its session, from the client's attribution headers (audit only). */
+  client: ClientAttribution | null
+}
+
+export interface ClientAttribution {
+  readonly app: string | null
+  readonly session: string | null
+}
+
+/**
+ * Coding clients name themselves and their session in headers of their own: Claude Code
+ * (`x-app`, `x-claude-code-session-id`), Codex CLI (`originator`, `session-id`), opencode
+ * (`x-session-id`). Recorded in the audit record's details so usage can be grouped per client
+ * session; values are clipped and must be printable, since a client controls them.
+ */
+const APP_HEADERS = ["x-app", "originator"] as const
+const SESSION_HEADERS = ["x-claude-code-session-id", "session-id", "x-session-id"] as const
+const ATTRIBUTION_VALUE = /^[\x21-\x7e]{1,128}$/
+
+export const clientAttribution = (headers: Readonly<Record<string, string | undefined>>): ClientAttribution | null => {
+  const pick = (names: ReadonlyArray<string>) => {
+    for (const name of names) {
+      const value = headers[name]
+      if (value !== undefined && ATTRIBUTION_VALUE.test(value)) return value
+    }
+    return null
+  }
+  const app = pick(APP_HEADERS)
+  const session = pick(SESSION_HEADERS)
+  return app === null && session === null ? null : { app, session }
 }
 
 /**
@@ -101,6 +131,7 @@ export const makeRequestState = (options: {
   readonly path: string
   readonly clientAddr: string | null
   readonly requestId?: string
+  readonly client?: ClientAttribution | null
 }): RequestState => ({
   requestId: options.requestId ?? newRequestId(),
   method: options.method,
@@ -122,7 +153,8 @@ export const makeRequestState = (options: {
     details: null
   },
   headers: {},
-  scope: Scope.makeUnsafe()
+  scope: Scope.makeUnsafe(),
+  client: options.client ?? null
 })
 
 export const toAuditRecord = (state: RequestState, status: number, error: string | null): AuditRecord => ({
@@ -134,5 +166,6 @@ export const toAuditRecord = (state: RequestState, status: number, error: string
   error,
   duration_ms: Math.round((performance.now() - state.startedAt) * 1000) / 1000,
   client_addr: state.clientAddr,
-  ...state.audit
+  ...state.audit,
+  details: state.client === null ? state.audit.details : { ...state.audit.details, client: state.client }
 })

@@ -247,6 +247,27 @@ describe("refunds, slots and audit around a scripted provider", () => {
   })
 })
 
+describe("client attribution", () => {
+  it("records the coding client and its session from their headers in the audit record", async () => {
+    next = { openai: () => ({ respond: completion }) }
+    const { key } = await gateway.createKey()
+    const send = (headers: Record<string, string>) =>
+      fetch(`${gateway.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
+        body: JSON.stringify({ model: "paid", messages: [{ role: "user", content: "hi" }] })
+      })
+    const claude = await send({ "x-app": "cli", "x-claude-code-session-id": "0b6c7a52-6a4e-4c1e-9d7e-1f2a3b4c5d6e" })
+    const codex = await send({ originator: "codex_exec", "session-id": "019a-codex" })
+    const plain = await send({ "x-session-id": "bad value with spaces" })
+    expect((await recordOf(claude.headers.get("x-request-id")))[0]!.details).toEqual({
+      client: { app: "cli", session: "0b6c7a52-6a4e-4c1e-9d7e-1f2a3b4c5d6e" }
+    })
+    expect((await recordOf(codex.headers.get("x-request-id")))[0]!.details).toEqual({ client: { app: "codex_exec", session: "019a-codex" } })
+    expect((await recordOf(plain.headers.get("x-request-id")))[0]!.details).toBeNull()
+  })
+})
+
 describe("POST /v1/messages/count_tokens", () => {
   it("is forwarded to an Anthropic-kind provider with the client's body, version and betas; free, audited", async () => {
     next = {
