@@ -130,11 +130,13 @@ const FunctionCallItem = Schema.Struct({
   call_id: Schema.String,
   name: Schema.String,
   arguments: Schema.String,
-  id: Schema.optionalKey(Schema.String),
+  // `id` and `status` are not nullable in the SDK's types; clients written in other languages
+  // serialise their absent optionals as null, which means the same.
+  id: nullable(Schema.String),
   async: Schema.optionalKey(Schema.Boolean),
   caller: Caller,
   namespace: Schema.optionalKey(Schema.String),
-  status: Schema.optionalKey(ItemStatus)
+  status: nullable(ItemStatus)
 })
 
 const FunctionCallOutputItem = Schema.Struct({
@@ -152,12 +154,13 @@ const FunctionCallOutputItem = Schema.Struct({
 
 const ReasoningItem = Schema.Struct({
   type: Schema.Literal("reasoning"),
-  // Required by the SDK; clients that replay items they built themselves sometimes omit it.
-  id: Schema.optionalKey(Schema.String),
+  // Required by the SDK; clients that replay items they built themselves sometimes omit it, or
+  // send absent optionals as null.
+  id: nullable(Schema.String),
   summary: Schema.Array(Schema.Struct({ type: Schema.Literal("summary_text"), text: Schema.String })),
-  content: Schema.optionalKey(Schema.Array(Schema.Struct({ type: Schema.Literal("reasoning_text"), text: Schema.String }))),
+  content: nullable(Schema.Array(Schema.Struct({ type: Schema.Literal("reasoning_text"), text: Schema.String }))),
   encrypted_content: nullable(Schema.String),
-  status: Schema.optionalKey(ItemStatus)
+  status: nullable(ItemStatus)
 })
 
 const ItemReference = Schema.Struct({ type: Schema.Literal("item_reference"), id: Schema.String })

@@ -59,7 +59,7 @@ const expectInvariants = (events: ReadonlyArray<ResponsesStreamEvent>) => {
       expect(open.delete(event.output_index)).toBe(true)
       done.add(event.output_index)
     } else if ("output_index" in event) {
-      expect(open.has(event.output_index)).toBe(true)
+      expect(open.has(event.output_index as number)).toBe(true)
     }
   }
   if (terminal[0]?.type !== "response.failed") expect(open.size).toBe(0)

@@ -126,6 +126,15 @@ describe("decodeResponsesRequest", () => {
     expect(decodeResponsesRequest({ model: "m", input: "Hi", ...nulls })).toMatchObject({ ok: true })
   })
 
+  it("accepts absent optionals sent as null, as clients in other languages replay items", () => {
+    const input = [
+      { type: "reasoning", summary: [], content: null, encrypted_content: null, id: null, status: null },
+      { type: "function_call", id: null, status: null, call_id: "c", name: "shell", arguments: "{}" },
+      { type: "function_call_output", call_id: "c", output: "ok", id: null, status: null }
+    ]
+    expect(decodeResponsesRequest({ model: "m", input })).toMatchObject({ ok: true })
+  })
+
   it("accepts every opaque item and tool type", () => {
     for (const type of OPAQUE_ITEM_TYPES) {
       expect(decodeResponsesRequest({ model: "m", input: [{ type, anything: 1 }] }), type).toMatchObject({ ok: true })
