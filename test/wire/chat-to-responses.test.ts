@@ -210,6 +210,20 @@ describe("ChatToResponsesStream", () => {
     expect(final.output_text).toBe("Once upon")
   })
 
+  it("gives an answer without any output its empty message, as the non-streaming translation does", async () => {
+    const { events } = run([chunk({ role: "assistant", content: "" }), chunk({}, "stop"), usageChunk()])
+    expectInvariants(events)
+    expect(types(events).slice(2, -1)).toEqual([
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done"
+    ])
+    const { final } = await streamThroughSdk(events)
+    expect(final.output).toMatchObject([{ type: "message", content: [{ type: "output_text", text: "" }] }])
+  })
+
   it("holds the terminal event for the usage chunk unless told not to wait", () => {
     const machine = new ChatToResponsesStream({ model: "fast" })
     machine.push(chunk({ role: "assistant", content: "Hi" }))

@@ -222,6 +222,25 @@ export class ChatToResponsesStream {
     })
   }
 
+  /** An answer with no output at all still gets its (empty) message, as when not streaming. */
+  #emptyMessage(out: Array<ResponsesStreamEvent>): void {
+    const item: MessageState = { kind: "message", id: newOutputMessageId(), outputIndex: 0, parts: [{ type: "output_text", text: "" }], open: true }
+    this.#items.push(item)
+    this.#current = item
+    this.#emit(out, {
+      type: "response.output_item.added",
+      output_index: 0,
+      item: { type: "message", id: item.id, role: "assistant", status: "in_progress", content: [] }
+    })
+    this.#emit(out, {
+      type: "response.content_part.added",
+      item_id: item.id,
+      output_index: 0,
+      content_index: 0,
+      part: partOf({ type: "output_text", text: "" })
+    })
+  }
+
   #text(kind: "output_text" | "refusal", text: string, out: Array<ResponsesStreamEvent>): void {
     let item = this.#current
     if (item?.kind !== "message") {
@@ -414,6 +433,7 @@ export class ChatToResponsesStream {
     this.#done = true
     const { status, incomplete } = responsesOutcome(this.#finishReason)
     const itemStatus = status === "completed" ? "completed" : "incomplete"
+    if (this.#items.length === 0) this.#emptyMessage(out)
     this.#closeCurrent(out, itemStatus)
     // Calls still waiting for a name were never shown to the client and are dropped; the rest close in order.
     for (const item of this.#items) {

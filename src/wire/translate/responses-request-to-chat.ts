@@ -229,7 +229,12 @@ const chatMessages = (request: ResponsesRequest): Array<ChatMessage> => {
       case "reasoning":
         return
       case "item_reference":
-        return refuse(path, NO_STATE)
+        // The AI SDK's openai provider sends earlier assistant text as references unless told
+        // `store: false`; saying so turns a dead end into a one-line fix for the client.
+        return refuse(
+          path,
+          `${NO_STATE}; item references cannot be resolved (with the AI SDK, set providerOptions.openai.store to false so it sends whole items)`
+        )
       default:
         return refuse(`${path}.type`, `"${item.type}" items cannot be translated for this model`)
     }
