@@ -224,6 +224,22 @@ describe("ChatToResponsesStream", () => {
     expect(final.output).toMatchObject([{ type: "message", content: [{ type: "output_text", text: "" }] }])
   })
 
+  it("reports each item with the status its output_item.done gave", () => {
+    const { events } = run([
+      chunk({ role: "assistant", content: "Writing the file." }),
+      chunk({ tool_calls: [toolStart(0, "call_a", "write", "{\"text\":\"long")] }),
+      chunk({}, "length"),
+      usageChunk()
+    ])
+    expectInvariants(events)
+    const done = events.filter((event) => event.type === "response.output_item.done")
+    expect(done.map((event) => event.type === "response.output_item.done" && event.item.status)).toEqual(["completed", "incomplete"])
+    expect(events.at(-1)).toMatchObject({
+      type: "response.incomplete",
+      response: { output: [{ type: "message", status: "completed" }, { type: "function_call", status: "incomplete" }] }
+    })
+  })
+
   it("holds the terminal event for the usage chunk unless told not to wait", () => {
     const machine = new ChatToResponsesStream({ model: "fast" })
     machine.push(chunk({ role: "assistant", content: "Hi" }))

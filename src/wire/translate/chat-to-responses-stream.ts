@@ -62,6 +62,8 @@ interface MessageState {
   readonly outputIndex: number
   readonly parts: Array<{ type: "output_text"; text: string } | { type: "refusal"; refusal: string }>
   open: boolean
+  /** Set when the item closes: what its `output_item.done` said. */
+  status?: "completed" | "incomplete"
 }
 
 interface ReasoningState {
@@ -70,6 +72,7 @@ interface ReasoningState {
   readonly outputIndex: number
   text: string
   open: boolean
+  status?: "completed" | "incomplete"
 }
 
 interface CallState {
@@ -80,6 +83,7 @@ interface CallState {
   readonly name: string
   args: string
   open: boolean
+  status?: "completed" | "incomplete"
 }
 
 type ItemState = MessageState | ReasoningState | CallState
@@ -377,6 +381,7 @@ export class ChatToResponsesStream {
     this.#current = undefined
     if (item === undefined || !item.open) return
     item.open = false
+    item.status = status
     if (item.kind === "message") {
       this.#closePart(item, out)
     } else {
@@ -390,6 +395,7 @@ export class ChatToResponsesStream {
   #closeCall(item: CallState, out: Array<ResponsesStreamEvent>, status: "completed" | "incomplete"): void {
     if (!item.open) return
     item.open = false
+    item.status = status
     // A call without arguments still parses on the client.
     if (item.args.trim() === "") {
       item.args = "{}"
@@ -405,7 +411,7 @@ export class ChatToResponsesStream {
   }
 
   #snapshot(item: ItemState, status: "completed" | "incomplete"): ResponsesOutputItem {
-    const itemStatus = item.open ? "in_progress" : status
+    const itemStatus = item.open ? "in_progress" : item.status ?? status
     switch (item.kind) {
       case "message":
         return { type: "message", id: item.id, role: "assistant", status: itemStatus, content: item.parts.map(partOf) }
