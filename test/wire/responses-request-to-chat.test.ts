@@ -169,6 +169,11 @@ describe("responsesRequestToChat", () => {
     expectValidChat(chat)
   })
 
+  it("leaves out an assistant message with nothing in it", () => {
+    const chat = translate({ model: "m", input: [{ role: "user", content: "a" }, { type: "message", role: "assistant", content: [] }, { role: "user", content: "b" }] })
+    expect(chat.messages).toEqual([{ role: "user", content: "a" }, { role: "user", content: "b" }])
+  })
+
   it("translates tool_choice, narrowing tools for allowed_tools", () => {
     const tools = [weatherTool, { ...weatherTool, name: "get_time" }]
     expect(translate({ model: "m", input: "x", tools, tool_choice: { type: "function", name: "get_time" } }).tool_choice)

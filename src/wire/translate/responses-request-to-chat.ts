@@ -158,6 +158,8 @@ const chatMessages = (request: ResponsesRequest): Array<ChatMessage> => {
     assistant = undefined
     const text = open.text === "" ? null : open.text
     if (open.calls.length === 0) {
+      // An assistant message with nothing in it (Codex replays some) tells the model nothing.
+      if (text === null && open.refusal === "") return
       messages.push({ role: "assistant", content: text ?? "", ...(open.refusal === "" ? {} : { refusal: open.refusal }) })
       return
     }
