@@ -191,6 +191,17 @@ describe("responsesRequestToChat", () => {
     expect(translate({ model: "m", input: "x", parallel_tool_calls: false })).not.toHaveProperty("parallel_tool_calls")
   })
 
+  it("can drop non-function tools instead of refusing them, but never a forced one", () => {
+    const body = { model: "m", input: "x", tools: [{ type: "web_search" }, weatherTool, { type: "custom", name: "apply_patch" }] }
+    const chat = translate(body, { model: "o", nonFunctionTools: "drop" })
+    expect(chat.tools?.map((tool) => tool.function.name)).toEqual(["get_weather"])
+    const onlyHosted = translate({ model: "m", input: "x", tools: [{ type: "web_search" }], tool_choice: "auto" }, { model: "o", nonFunctionTools: "drop" })
+    expect(onlyHosted).not.toHaveProperty("tools")
+    expect(onlyHosted).not.toHaveProperty("tool_choice")
+    const forced = responsesRequestToChat(decoded({ ...body, tool_choice: { type: "web_search_preview" } }), { model: "o", nonFunctionTools: "drop" })
+    expect(Result.isFailure(forced) && forced.failure.path).toBe("tool_choice.type")
+  })
+
   it("translates a body the SDK sends for a tool-loop turn", async () => {
     const params: ResponseCreateParamsNonStreaming = {
       model: "gpt-5",

@@ -27,12 +27,13 @@
  * content is signed or encrypted for OpenAI's models), message `phase` and item `status`/`id`,
  * and on function tools `defer_loading`, `output_schema`, `strict: null`.
  *
- * Refused with the field named (400): `previous_response_id`, `conversation` and
+ * Refused with the field named (400), unless said otherwise: `previous_response_id`, `conversation` and
  * `item_reference` items (the gateway keeps no conversation state: they work only when
  * forwarded to a provider that holds them), `prompt` (stored at OpenAI), `background: true`,
  * `truncation: "auto"`, `context_management`, `moderation`, `access_programs`, `top_logprobs`
  * above 0 and the logprobs `include`, `reasoning.mode` other than `standard`, tools other than
- * functions and the item types that belong to them, `tool_choice` forcing such a tool, file
+ * functions (or dropped, with the `nonFunctionTools: "drop"` option) and the item types that
+ * belong to them, `tool_choice` forcing such a tool, file
  * inputs and images by `file_id` (files live at OpenAI), namespaced or async function calls.
  */
 import type { ChatMessage, ChatRequest, ChatResponseFormat, ChatTool, ChatToolChoice, ChatUserPart } from "../openai-chat.ts"
@@ -55,6 +56,14 @@ export interface ResponsesToChatOptions {
    * server understands; OpenAI's reasoning models want `max_completion_tokens`.
    */
   readonly maxTokensField?: "max_tokens" | "max_completion_tokens"
+  /**
+   * Tools other than functions (hosted `web_search`, `custom`, `mcp`...): `refuse` (the default)
+   * answers 400 naming the tool; `drop` leaves them out, for deployments that prefer a client
+   * such as Codex, which may offer `web_search` on every request, to work without them. The
+   * model then cannot call them; everything else is unchanged. Forcing one with `tool_choice`
+   * is refused either way.
+   */
+  readonly nonFunctionTools?: "refuse" | "drop"
 }
 
 /** A chat request with the chat fields `ChatRequest` does not model yet. */
@@ -73,7 +82,7 @@ export const responsesRequestToChat = (
   translating(() => {
     refuseUnsupported(request)
     const messages = chatMessages(request)
-    const { tools, toolChoice } = chatTools(request)
+    const { tools, toolChoice } = chatTools(request, options.nonFunctionTools ?? "refuse")
     const responseFormat = chatResponseFormat(request)
     const user = request.user ?? request.safety_identifier ?? undefined
     const effort = request.reasoning?.effort ?? undefined
@@ -319,17 +328,21 @@ const toolOutput = (
 
 // --- tools and formats -------------------------------------------------------------------------
 
-const chatTools = (request: ResponsesRequest): { tools: Array<ChatTool>; toolChoice: ChatToolChoice | undefined } => {
-  let tools = (request.tools ?? []).map((tool, index): ChatTool => {
+const chatTools = (
+  request: ResponsesRequest,
+  nonFunctionTools: "refuse" | "drop"
+): { tools: Array<ChatTool>; toolChoice: ChatToolChoice | undefined } => {
+  let tools = (request.tools ?? []).flatMap((tool, index): Array<ChatTool> => {
     const path = `tools.${index}`
     if (tool.type !== "function") {
+      if (nonFunctionTools === "drop") return []
       return refuse(`${path}.type`, `"${tool.type}" tools cannot be translated for this model; only function tools can`)
     }
     if (tool.allowed_callers?.includes("programmatic") === true) {
       refuse(`${path}.allowed_callers`, "programmatic tool calling is not available for this model")
     }
     if (tool.async === true) refuse(`${path}.async`, "asynchronous function tools are not available for this model")
-    return {
+    return [{
       type: "function",
       function: {
         name: tool.name,
@@ -337,7 +350,7 @@ const chatTools = (request: ResponsesRequest): { tools: Array<ChatTool>; toolCho
         ...(tool.parameters == null ? {} : { parameters: tool.parameters }),
         ...(tool.strict == null ? {} : { strict: tool.strict })
       }
-    }
+    }]
   })
   const choice = request.tool_choice
   if (choice === undefined) return { tools, toolChoice: undefined }
