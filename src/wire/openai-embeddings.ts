@@ -19,18 +19,24 @@ const Token = Schema.Number.check(
   Schema.makeFilter((n: number) => Number.isInteger(n) && n >= 0, { expected: "a token id (an integer >= 0)" })
 )
 
-const nonEmptyList = <S extends Schema.Top>(item: S, what: string) =>
+/** A list of inputs: OpenAI takes 1 to 2048 per request. */
+const inputList = <S extends Schema.Top>(item: S, what: string) =>
   Schema.Array(item).check(
     Schema.makeFilter((items: ReadonlyArray<unknown>) => items.length >= 1 && items.length <= MAX_EMBEDDING_INPUTS, {
       expected: `an array of 1 to ${MAX_EMBEDDING_INPUTS} ${what}`
     })
   )
 
+/** One tokenised input; its length limit is the model's, which the provider checks. */
+const TokenArray = Schema.Array(Token).check(
+  Schema.makeFilter((tokens: ReadonlyArray<unknown>) => tokens.length >= 1, { expected: "a non-empty array of token ids" })
+)
+
 const EmbeddingInput = Schema.Union([
   NonEmptyString,
-  nonEmptyList(NonEmptyString, "non-empty strings"),
-  nonEmptyList(Token, "token ids"),
-  nonEmptyList(nonEmptyList(Token, "token ids"), "token arrays")
+  inputList(NonEmptyString, "non-empty strings"),
+  TokenArray,
+  inputList(TokenArray, "token arrays")
 ]).annotate({ expected: "a string, an array of strings, an array of token ids or an array of token arrays" })
 
 export const EmbeddingsRequestSchema = Schema.Struct({

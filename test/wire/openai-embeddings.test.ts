@@ -28,7 +28,8 @@ const echo = (body: unknown) => {
 
 describe("decodeEmbeddingsRequest", () => {
   it("accepts every input shape and the SDK's default body", async () => {
-    for (const input of ["hello", ["a", "b"], [1, 2, 3], [[1, 2], [3]]]) {
+    const long = Array.from({ length: 5000 }, (_, i) => i)
+    for (const input of ["hello", ["a", "b"], [1, 2, 3], [[1, 2], [3]], long, [long, long]]) {
       expect(decodeEmbeddingsRequest({ model: "m", input }), JSON.stringify(input)).toMatchObject({ ok: true })
     }
     const { sent } = await embeddingsThroughSdk(
