@@ -191,6 +191,42 @@ describe("responsesRequestToChat", () => {
     expect(translate({ model: "m", input: "x", parallel_tool_calls: false })).not.toHaveProperty("parallel_tool_calls")
   })
 
+  it("translates a turn shaped like Codex's (null reasoning, empty include, store false, replayed items)", () => {
+    const shell = {
+      type: "function",
+      name: "shell",
+      description: "Runs a shell command and returns its output.",
+      strict: false,
+      parameters: { type: "object", properties: { command: { type: "array", items: { type: "string" } } }, required: ["command"], additionalProperties: false }
+    }
+    const chat = translate({
+      model: "claude-sonnet",
+      instructions: "You are a coding agent.",
+      input: [
+        { type: "message", role: "developer", content: [{ type: "input_text", text: "<permissions>read-only</permissions>" }] },
+        { type: "message", role: "user", content: [{ type: "input_text", text: "<environment_context>cwd=/w</environment_context>" }] },
+        { type: "message", role: "user", content: [{ type: "input_text", text: "list files" }] },
+        { type: "reasoning", id: "rs_1", summary: [], content: null, encrypted_content: null },
+        { type: "function_call", id: "fc_1", name: "shell", arguments: "{\"command\":[\"ls\"]}", call_id: "call_1" },
+        { type: "function_call_output", call_id: "call_1", output: "a.txt" }
+      ],
+      tools: [shell],
+      tool_choice: "auto",
+      parallel_tool_calls: false,
+      reasoning: null,
+      store: false,
+      stream: true,
+      include: [],
+      prompt_cache_key: "019a0000-0000-7000-8000-000000000000"
+    })
+    expect(chat.messages.map((message) => message.role)).toEqual(["system", "system", "user", "user", "assistant", "tool"])
+    expect(chat).toMatchObject({ stream: true, stream_options: { include_usage: true }, tool_choice: "auto", parallel_tool_calls: false })
+    expect(chat).not.toHaveProperty("reasoning_effort")
+    expectValidChat(chat)
+    const anthropic = chatRequestToAnthropic(chat, { model: "claude-x", maxTokensCap: 8192 })
+    expect(Result.isSuccess(anthropic)).toBe(true)
+  })
+
   it("can drop non-function tools instead of refusing them, but never a forced one", () => {
     const body = { model: "m", input: "x", tools: [{ type: "web_search" }, weatherTool, { type: "custom", name: "apply_patch" }] }
     const chat = translate(body, { model: "o", nonFunctionTools: "drop" })
