@@ -4,12 +4,14 @@ import { chatCompletionsFormat } from "../../pipelines/model/chat/format.ts"
 import { countTokensPipeline } from "../../pipelines/model/count-tokens.ts"
 import { messagesFormat } from "../../pipelines/model/messages/format.ts"
 import { modelPipeline } from "../../pipelines/model/pipeline.ts"
+import { responsesFormat } from "../../pipelines/model/responses/format.ts"
 import { route } from "../router.ts"
 
 export const completionRoutes = [
   route("POST", "/v1/chat/completions", modelPipeline(chatCompletionsFormat)),
   route("POST", "/v1/messages", modelPipeline(messagesFormat)),
   route("POST", "/v1/messages/count_tokens", countTokensPipeline),
+  route("POST", "/v1/responses", modelPipeline(responsesFormat)),
   route("POST", "/v1/mcp", mcpPostPipeline),
   route("DELETE", "/v1/mcp", mcpDeletePipeline)
 ]

@@ -30,6 +30,8 @@ import type { RequestState } from "../request.ts"
 export interface ClientEvent {
   readonly data: string
   readonly event?: string
+  /** The event as an object, when the adapter has it (a framer that follows the stream's state reads it). */
+  readonly value?: unknown
 }
 
 export interface AdapterContext {
@@ -56,14 +58,23 @@ export type AdapterTable<Request> = {
   readonly [Kind in ProviderClient["kind"]]: Adapter<Request, Extract<ProviderClient, { readonly kind: Kind }>>
 }
 
-/** A client wire format: how its requests are decoded, which adapters serve it, how its answers are framed. */
-export interface ClientFormat<Request extends { readonly model: string; readonly stream?: boolean | null | undefined }> {
-  readonly decode: (body: unknown) => DecodeResult<Request>
-  readonly adapters: AdapterTable<Request>
+/** Frames one streamed answer; made per stream, so a format whose events are numbered can follow them. */
+export interface StreamFramer {
   /** One event as an SSE frame. */
   readonly frame: (event: ClientEvent) => string
   /** What closes a completed stream (`data: [DONE]` for Chat Completions, nothing for Messages). */
-  readonly end: string
+  readonly end: () => string
   /** After the 200, a failure becomes these frames; the stream then ends. */
-  readonly failureFrames: (error: ApiError, state: RequestState) => string
+  readonly failure: (error: ApiError) => string
+}
+
+/** A client wire format: how its requests are decoded, which adapters serve it, how its answers are framed. */
+export interface ClientFormat<Request extends { readonly model: string; readonly stream?: boolean | null | undefined }> {
+  /**
+   * Admission's decoder: checks what the gateway relies on (model, stream, the shape of the
+   * conversation). A translating adapter decodes `context.raw` strictly on top of this.
+   */
+  readonly decode: (body: unknown) => DecodeResult<Request>
+  readonly adapters: AdapterTable<Request>
+  readonly framer: (state: RequestState, request: Request) => StreamFramer
 }

@@ -24,10 +24,11 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const context: AdapterContext = { state, resolved, raw, headers: (yield* HttpServerRequest).headers }
     if (request.stream !== true) return json(yield* adapter.complete(client, request, context))
     const events = yield* adapter.stream(client, request, context)
+    const framer = format.framer(state, request)
     const frames = events.pipe(
-      Stream.map(format.frame),
-      Stream.concat(Stream.suspend(() => Stream.make(format.end))),
+      Stream.map(framer.frame),
+      Stream.concat(Stream.suspend(() => Stream.make(framer.end()))),
       Stream.filter((frame) => frame !== "")
     )
-    return yield* eventStreamResponse(frames, (error) => format.failureFrames(error, state))
+    return yield* eventStreamResponse(frames, framer.failure)
   }))

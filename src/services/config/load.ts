@@ -94,13 +94,13 @@ const envProviders = (env: Env): Array<{ provider: ProviderConfig; model: ModelC
   const timeouts = { connect_ms: 5_000, first_byte_ms: 60_000, idle_ms: 60_000 }
   if (env.OPENAI_API_KEY) {
     found.push({
-      provider: { name: "openai", kind: "openai", base_url: "https://api.openai.com/v1", api_key_env: "OPENAI_API_KEY", anthropic_version: "2023-06-01", max_connections: 64, timeouts },
+      provider: { name: "openai", kind: "openai", base_url: "https://api.openai.com/v1", api_key_env: "OPENAI_API_KEY", anthropic_version: "2023-06-01", responses_api: true, max_connections: 64, timeouts },
       model: { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "openai", credits: 1, max_tokens: 16384 }
     })
   }
   if (env.ANTHROPIC_API_KEY) {
     found.push({
-      provider: { name: "anthropic", kind: "anthropic", base_url: "https://api.anthropic.com", api_key_env: "ANTHROPIC_API_KEY", anthropic_version: "2023-06-01", max_connections: 64, timeouts },
+      provider: { name: "anthropic", kind: "anthropic", base_url: "https://api.anthropic.com", api_key_env: "ANTHROPIC_API_KEY", anthropic_version: "2023-06-01", responses_api: false, max_connections: 64, timeouts },
       model: { alias: "smart", id: "claude-sonnet-4-5-20250929", provider: "anthropic", credits: 5, max_tokens: 8192 }
     })
   }

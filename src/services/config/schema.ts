@@ -24,6 +24,11 @@ export const ProviderConfig = Schema.Struct({
   api_key: Schema.optional(Schema.String),
   api_key_env: Schema.optional(Schema.String),
   anthropic_version: def(Schema.String, "2023-06-01"),
+  /**
+   * OpenAI kind only: the provider serves the Responses API (`POST /responses`), so Responses
+   * clients are forwarded to it as they are; otherwise they are translated to Chat Completions.
+   */
+  responses_api: def(Schema.Boolean, false),
   max_connections: def(PositiveInt, 64),
   timeouts: def(Timeouts, {})
 })

@@ -8,6 +8,8 @@ import type { Agent } from "undici"
 import { ProviderError } from "../../domain/errors.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
+import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
+import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
@@ -18,12 +20,30 @@ export interface ChatStreamItem {
   readonly raw: string
 }
 
+/** A Responses API event as parsed, plus its exact text and event name, for forwarding. */
+export interface ResponsesStreamItem {
+  readonly event: Record<string, unknown> & { readonly type: string }
+  readonly raw: string
+}
+
 export interface OpenAIClient {
   readonly kind: "openai"
   readonly name: string
   readonly complete: (body: Record<string, unknown>) => Effect.Effect<ChatResponse, UpstreamFailure>
   /** Resolves once the upstream accepted the request (status known), then streams its chunks. */
   readonly stream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure>
+  /**
+   * The provider's own Responses API (`POST /responses`), when it serves one (config
+   * `responses_api`); `undefined` otherwise, and Responses clients are translated to Chat.
+   */
+  readonly responses:
+    | {
+      readonly complete: (body: Record<string, unknown>) => Effect.Effect<ResponsesResponse, UpstreamFailure>
+      readonly stream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<ResponsesStreamItem, UpstreamFailure>, UpstreamFailure>
+    }
+    | undefined
+  /** `POST /embeddings`. */
+  readonly embeddings: (body: Record<string, unknown>) => Effect.Effect<EmbeddingsResponse, UpstreamFailure>
 }
 
 /**
@@ -86,11 +106,45 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
   const key = apiKeyOf(provider, env)
   const redact = makeRedactor([key])
   const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
-  const url = `${provider.base_url!.replace(/\/+$/, "")}/chat/completions`
-  const post = (body: Record<string, unknown>) => postJson({ provider: provider.name, agent, url, headers, body, redact })
+  const base = provider.base_url!.replace(/\/+$/, "")
+  const post = (body: Record<string, unknown>, path = "/chat/completions") =>
+    postJson({ provider: provider.name, agent, url: base + path, headers, body, redact })
   return {
     kind: "openai",
     name: provider.name,
+    embeddings: (body) => Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact)),
+    responses: provider.responses_api
+      ? {
+        complete: (body) => Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact)),
+        stream: (body) =>
+          Effect.map(post(body, "/responses"), (response) => {
+            // A terminal event (completed, incomplete, failed) is how the upstream says it is done.
+            let finished = false
+            return sseEvents(provider.name, response).pipe(
+              Stream.filter((event) => event.data !== "" && event.data !== "[DONE]"),
+              Stream.mapEffect((event) => {
+                let parsed: unknown
+                try {
+                  parsed = JSON.parse(event.data)
+                } catch {
+                  return Effect.fail(malformed(provider.name, event.data, redact))
+                }
+                const item = parsed as ResponsesStreamItem["event"]
+                if (typeof item !== "object" || item === null || typeof item.type !== "string") {
+                  return Effect.fail(malformed(provider.name, event.data, redact))
+                }
+                if (item.type === "error") return Effect.fail(midStreamError(provider.name, item, redact))
+                if (item.type === "response.completed" || item.type === "response.incomplete" || item.type === "response.failed") {
+                  finished = true
+                }
+                return Effect.succeed({ event: item, raw: event.data })
+              }),
+              Stream.takeUntil((item) => finished && item.event.type.startsWith("response.")),
+              Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "a terminal response event")))))
+            )
+          })
+      }
+      : undefined,
     complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact)),
     stream: (body) =>
       Effect.map(post(body), (response) => {

@@ -4,7 +4,9 @@
  * usage counted in words. It speaks Chat Completions, so every surface reaches it the same way
  * it reaches an OpenAI-compatible upstream.
  */
-import { Effect, Stream } from "effect"
+import { Effect, Result, Stream } from "effect"
+import { ValidationFailed } from "../../domain/errors.ts"
+import { echoEmbeddingsResponse, type EmbeddingsRequest } from "../../wire/openai-embeddings.ts"
 import type { ChatChunk, ChatResponse, ChatUsage } from "../../wire/openai-chat.ts"
 import { newChatCompletionId } from "../../wire/ids.ts"
 import type { ChatStreamItem, OpenAIClient } from "./clients.ts"
@@ -54,6 +56,16 @@ export const echoAnswer = (body: Record<string, unknown>): EchoAnswer => {
 export const makeEchoClient = (name: string): OpenAIClient => ({
   kind: "openai",
   name,
+  // Speaks Chat Completions only: Responses clients reach it through translation.
+  responses: undefined,
+  // Deterministic unit vectors, so the embedded default serves /v1/embeddings offline.
+  embeddings: (body) =>
+    Effect.suspend(() => {
+      const answer = echoEmbeddingsResponse(body as unknown as EmbeddingsRequest, String(body.model))
+      return Result.isSuccess(answer)
+        ? Effect.succeed(answer.success)
+        : Effect.fail(new ValidationFailed({ message: answer.failure.message, details: { field: answer.failure.path } }))
+    }),
   complete: (body) =>
     Effect.sync((): ChatResponse => {
       const answer = echoAnswer(body)

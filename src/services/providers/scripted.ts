@@ -79,6 +79,8 @@ export const scriptedProviders = (
   const openai = (name: string): OpenAIClient => ({
     kind: "openai",
     name,
+    responses: undefined,
+    embeddings: () => Effect.die(new Error(`the scripted provider ${name} serves no embeddings`)),
     complete: (body) =>
       Effect.suspend(() => {
         const call = { provider: name, kind: "openai" as const, stream: false, body }

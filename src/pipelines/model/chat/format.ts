@@ -9,9 +9,11 @@ import { chatToOpenAI } from "./openai.ts"
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
   adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic },
-  frame: (event) => dataFrame(event.data),
-  end: DONE_FRAME,
-  // One `data:` frame holding the envelope (both OpenAI SDKs raise on a chunk with an `error`
-  // key), then `[DONE]`.
-  failureFrames: (error, state) => dataFrame(JSON.stringify(toEnvelope(error, state.requestId))) + DONE_FRAME
+  framer: (state) => ({
+    frame: (event) => dataFrame(event.data),
+    end: () => DONE_FRAME,
+    // One `data:` frame holding the envelope (both OpenAI SDKs raise on a chunk with an `error`
+    // key), then `[DONE]`.
+    failure: (error) => dataFrame(JSON.stringify(toEnvelope(error, state.requestId))) + DONE_FRAME
+  })
 }

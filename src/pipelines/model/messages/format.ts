@@ -9,8 +9,10 @@ import { messagesToOpenAI } from "./openai.ts"
 export const messagesFormat: ClientFormat<MessagesRequest> = {
   decode: decodeMessagesRequest,
   adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI },
-  frame: (event) => namedFrame(event.event ?? "message", event.data),
-  end: "",
-  // An `event: error` frame carrying the envelope; the stream then ends.
-  failureFrames: (error, state) => namedFrame("error", JSON.stringify({ type: "error", ...toEnvelope(error, state.requestId) }))
+  framer: (state) => ({
+    frame: (event) => namedFrame(event.event ?? "message", event.data),
+    end: () => "",
+    // An `event: error` frame carrying the envelope; the stream then ends.
+    failure: (error) => namedFrame("error", JSON.stringify({ type: "error", ...toEnvelope(error, state.requestId) }))
+  })
 }

@@ -1,0 +1,75 @@
+/**
+ * Responses client -> OpenAI-kind provider. A provider that serves the Responses API
+ * (`responses_api: true`) gets the request forwarded as sent (model id replaced, the output cap
+ * applied) and its events forwarded as received. Any other OpenAI-compatible provider (and echo)
+ * gets it translated to Chat Completions, and the answer and stream translated back
+ * (src/wire/translate/responses-request-to-chat.ts and friends).
+ */
+import { Effect, Stream } from "effect"
+import type { OpenAIClient } from "../../../services/providers/clients.ts"
+import type { ResponsesPassthroughRequest } from "../../../wire/openai-responses.ts"
+import { ResponsesPassthroughStream } from "../../../wire/responses-stream.ts"
+import { auditUsageFromResponses, chatResponseToResponses } from "../../../wire/translate/chat-response-to-responses.ts"
+import { ChatToResponsesStream } from "../../../wire/translate/chat-to-responses-stream.ts"
+import { auditUsageFromChat } from "../../../wire/translate/usage.ts"
+import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
+import { recordAuditUsage } from "../usage.ts"
+import { responsesAsChat } from "./translate.ts"
+
+const passthroughBody = ({ raw, resolved }: AdapterContext): Record<string, unknown> => {
+  const body: Record<string, unknown> = { ...raw, model: resolved.model.id }
+  const cap = resolved.model.max_tokens
+  if (typeof raw.max_output_tokens === "number" && raw.max_output_tokens > cap) body.max_output_tokens = cap
+  return body
+}
+
+const forwarded = (responses: NonNullable<OpenAIClient["responses"]>): Adapter<ResponsesPassthroughRequest, OpenAIClient> => ({
+  complete: (_, __, context) =>
+    Effect.map(responses.complete(passthroughBody(context)), (response) => {
+      recordAuditUsage(context.state, auditUsageFromResponses(response.usage))
+      return response
+    }),
+  stream: (_, request, context) =>
+    Effect.map(responses.stream(passthroughBody(context)), (upstream) => {
+      const followed = new ResponsesPassthroughStream({ model: request.model })
+      return upstream.pipe(
+        Stream.map((item): ClientEvent => {
+          followed.observe(item.event)
+          return { event: item.event.type, data: item.raw, value: item.event }
+        }),
+        Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, followed.usage())))
+      )
+    })
+})
+
+const translated: Adapter<ResponsesPassthroughRequest, OpenAIClient> = {
+  complete: (client, _, context) =>
+    Effect.gen(function*() {
+      const { request, chat } = yield* responsesAsChat(context)
+      const completion = yield* client.complete(chat)
+      if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
+      return chatResponseToResponses(completion, { model: request.model, request })
+    }),
+  stream: (client, _, context) =>
+    Effect.gen(function*() {
+      const { request, chat } = yield* responsesAsChat(context)
+      const upstream = yield* client.stream(chat)
+      const machine = new ChatToResponsesStream({ model: request.model, request })
+      const events = (list: ReadonlyArray<{ readonly type: string }>) =>
+        list.map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
+      return upstream.pipe(
+        Stream.map((item) => events(machine.push(item.chunk))),
+        Stream.concat(Stream.suspend(() => Stream.make(events(machine.end())))),
+        Stream.flattenIterable,
+        Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
+      )
+    })
+}
+
+export const responsesToOpenAI: Adapter<ResponsesPassthroughRequest, OpenAIClient> = {
+  complete: (client, request, context) =>
+    (client.responses === undefined ? translated : forwarded(client.responses)).complete(client, request, context),
+  stream: (client, request, context) =>
+    (client.responses === undefined ? translated : forwarded(client.responses)).stream(client, request, context)
+}
+

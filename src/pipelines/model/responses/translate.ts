@@ -1,0 +1,30 @@
+/**
+ * A Responses request on its way to a provider that does not speak Responses: decoded strictly
+ * (every field the gateway must translate is known), then translated to Chat Completions, the
+ * format every provider kind has a translator for (see ../adapter.ts).
+ *
+ * Tools the Responses API hosts itself or that have no Chat equivalent (`web_search`,
+ * `tool_search`, grammar `custom` tools...) are left out rather than refused: Codex offers them
+ * on every request, and a model behind another provider could not call them anyway. Which were
+ * left out is recorded in the audit record. Forcing one with `tool_choice` is still refused.
+ */
+import { Effect, Result } from "effect"
+import { decodedOrFail } from "../../../domain/validation.ts"
+import { decodeResponsesRequest, type ResponsesRequest } from "../../../wire/openai-responses.ts"
+import { type ChatRequestFromResponses, responsesRequestToChat } from "../../../wire/translate/responses-request-to-chat.ts"
+import type { AdapterContext } from "../adapter.ts"
+import { untranslatable } from "../usage.ts"
+
+export const responsesAsChat = (context: AdapterContext) =>
+  Effect.gen(function*() {
+    const request: ResponsesRequest = yield* decodedOrFail(decodeResponsesRequest(context.raw))
+    const translated = responsesRequestToChat(request, { model: context.resolved.model.id, nonFunctionTools: "drop" })
+    if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
+    const cap = context.resolved.model.max_tokens
+    const chat: ChatRequestFromResponses = typeof translated.success.max_tokens === "number" && translated.success.max_tokens > cap
+      ? { ...translated.success, max_tokens: cap }
+      : translated.success
+    const dropped = (request.tools ?? []).filter((tool) => tool.type !== "function").map((tool) => ("name" in tool && typeof tool.name === "string" ? tool.name : tool.type))
+    if (dropped.length > 0) context.state.audit.details = { ...context.state.audit.details, dropped_tools: dropped }
+    return { request, chat }
+  })
