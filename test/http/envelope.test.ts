@@ -111,7 +111,7 @@ describe("error envelope", () => {
     await expectEnvelope(await fetch(`${gw.url}/v1/models`), 401, "unauthorized")
     const ok = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
     expect(ok.status).toBe(200)
-    expect(((await ok.json()) as any).data.map((m: { id: string }) => m.id)).toEqual(["echo"])
+    expect(((await ok.json()) as any).data.map((m: { id: string }) => m.id)).toEqual(["echo", "echo-1"])
   })
 })
 

@@ -89,22 +89,56 @@ const providerWithDefaults = (entry: typeof ProviderConfig.Encoded): ProviderCon
 
 const builtinEcho = providerWithDefaults({ name: "echo", kind: "echo", max_connections: 1 })
 
-const envProviders = (env: Env): Array<{ provider: ProviderConfig; model: ModelConfig }> => {
-  const found: Array<{ provider: ProviderConfig; model: ModelConfig }> = []
-  const timeouts = { connect_ms: 5_000, first_byte_ms: 60_000, idle_ms: 60_000 }
+/**
+ * Providers that come from OPENAI_API_KEY / ANTHROPIC_API_KEY alone. Each brings one named model
+ * and routes for its vendor's model names, so a client's own default (Claude Code asks for its
+ * Claude model by full id) works with no model list. Routes cost what the named model of the
+ * stronger tier costs, since any model of the vendor may come through them; an operator who
+ * wants finer prices writes more specific entries, which win.
+ */
+const envProviders = (env: Env): Array<{ provider: ProviderConfig; models: ReadonlyArray<ModelConfig> }> => {
+  const found: Array<{ provider: ProviderConfig; models: ReadonlyArray<ModelConfig> }> = []
   if (env.OPENAI_API_KEY) {
+    const route = (match: string, max_tokens: number): ModelConfig => ({ match, provider: "openai", credits: 5, max_tokens })
     found.push({
-      provider: { name: "openai", kind: "openai", base_url: "https://api.openai.com/v1", api_key_env: "OPENAI_API_KEY", anthropic_version: "2023-06-01", responses_api: true, max_connections: 64, timeouts },
-      model: { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "openai", credits: 1, max_tokens: 16384 }
+      provider: providerWithDefaults({ name: "openai", kind: "openai", base_url: "https://api.openai.com/v1", api_key_env: "OPENAI_API_KEY", responses_api: true }),
+      models: [
+        { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "openai", credits: 1, max_tokens: 16384 },
+        // Caps are ceilings, not per-model facts: above a model's own limit the vendor answers 400.
+        route("gpt-*", 128_000),
+        route("chatgpt-*", 16_384),
+        route("o1*", 100_000),
+        route("o3*", 100_000),
+        route("o4*", 100_000)
+      ]
     })
   }
   if (env.ANTHROPIC_API_KEY) {
     found.push({
-      provider: { name: "anthropic", kind: "anthropic", base_url: "https://api.anthropic.com", api_key_env: "ANTHROPIC_API_KEY", anthropic_version: "2023-06-01", responses_api: false, max_connections: 64, timeouts },
-      model: { alias: "smart", id: "claude-sonnet-4-5-20250929", provider: "anthropic", credits: 5, max_tokens: 8192 }
+      provider: providerWithDefaults({ name: "anthropic", kind: "anthropic", base_url: "https://api.anthropic.com", api_key_env: "ANTHROPIC_API_KEY" }),
+      models: [
+        { alias: "smart", id: "claude-sonnet-4-5-20250929", provider: "anthropic", credits: 5, max_tokens: 8192 },
+        { match: "claude-*", provider: "anthropic", credits: 5, max_tokens: 64_000 }
+      ]
     })
   }
   return found
+}
+
+const isPattern = (name: string) => name.includes("*")
+
+/** The rules of one `models:` entry that its schema cannot say; names the offending field. */
+const checkModelEntry = (m: ModelConfig, at: string): string | undefined => {
+  if (m.match !== undefined) {
+    if (!isPattern(m.match)) return `${at}.match: "${m.match}" has no "*"; name a single model with id`
+    if (m.alias !== undefined) return `${at}.alias: not allowed with match (a route serves every name it matches)`
+    if (m.display_name !== undefined) return `${at}.display_name: not allowed with match (a route is not listed as a model)`
+  } else if (m.id === undefined) {
+    return `${at}.id: required (or match, for a pattern such as "claude-*")`
+  }
+  if (m.id !== undefined && isPattern(m.id)) return `${at}.id: "*" is only allowed in match`
+  if (m.alias !== undefined && isPattern(m.alias)) return `${at}.alias: "*" is only allowed in match`
+  return undefined
 }
 
 /** Cross-field rules the per-field schema cannot express; each names the offending field. */
@@ -117,8 +151,16 @@ const checkReferences = (config: GatewayConfig): string | undefined => {
     if (p.base_url && !/^https?:\/\//.test(p.base_url)) return `providers.${i}.base_url: expected an http(s) URL`
   }
   const names = new Set<string>()
+  const patterns = new Set<string>()
   for (const [i, m] of config.models.entries()) {
+    const entryProblem = checkModelEntry(m, `models.${i}`)
+    if (entryProblem) return entryProblem
     if (!providerNames.has(m.provider)) return `models.${i}.provider: no provider named "${m.provider}"`
+    if (m.match !== undefined) {
+      if (patterns.has(m.match)) return `models.${i}.match: the pattern "${m.match}" is used by another entry`
+      patterns.add(m.match)
+      continue
+    }
     for (const name of [m.alias, m.id]) {
       if (name === undefined) continue
       if (names.has(name)) return `models.${i}: the name "${name}" is used by another model`
@@ -177,10 +219,16 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
   const config = decoded.success
   const providers = [...config.providers]
   const models = [...config.models]
-  for (const { provider, model } of envProviders(input.env)) {
-    if (providers.some((p) => p.name === provider.name)) continue
-    providers.push(provider)
-    if (!models.some((m) => m.alias === model.alias || m.id === model.id)) models.push(model)
+  for (const found of envProviders(input.env)) {
+    if (providers.some((p) => p.name === found.provider.name)) continue
+    providers.push(found.provider)
+    for (const model of found.models) {
+      // What the file already names or routes stays the operator's.
+      const taken = model.match !== undefined
+        ? models.some((m) => m.match === model.match)
+        : models.some((m) => m.match === undefined && [m.alias, m.id].some((n) => n === model.alias || n === model.id))
+      if (!taken) models.push(model)
+    }
   }
   if (!providers.some((p) => p.name === "echo")) providers.push(builtinEcho)
   // The embedded default serves one offline model so the first curl works without any account.

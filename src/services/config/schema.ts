@@ -34,9 +34,17 @@ export const ProviderConfig = Schema.Struct({
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
+/**
+ * One entry of `models:`. Either a model (`id`, optionally `alias` and `display_name`) or a
+ * route (`match`, a pattern like `claude-*`) that serves every name it matches, passing the
+ * requested name upstream unless `id` names the one model to send instead. Which fields may be
+ * combined is checked after decoding (load.ts), so each mistake is named by its field.
+ */
 export const ModelConfig = Schema.Struct({
   alias: Schema.optional(Schema.NonEmptyString),
-  id: Schema.NonEmptyString,
+  id: Schema.optional(Schema.NonEmptyString),
+  match: Schema.optional(Schema.NonEmptyString),
+  display_name: Schema.optional(Schema.NonEmptyString),
   provider: Schema.NonEmptyString,
   credits: def(NonNegativeInt, 1),
   max_tokens: def(PositiveInt, 4096)

@@ -23,7 +23,52 @@ describe("config", () => {
   it("adds providers whose API key is in the environment", () => {
     const config = Result.getOrThrow(load(undefined, { OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "y" }))
     expect(config.providers.map((p) => p.name)).toEqual(["openai", "anthropic", "echo"])
-    expect(config.models.map((m) => m.alias)).toEqual(["fast", "smart", "echo"])
+    expect(config.models.filter((m) => m.id !== undefined).map((m) => m.alias)).toEqual(["fast", "smart", "echo"])
+  })
+
+  it("gives the automatic providers routes for their vendors' model names", () => {
+    const config = Result.getOrThrow(load(undefined, { OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "y" }))
+    expect(config.models.filter((m) => m.match !== undefined).map((m) => `${m.match}->${m.provider}`)).toEqual([
+      "gpt-*->openai", "chatgpt-*->openai", "o1*->openai", "o3*->openai", "o4*->openai", "claude-*->anthropic"
+    ])
+  })
+
+  it("keeps the file's own entries over the automatic ones with the same name or pattern", () => {
+    const file = `
+providers:
+  - { name: mine, kind: anthropic, base_url: "http://127.0.0.1:1", api_key: k }
+models:
+  - { match: "claude-*", provider: mine, credits: 9 }
+  - { alias: smart, id: claude-opus-4-1, provider: mine }
+`
+    const config = Result.getOrThrow(load(file, { ANTHROPIC_API_KEY: "y" }))
+    expect(config.models.filter((m) => m.match === "claude-*")).toEqual([expect.objectContaining({ provider: "mine", credits: 9 })])
+    expect(config.models.filter((m) => m.alias === "smart")).toEqual([expect.objectContaining({ id: "claude-opus-4-1" })])
+  })
+
+  it("reads match entries and MODELGATE_MODELS_<n>_MATCH", () => {
+    const file = `
+providers: [{ name: up, kind: anthropic, base_url: "http://127.0.0.1:1", api_key: k }]
+models: [{ match: "claude-*", provider: up, credits: 5, max_tokens: 64000 }]
+`
+    const config = Result.getOrThrow(load(file, { MODELGATE_MODELS_0_MATCH: "claude-3-*" }))
+    expect(config.models[0]).toEqual({ match: "claude-3-*", provider: "up", credits: 5, max_tokens: 64000 })
+  })
+
+  it("refuses model entries that mix or miss id and match, naming the field", () => {
+    const up = `providers: [{ name: up, kind: openai, base_url: "http://127.0.0.1:1/v1", api_key: k }]\n`
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*' }]"))).toBe("modelgate.yaml: models.0.provider: Missing key")
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*', provider: nobody }]"))).toContain("models.0.provider: no provider named")
+    expect(errorOf(load(up + "models: [{ provider: up }]"))).toContain("models.0.id: required (or match")
+    expect(errorOf(load(up + "models: [{ match: gpt-4o, provider: up }]"))).toContain(`models.0.match: "gpt-4o" has no "*"`)
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*', alias: g, provider: up }]"))).toContain("models.0.alias: not allowed with match")
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*', display_name: G, provider: up }]"))).toContain("models.0.display_name: not allowed with match")
+    expect(errorOf(load(up + "models: [{ id: 'gpt-*', provider: up }]"))).toContain(`models.0.id: "*" is only allowed in match`)
+    expect(errorOf(load(up + "models: [{ id: gpt-4o, alias: 'g*', provider: up }]"))).toContain(`models.0.alias: "*" is only allowed in match`)
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*', provider: up }, { match: 'gpt-*', provider: up }]"))).toContain(
+      `models.1.match: the pattern "gpt-*" is used by another entry`
+    )
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*', provider: up, tokens: 1 }]"))).toContain("models.0.tokens: unknown key")
   })
 
   it("overrides every scalar from MODELGATE_<SECTION>_<KEY>, typed like YAML", () => {
