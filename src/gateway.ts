@@ -16,6 +16,7 @@ import { RateLimiter } from "./services/limits/RateLimiter.ts"
 import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
 import { McpSessions } from "./services/mcp/McpSessions.ts"
+import { StatelessMcp } from "./services/mcp/StatelessMcp.ts"
 import { Connections } from "./services/sql/Connections.ts"
 import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
 import { SqlTools } from "./services/sql/SqlTools.ts"
@@ -78,7 +79,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
     Credits.layer,
-    SqlTools.layer.pipe(Layer.provide(SqlDrivers.layer)),
+    StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provide(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),

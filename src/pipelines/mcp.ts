@@ -1,18 +1,19 @@
 /**
- * /v1/mcp: Model Context Protocol over Streamable HTTP (revisions 2025-03-26 to 2025-11-25),
- * with the gateway's own sessions (McpSessions) so any replica serves any session. Every
- * request is authenticated and rate limited like the other surfaces; then, in the order of
- * docs/decisions.md section 4: 400 malformed JSON-RPC -> 404 session -> 403 tools_disabled ->
- * 429 budget -> 402 credits (tools/call) -> the tool. Answers are JSON (clients must accept
- * JSON or SSE), notifications get 202 with no body.
+ * /v1/mcp: Model Context Protocol over Streamable HTTP. Two eras share the endpoint:
+ *
+ * - the session revisions (2025-03-26 to 2025-11-25), answered here with the gateway's own
+ *   sessions (McpSessions) so any replica serves any session;
+ * - the stateless revision 2026-07-28 (no initialize, no session; each request carries its
+ *   version and capabilities), answered by the MCP SDK v2 through StatelessMcp, with the
+ *   gateway's checks and costs run from inside the SDK's dispatch.
+ *
+ * Every request is authenticated and rate limited like the other surfaces; then, in the order of
+ * docs/decisions.md section 4: 400 malformed JSON-RPC -> 404 session (session revisions) ->
+ * 403 tools_disabled -> 429 budget -> 402 credits (tools/call) -> the tool. Answers are JSON
+ * (clients must accept JSON or SSE), notifications get 202 with no body.
  */
-import {
-  CallToolRequestSchema,
-  InitializeRequestSchema,
-  JSONRPCMessageSchema,
-  LATEST_PROTOCOL_VERSION
-} from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Exit, Scope } from "effect"
+import { specTypeSchemas } from "@modelcontextprotocol/server"
+import { type Cause, Effect, Exit, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ScopeViolation, ToolsDisabled, toEnvelope, ValidationFailed } from "../domain/errors.ts"
@@ -20,44 +21,23 @@ import type { ApiKeyRecord } from "../domain/records.ts"
 import { CurrentRequest, RequestBody } from "./request.ts"
 import { json } from "./respond.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
+import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/mcp/advertised.ts"
+import type { Credits } from "../services/credits/Credits.ts"
+import type { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { McpSessions } from "../services/mcp/McpSessions.ts"
+import { StatelessMcp } from "../services/mcp/StatelessMcp.ts"
 import { Connections } from "../services/sql/Connections.ts"
 import { SqlTools } from "../services/sql/SqlTools.ts"
 import { admitCosts } from "./admission.ts"
-import { authenticated, AuthenticatedKey } from "./authenticate.ts"
+import { authenticated, AuthenticatedKey, type RateDecision } from "./authenticate.ts"
 
-/** Revisions this server speaks, newest first; 2026-07-28's stateless mode is not served by the SDK in use. */
+/** The session revisions this handler speaks, newest first; 2026-07-28 is StatelessMcp's. */
 export const SUPPORTED_MCP_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"] as const
-const SERVER_INFO = { name: "modelgate", version: "0.1.0" }
+export const STATELESS_MCP_VERSION = "2026-07-28"
 
-/**
- * A tool error's structuredContent is the spec's envelope, and the official client validates
- * structuredContent against outputSchema even on errors; so every advertised outputSchema also
- * admits the envelope.
- */
-const ENVELOPE_SCHEMA = {
-  type: "object",
-  properties: {
-    status: { type: "integer" },
-    error: { type: "string" },
-    message: { type: "string" },
-    request_id: { type: "string" },
-    details: { type: "object" }
-  },
-  required: ["status", "error", "message", "request_id"]
-} as const
-
-const advertisedCache = new WeakMap<SqlTools["Service"]["definitions"], unknown>()
-
-/** The tool list as clients get it; the definitions never change, so it is built once per list. */
-const advertised = (definitions: SqlTools["Service"]["definitions"]) => {
-  let tools = advertisedCache.get(definitions)
-  if (tools === undefined) {
-    tools = definitions.map((tool) => ({ ...tool, outputSchema: { type: "object", anyOf: [tool.outputSchema, ENVELOPE_SCHEMA] } }))
-    advertisedCache.set(definitions, tools)
-  }
-  return tools
-}
+/** The SDK's validator for one spec type; its issues carry the path of what is wrong. */
+const validate = <K extends "JSONRPCMessage" | "InitializeRequest" | "CallToolRequest">(type: K, value: unknown) =>
+  specTypeSchemas[type]["~standard"].validate(value)
 
 const rpcResult = (id: string | number, result: unknown) => json({ jsonrpc: "2.0", id, result })
 const rpcError = (id: string | number | null, code: number, message: string) => json({ jsonrpc: "2.0", id, error: { code, message } })
@@ -109,59 +89,135 @@ const sessionHeader = Effect.gen(function*() {
   return id
 })
 
-const toolCall = (key: ApiKeyRecord, id: string | number, params: { name: string; arguments?: Record<string, unknown> | undefined }) =>
+/**
+ * A tools/call of a known tool, as the CallToolResult both eras send; undefined for an unknown
+ * tool (a JSON-RPC error that costs nothing). Credits are charged once the tool is known.
+ */
+const runTool = (key: ApiKeyRecord, name: string, args: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const tools = yield* SqlTools
-    state.audit.tool = params.name
-    if (!tools.has(params.name)) return rpcError(id, -32602, `unknown tool: ${params.name}`)
+    state.audit.tool = name
+    if (!tools.has(name)) return undefined
     // The call's charge is held by a scope of its own, closed with the tool's outcome: a tool
     // failure is a 200 with isError (MCP), but what a server-side failure cost is still refunded,
     // as on the other surfaces.
     const call = yield* Scope.fork(state.scope)
-    yield* admitCosts({ scope: call, stream: false, model: `mcp:${params.name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
+    yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
     const grants = new Map((yield* (yield* Connections).grantsOf(key.id)).map((g) => [g.connection_id, g.role] as const))
-    const outcome = yield* tools.call(params.name, params.arguments ?? {}, { keyId: key.id, grants, requestId: state.requestId })
+    const outcome = yield* tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId })
     state.audit.connection_id = outcome.audit.connection_id
-    state.audit.details = { ...outcome.audit.details, method: "tools/call" }
+    state.audit.details = { ...state.audit.details, ...outcome.audit.details }
     if (outcome._tag === "Success") {
       yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: undefined }))
-      return rpcResult(id, { content: [{ type: "text", text: JSON.stringify(outcome.structured) }], structuredContent: outcome.structured })
+      return { content: [{ type: "text" as const, text: JSON.stringify(outcome.structured) }], structuredContent: outcome.structured }
     }
     const envelope = toEnvelope(outcome.error, state.requestId)
     state.audit.details = { ...state.audit.details, error: envelope.error }
     yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
-    return rpcResult(id, { content: [{ type: "text", text: JSON.stringify(envelope) }], structuredContent: envelope, isError: true })
+    return {
+      content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
+      structuredContent: envelope as unknown as Record<string, unknown>,
+      isError: true
+    }
+  })
+
+/**
+ * Headers of the SDK's Response the gateway's answer does not copy: the connection and framing
+ * are the gateway server's own, and the content type is set with the body.
+ */
+const NOT_COPIED = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-type"])
+
+/**
+ * The SDK's answer as a plain (buffered) response, so the request ends when it is sent: every
+ * answer this server gives is finite. Results are JSON; the only event streams are a
+ * `subscriptions/listen`, which ends right after its acknowledgement because the server offers
+ * no change notifications, and a result the SDK chose to frame as an event stream.
+ */
+const plainAnswer = (response: Response) =>
+  Effect.gen(function*() {
+    const headers: Record<string, string> = {}
+    response.headers.forEach((value, name) => {
+      if (!NOT_COPIED.has(name)) headers[name] = value
+    })
+    if (response.body === null) return HttpServerResponse.setHeaders(HttpServerResponse.empty({ status: response.status }), headers)
+    const text = yield* Effect.promise(() => response.text())
+    const contentType = response.headers.get("content-type") ?? "application/json"
+    return HttpServerResponse.setHeaders(HttpServerResponse.text(text, { status: response.status, contentType }), headers)
+  })
+
+type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppConfig | SqlTools | Connections | Credits | StreamSlots
+type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>> | Effect.Error<ReturnType<typeof runTool>>
+
+/**
+ * A 2026-07-28 request: the SDK validates and dispatches it, and calls back into the gateway
+ * (exchange) for the checks and costs once it is valid, and for the tool. A refusal there
+ * (tools_disabled, budget, credits) or a failure of the gateway's own is answered as on every
+ * other surface, with the envelope and its status, instead of what the SDK made of it.
+ */
+const statelessRequest = (key: ApiKeyRecord, body: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const request = yield* HttpServerRequest
+    const method = typeof body.method === "string" ? body.method : "response"
+    state.audit.details = { method, protocol_version: STATELESS_MCP_VERSION }
+    const services = yield* Effect.context<ExchangeServices>()
+    let failure: Cause.Cause<ExchangeError> | undefined
+    const run = <A>(effect: Effect.Effect<A, ExchangeError, ExchangeServices>, signal?: AbortSignal) =>
+      Effect.runPromiseExitWith(services)(effect, { signal }).then((exit) => {
+        if (Exit.isSuccess(exit)) return exit.value
+        failure ??= exit.cause
+        throw new Error("refused by the gateway")
+      })
+    const response = yield* (yield* StatelessMcp).serve({
+      headers: request.headers,
+      body,
+      keyId: key.id,
+      exchange: {
+        admit: () =>
+          run(Effect.gen(function*() {
+            yield* requireTools(key)
+            // A tools/call is charged by runTool once its tool is known.
+            if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
+          })),
+        callTool: (name, args, signal) => run(runTool(key, name, args), signal)
+      }
+    })
+    if (failure !== undefined) return yield* Effect.failCause(failure)
+    return yield* plainAnswer(response)
   })
 
 export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
   const key = yield* AuthenticatedKey
   yield* checkOrigin
-  yield* checkProtocolHeader
+  const request = yield* HttpServerRequest
   const body = yield* (yield* RequestBody).jsonObject
-  const parsed = JSONRPCMessageSchema.safeParse(body)
-  if (!parsed.success) {
-    return yield* new ValidationFailed({ message: "not a JSON-RPC 2.0 message", details: { field: parsed.error.issues[0]?.path.join(".") ?? "" } })
+  if ((yield* StatelessMcp).isStateless(request.headers, body)) return yield* statelessRequest(key, body)
+  yield* checkProtocolHeader
+  const parsed = validate("JSONRPCMessage", body)
+  if (parsed.issues !== undefined) {
+    const field = (parsed.issues[0]?.path ?? []).map((segment) => typeof segment === "object" ? String(segment.key) : String(segment))
+    return yield* new ValidationFailed({ message: "not a JSON-RPC 2.0 message", details: { field: field.join(".") } })
   }
-  const message = parsed.data as { method?: string; id?: string | number; params?: unknown }
+  const message = parsed.value as { method?: string; id?: string | number; params?: unknown }
   state.audit.details = { method: message.method ?? "response" }
   const sessions = yield* McpSessions
 
   if (message.method === "initialize") {
-    const init = InitializeRequestSchema.safeParse(body)
-    if (!init.success) return yield* new ValidationFailed({ message: "malformed initialize request", details: { field: "params" } })
+    const init = validate("InitializeRequest", body)
+    if (init.issues !== undefined) return yield* new ValidationFailed({ message: "malformed initialize request", details: { field: "params" } })
     yield* requireTools(key)
     yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:initialize", credits: 0 })
-    const requested = init.data.params.protocolVersion
-    const version = (SUPPORTED_MCP_VERSIONS as ReadonlyArray<string>).includes(requested) ? requested : LATEST_PROTOCOL_VERSION
+    const requested = init.value.params.protocolVersion
+    const version = (SUPPORTED_MCP_VERSIONS as ReadonlyArray<string>).includes(requested) ? requested : SUPPORTED_MCP_VERSIONS[0]
     const session = yield* sessions.open(key.id, version)
     return HttpServerResponse.setHeader(
       rpcResult(message.id!, {
         protocolVersion: version,
         capabilities: { tools: { listChanged: false } },
         serverInfo: SERVER_INFO,
-        instructions: "SQL tools over the databases this API key has been granted. Start with sql_list_connections."
+        instructions: SERVER_INSTRUCTIONS
       }),
       "mcp-session-id",
       session.id
@@ -183,11 +239,13 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       return rpcResult(id, {})
     case "tools/list":
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
-      return rpcResult(id, { tools: advertised((yield* SqlTools).definitions) })
+      return rpcResult(id, { tools: advertisedTools((yield* SqlTools).definitions) })
     case "tools/call": {
-      const call = CallToolRequestSchema.safeParse(body)
-      if (!call.success) return rpcError(id, -32602, "malformed tools/call: params.name is required")
-      return yield* toolCall(key, id, call.data.params)
+      const call = validate("CallToolRequest", body)
+      if (call.issues !== undefined) return rpcError(id, -32602, "malformed tools/call: params.name is required")
+      const { name, arguments: args } = call.value.params
+      const result = yield* runTool(key, name, args ?? {})
+      return result === undefined ? rpcError(id, -32602, `unknown tool: ${name}`) : rpcResult(id, result)
     }
     default:
       yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${message.method}`, credits: 0 })

@@ -146,6 +146,34 @@ describe("/v1/mcp", () => {
     expect(after.status).toBe(404)
   })
 
+  it("lets another key's session id touch nothing: no TTL extension, no DELETE, the owner keeps it", async () => {
+    const { transport } = await connect(gw.url, key)
+    const sessionId = transport.sessionId!
+    const expiresAt = async () =>
+      (await new PgClient(store.url).query<{ expires_at: string }>("SELECT expires_at FROM mcp_sessions WHERE id = $1", [sessionId]))[0]?.expires_at
+    const before = await expiresAt()
+    expect(before).toBeDefined()
+    const other = (await (await gw.admin("POST", "/api-keys", { name: "intruder", tools_enabled: true })).json()) as { key: string }
+    // Later than the owner's last use, so a slid expiry would show.
+    await new Promise((r) => setTimeout(r, 50))
+    for (const method of ["tools/list", "ping"]) {
+      const foreign = await rpc(gw.url, other.key, { jsonrpc: "2.0", id: 2, method }, { "mcp-session-id": sessionId })
+      expect(foreign.status).toBe(404)
+      expect(((await foreign.json()) as any).error).toBe("session_expired")
+    }
+    const deleted = await fetch(`${gw.url}/v1/mcp`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${other.key}`, "mcp-session-id": sessionId }
+    })
+    expect(deleted.status).toBe(404)
+    expect(await expiresAt()).toBe(before)
+
+    const owner = await rpc(gw.url, key, { jsonrpc: "2.0", id: 3, method: "ping" }, { "mcp-session-id": sessionId })
+    expect(owner.status).toBe(200)
+    expect(await expiresAt()).not.toBe(before)
+    await transport.terminateSession()
+  })
+
   it("expires a session after its idle TTL (sliding)", async () => {
     const short = await startGateway(testConfig({ store: store.url, mcp: { session_ttl_seconds: 1 } }))
     try {

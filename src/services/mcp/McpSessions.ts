@@ -28,10 +28,11 @@ export class McpSessions extends Context.Service<McpSessions, {
         const use = (id: string, keyId: string) =>
           Effect.gen(function*() {
             const now = Date.now()
-            const session = yield* store.touchSession(id, new Date(now).toISOString(), new Date(now + ttlMs).toISOString()).pipe(
+            // The key is part of the match: another key's request never touches the session.
+            const session = yield* store.touchSession(id, keyId, new Date(now).toISOString(), new Date(now + ttlMs).toISOString()).pipe(
               Effect.mapError(storeUnavailable)
             )
-            if (session === undefined || session.key_id !== keyId) return yield* expired()
+            if (session === undefined) return yield* expired()
             return session
           })
         // Expired sessions are answered as unknown already; this only keeps the table small.
@@ -55,7 +56,7 @@ export class McpSessions extends Context.Service<McpSessions, {
             }),
           use,
           close: (id, keyId) =>
-            Effect.flatMap(use(id, keyId), () => store.deleteSession(id).pipe(Effect.mapError(storeUnavailable)))
+            Effect.flatMap(use(id, keyId), () => store.deleteSession(id, keyId).pipe(Effect.mapError(storeUnavailable)))
         })
       })
     )

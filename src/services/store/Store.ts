@@ -97,11 +97,14 @@ export interface StoreShape {
   readonly deleteGrant: (keyId: string, connectionId: number) => Effect.Effect<boolean, SqlError>
   readonly insertSession: (session: McpSessionRecord) => Effect.Effect<void, SqlError>
   /**
-   * The live session with this id, its expiry slid forward to `expiresAt` in the same statement
-   * (sliding TTL); undefined when unknown or already expired.
+   * The live session with this id owned by this key, its expiry slid forward to `expiresAt` in
+   * the same statement (sliding TTL); undefined when unknown, expired or another key's, in which
+   * case nothing was changed: ownership is part of the match, so another key cannot keep a
+   * session alive.
    */
-  readonly touchSession: (id: string, now: string, expiresAt: string) => Effect.Effect<McpSessionRecord | undefined, SqlError>
-  readonly deleteSession: (id: string) => Effect.Effect<void, SqlError>
+  readonly touchSession: (id: string, keyId: string, now: string, expiresAt: string) => Effect.Effect<McpSessionRecord | undefined, SqlError>
+  /** Deletes the session if this key owns it. */
+  readonly deleteSession: (id: string, keyId: string) => Effect.Effect<void, SqlError>
   readonly deleteExpiredSessions: (now: string) => Effect.Effect<void, SqlError>
   readonly appendSqlHistory: (item: SqlHistoryItem & { readonly key_id: string; readonly connection_id: number }) => Effect.Effect<void, SqlError>
   readonly sqlHistory: (keyId: string, connectionId: number, limit: number) => Effect.Effect<ReadonlyArray<SqlHistoryItem>, SqlError>
@@ -401,10 +404,10 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
           })
         ),
       insertSession: (session) => sql`INSERT INTO mcp_sessions ${sql.insert({ ...session })}`.pipe(Effect.asVoid),
-      touchSession: (id, now, expiresAt) =>
+      touchSession: (id, keyId, now, expiresAt) =>
         Effect.map(
           sql<Record<string, unknown>>`UPDATE mcp_sessions SET expires_at = ${expiresAt}
-            WHERE id = ${id} AND expires_at > ${now} RETURNING *`,
+            WHERE id = ${id} AND key_id = ${keyId} AND expires_at > ${now} RETURNING *`,
           (rows) =>
             rows[0] === undefined ? undefined : {
               id: String(rows[0].id),
@@ -414,7 +417,7 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
               expires_at: String(rows[0].expires_at)
             }
         ),
-      deleteSession: (id) => sql`DELETE FROM mcp_sessions WHERE id = ${id}`.pipe(Effect.asVoid),
+      deleteSession: (id, keyId) => sql`DELETE FROM mcp_sessions WHERE id = ${id} AND key_id = ${keyId}`.pipe(Effect.asVoid),
       deleteExpiredSessions: (now) => sql`DELETE FROM mcp_sessions WHERE expires_at <= ${now}`.pipe(Effect.asVoid),
       appendSqlHistory: (item) => sql`INSERT INTO sql_history ${sql.insert({ ...item })}`.pipe(Effect.asVoid),
       sqlHistory: (keyId, connectionId, limit) =>
