@@ -6,8 +6,10 @@
  * when it closes, the charge refunded when it closes with a server-side failure (`owesRefund`).
  */
 import { Effect, Scope } from "effect"
+import { ValidationFailed } from "../domain/errors.ts"
 import { decodedOrFail } from "../domain/validation.ts"
-import { ModelCatalog } from "../services/catalog/ModelCatalog.ts"
+import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
+import type { ModelEndpoint } from "../services/config/schema.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
 import { Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
@@ -50,9 +52,19 @@ export const admitCosts = (options: {
     })))
   }).pipe(Scope.provide(options.scope))
 
+/** A chat-only model asked for embeddings, or the other way round: the client's mistake, named. */
+export const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
+  resolved.model.endpoints.includes(endpoint)
+    ? Effect.void
+    : Effect.fail(new ValidationFailed({
+      message: `model "${resolved.requested}" does not serve ${endpoint}; it serves ${resolved.model.endpoints.join(" and ")}`,
+      details: { field: "model", model: resolved.requested }
+    }))
+
 /** Body, model, scope and costs of a model request; what it admits is held by the request's scope. */
 export const admitModelRequest = <A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
-  decode: (body: unknown) => DecodeResult<A>
+  decode: (body: unknown) => DecodeResult<A>,
+  endpoint: ModelEndpoint = "chat"
 ) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
@@ -65,6 +77,7 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     const resolved = yield* catalog.resolve(request.model)
     state.audit.model = resolved.model.id
     state.audit.provider = resolved.provider.name
+    yield* requireEndpoint(resolved, endpoint)
     yield* catalog.checkScope(key, resolved)
     yield* admitCosts({ scope: state.scope, stream, model: request.model, credits: resolved.model.credits })
     return { raw, request, resolved }

@@ -357,6 +357,11 @@ export const ResponsesRequestSchema = Schema.Struct({
     })
   ),
   prompt_cache_key: nullable(Schema.String),
+  /**
+   * Not in the SDK's types, but sent by Codex CLI on every request (its installation, session
+   * and turn ids) and accepted by the API: request tags that do not change the answer.
+   */
+  client_metadata: nullable(Schema.Record(Schema.String, Schema.String)),
   prompt_cache_options: Schema.optionalKey(
     Schema.Struct({
       comparison_response_id: nullable(Schema.String),

@@ -40,6 +40,8 @@ export type * from "./fake-common.ts"
 const RESPONSES_PARAMS = new Set([
   "access_programs",
   "background",
+  // Absent from the SDK's types, but Codex CLI sends it on every request and the API takes it.
+  "client_metadata",
   "context_management",
   "conversation",
   "image",

@@ -227,6 +227,28 @@ describe("responsesRequestToChat", () => {
     expect(Result.isSuccess(anthropic)).toBe(true)
   })
 
+  it("keeps an earlier custom tool call (Codex's apply_patch) in the history as a function call with its raw input", () => {
+    const chat = translate({
+      model: "gpt",
+      input: [
+        { role: "user", content: "fix it" },
+        { type: "custom_tool_call", call_id: "ct1", name: "apply_patch", input: "*** Begin Patch\n*** End Patch" },
+        { type: "custom_tool_call_output", call_id: "ct1", output: "Done!" },
+        { role: "user", content: "thanks" }
+      ]
+    })
+    expect(chat.messages).toEqual([
+      { role: "user", content: "fix it" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "ct1", type: "function", function: { name: "apply_patch", arguments: JSON.stringify({ input: "*** Begin Patch\n*** End Patch" }) } }]
+      },
+      { role: "tool", tool_call_id: "ct1", content: "Done!" },
+      { role: "user", content: "thanks" }
+    ])
+  })
+
   it("can drop non-function tools instead of refusing them, but never a forced one", () => {
     const body = { model: "m", input: "x", tools: [{ type: "web_search" }, weatherTool, { type: "custom", name: "apply_patch" }] }
     const chat = translate(body, { model: "o", nonFunctionTools: "drop" })
@@ -298,7 +320,7 @@ describe("responsesRequestToChat", () => {
     ["a forced hosted tool", { tools: [weatherTool], tool_choice: { type: "file_search" } }, "tool_choice.type", /"file_search"/],
     ["required without tools", { tool_choice: "required" }, "tool_choice", /at least one function tool/],
     ["a programmatic caller", { tools: [{ ...weatherTool, allowed_callers: ["programmatic"] }] }, "tools.0.allowed_callers", /programmatic/],
-    ["a custom tool call item", { input: [{ type: "custom_tool_call", call_id: "c", name: "p", input: "x" }] }, "input.0.type", /"custom_tool_call" items/],
+    ["a custom tool call left without output", { input: [{ type: "custom_tool_call", call_id: "c", name: "p", input: "x" }] }, "input.0", /has no function_call_output/],
     ["a file input", { input: [{ role: "user", content: [{ type: "input_file", file_data: "AAAA", filename: "a.pdf" }] }] }, "input.0.content.0", /file inputs/],
     ["an image by file id", { input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1", detail: "auto" }] }] }, "input.0.content.0.file_id", /files stored at OpenAI/],
     ["an image in a system message", { input: [{ role: "system", content: [{ type: "input_image", image_url: "https://x", detail: "auto" }] }] }, "input.0.content.0.type", /system messages carry text only/],

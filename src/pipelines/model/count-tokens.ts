@@ -13,7 +13,7 @@ import { AppConfig } from "../../services/config/AppConfig.ts"
 import { Providers } from "../../services/providers/Providers.ts"
 import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { decodeCountTokensRequest } from "../../wire/anthropic-count-tokens.ts"
-import { admitCosts } from "../admission.ts"
+import { admitCosts, requireEndpoint } from "../admission.ts"
 import { authenticated, AuthenticatedKey } from "../authenticate.ts"
 import { CurrentRequest, RequestBody } from "../request.ts"
 import { json } from "../respond.ts"
@@ -29,6 +29,7 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   state.audit.model = resolved.model.id
   state.audit.provider = resolved.provider.name
   state.audit.details = { operation: "count_tokens" }
+  yield* requireEndpoint(resolved, "chat")
   yield* catalog.checkScope(key, resolved)
   const credits = (yield* AppConfig).count_tokens.credits
   yield* admitCosts({ scope: state.scope, stream: false, model: request.model, credits })

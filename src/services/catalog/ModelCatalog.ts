@@ -14,7 +14,7 @@
 import { Context, Effect, Layer } from "effect"
 import { NotFound, ScopeViolation } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
-import type { GatewayConfig, ProviderConfig } from "../config/schema.ts"
+import type { GatewayConfig, ModelEndpoint, ProviderConfig } from "../config/schema.ts"
 import { bySpecificity, compilePattern, matchesPattern, ROUTABLE_NAME } from "./patterns.ts"
 
 /** A model as the pipelines use it: the id to send upstream, its provider, price and cap. */
@@ -25,6 +25,8 @@ export interface CatalogModel {
   readonly provider: string
   readonly credits: number
   readonly max_tokens: number
+  /** What it serves: chat (every generation format) and/or embeddings. */
+  readonly endpoints: ReadonlyArray<ModelEndpoint>
 }
 
 /** A `match:` entry of the config. */
@@ -35,6 +37,7 @@ export interface ModelRoute {
   readonly provider: string
   readonly credits: number
   readonly max_tokens: number
+  readonly endpoints: ReadonlyArray<ModelEndpoint>
 }
 
 export interface ResolvedModel {
@@ -82,7 +85,14 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
   const routes: Array<ModelRoute> = []
   for (const entry of config.models) {
     if (entry.match !== undefined) {
-      routes.push({ match: entry.match, id: entry.id, provider: entry.provider, credits: entry.credits, max_tokens: entry.max_tokens })
+      routes.push({
+        match: entry.match,
+        id: entry.id,
+        provider: entry.provider,
+        credits: entry.credits,
+        max_tokens: entry.max_tokens,
+        endpoints: entry.endpoints
+      })
     } else if (entry.id !== undefined) {
       models.push({
         id: entry.id,
@@ -90,7 +100,8 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
         display_name: entry.display_name,
         provider: entry.provider,
         credits: entry.credits,
-        max_tokens: entry.max_tokens
+        max_tokens: entry.max_tokens,
+        endpoints: entry.endpoints
       })
     }
   }
@@ -114,7 +125,7 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
       const { route } = candidate
       return {
         requested: name,
-        model: { id: route.id ?? name, provider: route.provider, credits: route.credits, max_tokens: route.max_tokens },
+        model: { id: route.id ?? name, provider: route.provider, credits: route.credits, max_tokens: route.max_tokens, endpoints: route.endpoints },
         provider: candidate.provider,
         route
       }

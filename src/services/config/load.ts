@@ -4,7 +4,7 @@
  */
 import { Result, Schema, SchemaIssue } from "effect"
 import * as YAML from "yaml"
-import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ProviderConfig, type ModelConfig } from "./schema.ts"
+import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
   message: Schema.String
@@ -89,6 +89,9 @@ const providerWithDefaults = (entry: typeof ProviderConfig.Encoded): ProviderCon
 
 const builtinEcho = providerWithDefaults({ name: "echo", kind: "echo", max_connections: 1 })
 
+/** A model entry with the schema's defaults filled in. */
+const modelWithDefaults = (entry: typeof ModelConfig.Encoded): ModelConfig => Schema.decodeUnknownSync(ModelConfig)(entry)
+
 /**
  * Providers that come from OPENAI_API_KEY / ANTHROPIC_API_KEY alone. Each brings one named model
  * and routes for its vendor's model names, so a client's own default (Claude Code asks for its
@@ -99,11 +102,12 @@ const builtinEcho = providerWithDefaults({ name: "echo", kind: "echo", max_conne
 const envProviders = (env: Env): Array<{ provider: ProviderConfig; models: ReadonlyArray<ModelConfig> }> => {
   const found: Array<{ provider: ProviderConfig; models: ReadonlyArray<ModelConfig> }> = []
   if (env.OPENAI_API_KEY) {
-    const route = (match: string, max_tokens: number): ModelConfig => ({ match, provider: "openai", credits: 5, max_tokens })
+    const route = (match: string, max_tokens: number): ModelConfig => modelWithDefaults({ match, provider: "openai", credits: 5, max_tokens })
     found.push({
       provider: providerWithDefaults({ name: "openai", kind: "openai", base_url: "https://api.openai.com/v1", api_key_env: "OPENAI_API_KEY", responses_api: true }),
       models: [
-        { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "openai", credits: 1, max_tokens: 16384 },
+        modelWithDefaults({ alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "openai", credits: 1, max_tokens: 16384 }),
+        modelWithDefaults({ match: "text-embedding-*", provider: "openai", credits: 1, endpoints: ["embeddings"] }),
         // Caps are ceilings, not per-model facts: above a model's own limit the vendor answers 400.
         route("gpt-*", 128_000),
         route("chatgpt-*", 16_384),
@@ -117,8 +121,8 @@ const envProviders = (env: Env): Array<{ provider: ProviderConfig; models: Reado
     found.push({
       provider: providerWithDefaults({ name: "anthropic", kind: "anthropic", base_url: "https://api.anthropic.com", api_key_env: "ANTHROPIC_API_KEY" }),
       models: [
-        { alias: "smart", id: "claude-sonnet-4-5-20250929", provider: "anthropic", credits: 5, max_tokens: 8192 },
-        { match: "claude-*", provider: "anthropic", credits: 5, max_tokens: 64_000 }
+        modelWithDefaults({ alias: "smart", id: "claude-sonnet-4-5-20250929", provider: "anthropic", credits: 5, max_tokens: 8192 }),
+        modelWithDefaults({ match: "claude-*", provider: "anthropic", credits: 5, max_tokens: 64_000 })
       ]
     })
   }
@@ -231,8 +235,10 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
     }
   }
   if (!providers.some((p) => p.name === "echo")) providers.push(builtinEcho)
-  // The embedded default serves one offline model so the first curl works without any account.
-  if (config.models.length === 0) models.push({ alias: "echo", id: "echo-1", provider: "echo", credits: 0, max_tokens: 4096 })
+  // The embedded default serves one offline model (chat and embeddings) so the first curl works without any account.
+  if (config.models.length === 0) {
+    models.push(modelWithDefaults({ alias: "echo", id: "echo-1", provider: "echo", credits: 0, max_tokens: 4096, endpoints: ["chat", "embeddings"] }))
+  }
   const final: GatewayConfig = { ...config, providers, models }
   const problem = checkReferences(final)
   if (problem) return Result.fail(new ConfigInvalid({ message: `${where}: ${problem}` }))

@@ -47,9 +47,16 @@ export const ModelConfig = Schema.Struct({
   display_name: Schema.optional(Schema.NonEmptyString),
   provider: Schema.NonEmptyString,
   credits: def(NonNegativeInt, 1),
-  max_tokens: def(PositiveInt, 4096)
+  max_tokens: def(PositiveInt, 4096),
+  /**
+   * What the model serves: `chat` (every generation format: chat completions, messages,
+   * responses, count_tokens) and/or `embeddings`. Asking a model for what it does not serve is
+   * a 400 naming the model.
+   */
+  endpoints: def(Schema.Array(Schema.Literals(["chat", "embeddings"])), ["chat"])
 })
 export type ModelConfig = typeof ModelConfig.Type
+export type ModelEndpoint = ModelConfig["endpoints"][number]
 
 export const ConnectionConfig = Schema.Struct({
   id: PositiveInt,

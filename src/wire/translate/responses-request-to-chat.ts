@@ -20,7 +20,7 @@
  *   since `response.completed` carries usage.
  *
  * Dropped, because they only tune delivery or storage and the answer is the same: `store`,
- * `metadata`, `include` (except logprobs), `prompt_cache_key`, `prompt_cache_retention`,
+ * `metadata`, `client_metadata` (Codex's request tags), `include` (except logprobs), `prompt_cache_key`, `prompt_cache_retention`,
  * `prompt_cache_options`, `service_tier`, `stream_options`, `image`, `max_tool_calls` (it limits
  * built-in tools, which cannot be present), `background: false`, `truncation: "disabled"`,
  * `reasoning.summary` / `generate_summary` / `context`, `reasoning` items in the input (their
@@ -235,6 +235,40 @@ const chatMessages = (request: ResponsesRequest): Array<ChatMessage> => {
         const { text, images } = toolOutput(item, path)
         messages.push({ role: "tool", tool_call_id: callId!, content: text })
         toolImages.push(...images)
+        return
+      }
+      case "custom_tool_call": {
+        // An earlier call of a custom (free-form input) tool, such as Codex's apply_patch made
+        // while the conversation ran on an OpenAI model: kept as a function call whose one
+        // argument is the raw input, so the history stays whole. (Custom tools themselves are
+        // not offered to other providers; see the file header.)
+        const call = item as unknown as { call_id?: unknown; name?: unknown; input?: unknown }
+        if (typeof call.call_id !== "string" || typeof call.name !== "string") refuse(path, "a custom_tool_call needs call_id and name")
+        if (assistant === undefined) {
+          beforeOtherMessage()
+          assistant = { text: "", refusal: "", calls: [] }
+        }
+        assistant.calls.push({
+          id: call.call_id as string,
+          name: call.name as string,
+          arguments: JSON.stringify({ input: typeof call.input === "string" ? call.input : "" }),
+          item: index
+        })
+        return
+      }
+      case "custom_tool_call_output": {
+        flushAssistant()
+        const output = item as unknown as { call_id?: unknown; output?: unknown }
+        const callId = output.call_id
+        if (typeof callId !== "string" || callId === "") return refuse(`${path}.call_id`, "required field missing")
+        if (!answerable.has(callId)) refuse(`${path}.call_id`, `no custom_tool_call with call_id "${callId}" directly precedes this output`)
+        waiting.delete(callId)
+        const text = typeof output.output === "string"
+          ? output.output
+          : Array.isArray(output.output)
+          ? output.output.map((part) => (typeof part === "object" && part !== null && typeof (part as { text?: unknown }).text === "string" ? (part as { text: string }).text : "")).join("")
+          : ""
+        messages.push({ role: "tool", tool_call_id: callId, content: text })
         return
       }
       case "reasoning":

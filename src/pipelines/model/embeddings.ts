@@ -1,0 +1,31 @@
+/**
+ * `POST /v1/embeddings` (OpenAI): forwarded to OpenAI-kind providers (the body as sent, the
+ * model id replaced) and answered by the echo provider with deterministic vectors offline.
+ * Anthropic has no embeddings API, so an Anthropic-kind model is a 400 naming the model, as is
+ * any model whose entry does not list `embeddings`. Admitted, charged and audited like any
+ * model request.
+ */
+import { Effect } from "effect"
+import { ValidationFailed } from "../../domain/errors.ts"
+import { Providers } from "../../services/providers/Providers.ts"
+import { decodeEmbeddingsRequest } from "../../wire/openai-embeddings.ts"
+import { admitModelRequest } from "../admission.ts"
+import { authenticated } from "../authenticate.ts"
+import { CurrentRequest } from "../request.ts"
+import { json } from "../respond.ts"
+
+export const embeddingsPipeline = authenticated(Effect.gen(function*() {
+  const state = yield* CurrentRequest
+  const { raw, resolved } = yield* admitModelRequest(decodeEmbeddingsRequest, "embeddings")
+  const client = (yield* Providers).client(resolved.provider.name)
+  if (client.kind !== "openai") {
+    return yield* new ValidationFailed({
+      message: `model "${resolved.requested}" is served by an ${client.kind}-kind provider, which has no embeddings API`,
+      details: { field: "model", model: resolved.requested }
+    })
+  }
+  const response = yield* client.embeddings({ ...raw, model: resolved.model.id })
+  state.audit.prompt_tokens = response.usage?.prompt_tokens ?? null
+  state.audit.completion_tokens = 0
+  return json({ ...response, model: typeof response.model === "string" ? response.model : resolved.model.id })
+}))
