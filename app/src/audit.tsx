@@ -156,7 +156,7 @@ export const AuditPage = () => {
             <tbody>
               {rows.map((r) => (
                 <tr key={r.seq} data-request-id={r.request_id}>
-                  <td data-label="Time">{fmtTime(r.ts)}</td>
+                  <td data-label="Time" class="nowrap">{fmtTime(r.ts, true)}</td>
                   <td data-label="Request"><span class="mono">{r.method}</span> {r.endpoint}</td>
                   <td data-label="Status"><Status kind={statusKind(r.status)}>{r.status}{r.error ? ` ${r.error}` : ""}</Status></td>
                   <td data-label="Key">{keyName(r.key_id)}</td>

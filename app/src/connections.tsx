@@ -129,7 +129,7 @@ const Grants = (props: { keys: ReadonlyArray<KeyView>; connections: ReadonlyArra
           <tbody>
             {props.connections.map((c) => {
               const message = messages[c.id]
-              return (
+              return [
                 <tr key={c.id} data-connection-id={c.id}>
                   <th scope="row" data-label="Connection">{c.name} <span class="muted">#{c.id}</span></th>
                   <td data-label="Holds">{held(c.id) ?? <span class="muted">no access</span>}</td>
@@ -143,19 +143,23 @@ const Grants = (props: { keys: ReadonlyArray<KeyView>; connections: ReadonlyArra
                   <td class="row-actions">
                     <button type="button" onClick={() => save(c.id)}>Grant</button>
                     {held(c.id) && <button type="button" class="danger" onClick={() => revoke(c.id)}>Revoke grant</button>}
-                    {message && (
+                  </td>
+                </tr>,
+                message && (
+                  <tr key={`${c.id}-message`} class="message-row">
+                    <td colSpan={4}>
                       <div class={message.kind === "ok" ? "ok-text" : "field-error"} role={message.kind === "ok" ? "status" : "alert"}>
                         {message.text}
                         {message.conflict && (
-                          <span class="explain">
-                            {" "}Roles only go up through a grant. To lower this key to {roles[c.id]}, use “Revoke grant”, then grant {roles[c.id]}.
-                          </span>
+                          <p class="explain">
+                            Roles only go up through a grant. To lower this key to {roles[c.id]}, use “Revoke grant”, then grant {roles[c.id]}.
+                          </p>
                         )}
                       </div>
-                    )}
-                  </td>
-                </tr>
-              )
+                    </td>
+                  </tr>
+                )
+              ]
             })}
           </tbody>
         </table>
@@ -243,7 +247,7 @@ export const ConnectionsPage = () => {
       )}
       {connections && (
         <div class="two-col">
-          <Grants keys={keys} connections={connections} onChanged={load} />
+          {connections.length > 0 && <Grants keys={keys} connections={connections} onChanged={load} />}
           <AddConnection onAdded={load} nextId={Math.max(0, ...connections.map((c) => c.id)) + 1} />
         </div>
       )}

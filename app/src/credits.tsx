@@ -130,7 +130,7 @@ export const CreditsPage = () => {
             <tbody>
               {rows.map((r) => (
                 <tr key={r.seq}>
-                  <td data-label="Time">{fmtTime(r.ts)}</td>
+                  <td data-label="Time" class="nowrap">{fmtTime(r.ts, true)}</td>
                   <td data-label="Kind">{r.kind}</td>
                   <td data-label="Amount" class={`num ${r.amount < 0 ? "neg" : "pos"}`}>{r.amount > 0 ? "+" : ""}{fmtNumber(r.amount)}</td>
                   <td data-label="Balance after" class="num">{fmtNumber(r.balance_after)}</td>

@@ -341,7 +341,7 @@ export const KeysPage = () => {
                 return (
                   <tr key={key.id} data-key-id={key.id}>
                     <th scope="row" data-label="Name">{key.name}<div class="muted mono small">{key.id}</div></th>
-                    <td data-label="Key" class="mono">{key.key_hint}</td>
+                    <td data-label="Key" class="mono nowrap">{key.key_hint}</td>
                     <td data-label="Status"><Status kind={status.kind}>{status.label}</Status></td>
                     <td data-label="Models">{key.allowed_models === null ? <span class="muted">all</span> : key.allowed_models.join(", ") || <span class="muted">none</span>}</td>
                     <td data-label="Tools">{key.tools_enabled ? "on" : "off"}</td>

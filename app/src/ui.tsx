@@ -76,10 +76,10 @@ export const Dialog = (props: { title: string; onClose: () => void; children: Co
   )
 }
 
-export const fmtTime = (iso: string | null | undefined): string => {
+export const fmtTime = (iso: string | null | undefined, seconds = false): string => {
   if (!iso) return "never"
   const date = new Date(iso)
-  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })
+  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: seconds ? "medium" : "short" })
 }
 
 export const fmtNumber = (n: number): string => n.toLocaleString()
