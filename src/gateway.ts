@@ -75,14 +75,21 @@ export const httpLayer = (config: GatewayConfig) => {
  */
 export const limitsLayer = (config: GatewayConfig) =>
   config.redis === undefined
-    ? Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory, AdminThrottle.layerMemory())
-    : Layer.mergeAll(RateLimiter.layerRedis, AdminThrottle.layerRedis(), StreamSlots.layerRedis({ lease: `${config.limits.stream_lease_seconds} seconds` })).pipe(
+    ? Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory)
+    : Layer.mergeAll(RateLimiter.layerRedis, StreamSlots.layerRedis({ lease: `${config.limits.stream_lease_seconds} seconds` })).pipe(
       Layer.provideMerge(RedisClient.layer(config.redis))
     )
+
+/** Failed admin-token attempts per client address: shared through Redis when there is one. */
+export const adminThrottleLayer = (config: GatewayConfig) =>
+  config.redis === undefined
+    ? AdminThrottle.layerMemory()
+    : AdminThrottle.layerRedis().pipe(Layer.provide(RedisClient.layer(config.redis)))
 
 export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
+    adminThrottleLayer(config),
     Credits.layer,
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),

@@ -24,7 +24,7 @@ import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { CsrfRejected, Unauthorized } from "../../domain/errors.ts"
 import { AdminThrottle } from "../../services/limits/AdminThrottle.ts"
-import { CurrentRequest } from "../request-context.ts"
+import { CurrentRequest } from "../../pipelines/request.ts"
 
 export const SESSION_COOKIE = "mg_session"
 export const CSRF_HEADER = "x-csrf-token"
