@@ -129,6 +129,25 @@ describe("admin token throttling across replicas (Redis)", () => {
   })
 })
 
+describe("admin token throttling with Redis unreachable", () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await startGateway(testConfig({ server: { host: "127.0.0.1", port: 0, trust_proxy: true }, redis: "redis://127.0.0.1:1" }))
+  })
+  afterAll(() => gw.close())
+
+  it("keeps the admin API open to the right token and still throttles guesses, in this process", async () => {
+    const address = randomAddress()
+    expect((await fetch(`${gw.url}/workspace`, { headers: proxied(address, { authorization: `Bearer ${ADMIN_TOKEN}` }) })).status).toBe(200)
+    for (let i = 0; i < 10; i++) {
+      expect((await fetch(`${gw.url}/workspace`, { headers: proxied(address, { authorization: `Bearer wrong-${i}` }) })).status).toBe(401)
+    }
+    const limited = await fetch(`${gw.url}/workspace`, { headers: proxied(address, { authorization: `Bearer ${ADMIN_TOKEN}` }) })
+    expect(limited.status).toBe(429)
+    expect(limited.headers.get("retry-after")).not.toBeNull()
+  })
+})
+
 describe("app session and CSRF", () => {
   let gw: TestGateway
   beforeAll(async () => {
