@@ -4,7 +4,7 @@
  * for the connection test. Each page is screenshotted into test-results/app/ to be looked at.
  *
  * The steps share one browser session and run in order: sign-in, keys, connections, credits,
- * usage, audit, delete, CSRF, the phone width, sign-out.
+ * usage, audit, CSRF, the phone width, delete, sign-out.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { execFileSync } from "node:child_process"
@@ -301,19 +301,6 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     await shot("10-audit")
   })
 
-  it("deletes a key after confirmation; it then gets 401 unauthorized", async () => {
-    await go("keys", "API keys")
-    await page.getByRole("button", { name: "Delete e2e" }).click()
-    const confirm = page.getByRole("dialog", { name: "Delete “e2e”?" })
-    await shot("11-delete-confirm")
-    await confirm.getByRole("button", { name: "Delete key" }).click()
-    await page.getByText("Deleted “e2e”.").waitFor()
-    expect(await page.locator("tr[data-key-id]", { hasText: "e2e" }).count()).toBe(0)
-    const refused = await chat(gw, createdKey)
-    expect(refused.status).toBe(401)
-    expect((await refused.json() as { error: string }).error).toBe("unauthorized")
-  })
-
   it("refuses a forged cross-site request that carries the session cookie", async () => {
     const before = (await (await gw.admin("GET", "/workspace")).json() as { credits: number }).credits
     const forged = page.waitForResponse((r) => r.url() === `${gw.url}/workspace/credits`)
@@ -353,6 +340,19 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     expect(outline).toBe("solid")
     await page.keyboard.press("Enter")
     await page.getByRole("heading", { level: 1, name: "Connections" }).waitFor()
+  })
+
+  it("deletes a key after confirmation; it then gets 401 unauthorized", async () => {
+    await go("keys", "API keys")
+    await page.getByRole("button", { name: "Delete e2e" }).click()
+    const confirm = page.getByRole("dialog", { name: "Delete “e2e”?" })
+    await shot("11-delete-confirm")
+    await confirm.getByRole("button", { name: "Delete key" }).click()
+    await page.getByText("Deleted “e2e”.").waitFor()
+    expect(await page.locator("tr[data-key-id]", { hasText: "e2e" }).count()).toBe(0)
+    const refused = await chat(gw, createdKey)
+    expect(refused.status).toBe(401)
+    expect((await refused.json() as { error: string }).error).toBe("unauthorized")
   })
 
   it("signs out", async () => {
