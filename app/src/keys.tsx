@@ -190,10 +190,16 @@ const KeyForm = (props: {
 
 /** The full key, once: a read-only field, a copy button and a warning that it is not kept. */
 const ShownOnce = (props: { title: string; keyView: KeyView; note?: string; onClose: () => void }) => {
-  const [copied, setCopied] = useState(false)
+  const [copied, setCopied] = useState<boolean | "failed">(false)
   const copy = async () => {
-    await navigator.clipboard.writeText(props.keyView.key ?? "")
-    setCopied(true)
+    try {
+      await navigator.clipboard.writeText(props.keyView.key ?? "")
+      setCopied(true)
+    } catch {
+      // No clipboard access (an insecure origin, a denied permission): the field stays selectable.
+      setCopied("failed")
+      document.getElementById("shown-key")?.focus()
+    }
   }
   return (
     <Dialog title={props.title} onClose={props.onClose}>
@@ -205,8 +211,9 @@ const ShownOnce = (props: { title: string; keyView: KeyView; note?: string; onCl
         <label for="shown-key">Key for “{props.keyView.name}”</label>
         <div class="copy-row">
           <input id="shown-key" class="mono" readOnly value={props.keyView.key} onFocus={(e) => e.currentTarget.select()} />
-          <button type="button" class="primary" onClick={copy}>{copied ? "Copied" : "Copy"}</button>
+          <button type="button" class="primary" onClick={copy}>{copied === true ? "Copied" : "Copy"}</button>
         </div>
+        {copied === "failed" && <small class="field-error" role="alert">Copying is not allowed here: the key is selected, copy it with Ctrl+C or ⌘C.</small>}
       </div>
       <div class="actions">
         <button type="button" onClick={props.onClose}>I have copied it</button>

@@ -203,6 +203,18 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     expect((await chat(gw, createdKey)).status).toBe(200)
   })
 
+  it("edits a key", async () => {
+    await page.getByRole("button", { name: "Edit e2e" }).click()
+    const dialog = page.getByRole("dialog", { name: "Edit “e2e”" })
+    expect(await dialog.getByLabel("Requests per minute").inputValue()).toBe("500")
+    await dialog.getByLabel("Requests per minute").fill("600")
+    await dialog.getByLabel("Tools enabled", { exact: false }).check()
+    await dialog.getByRole("button", { name: "Save changes" }).click()
+    await page.getByText("Saved “e2e”.").waitFor()
+    const key = await (await gw.admin("GET", `/api-keys/${keyId}`)).json() as Record<string, unknown>
+    expect(key).toMatchObject({ limits: { requests_per_minute: 600 }, tools_enabled: true, allowed_models: ["echo"] })
+  })
+
   it("adds and tests a connection, and explains the 409 of a lowered grant", async () => {
     await go("connections", "Connections")
     const form = page.getByRole("form", { name: "Add a connection" })
@@ -299,6 +311,14 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     for (const record of lines) expect(record).toMatchObject({ key_id: keyId, endpoint: "/v1/chat/completions" })
     await expectLabelled()
     await shot("10-audit")
+
+    // Paging: every call the app made is audited too, so the unfiltered trail has several pages.
+    await filters.getByRole("button", { name: "Clear" }).click()
+    await expect.poll(() => table.locator("tbody tr").count()).toBe(50)
+    await page.getByRole("button", { name: "Load more" }).click()
+    await expect.poll(() => table.locator("tbody tr").count()).toBeGreaterThan(50)
+    const seen = await table.locator("tbody tr").evaluateAll((rows: Array<any>) => rows.map((r) => r.dataset.requestId))
+    expect(new Set(seen).size).toBe(seen.length)
   })
 
   it("refuses a forged cross-site request that carries the session cookie", async () => {
