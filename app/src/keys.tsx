@@ -136,7 +136,7 @@ const KeyForm = (props: {
                 </label>
               ))}
             </div>
-            <Field label="Other model names or full ids (comma separated)" error={errors.allowed_models}>
+            <Field label="Other models or patterns" hint="Names, full ids or patterns such as claude-*, comma separated" error={errors.allowed_models}>
               {(id, d) => <input id={id} aria-describedby={d} value={form.otherModels} onInput={(e) => set("otherModels", valueOf(e))} />}
             </Field>
           </>
