@@ -6,6 +6,9 @@ import { Clock, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { makeHttpApp } from "./http/app.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
+import { makeAdminAuth } from "./http/routes/admin-auth.ts"
+import { appRoutes } from "./http/routes/app.ts"
+import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes } from "./http/routes/health.ts"
 import { modelRoutes } from "./http/routes/models.ts"
 import { completionRoutes } from "./http/routes/completions.ts"
@@ -55,11 +58,13 @@ export const coreLayer = (config: GatewayConfig, overrides: GatewayOverrides = {
 
 export const httpLayer = (config: GatewayConfig) => {
   const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
+  const auth = makeAdminAuth({ token: config.admin.token, secure: config.server.tls !== undefined || config.server.trust_proxy })
   const routes = [
     ...healthRoutes,
     ...modelRoutes,
     ...completionRoutes,
-    ...adminRoutes({ token: config.admin.token, maxBodyBytes: config.limits.max_body_bytes })
+    ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+    ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes })
   ]
   return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
 }
@@ -75,11 +80,18 @@ export const limitsLayer = (config: GatewayConfig) =>
       Layer.provideMerge(RedisClient.layer(config.redis))
     )
 
+/** Failed admin-token attempts per client address: shared through Redis when there is one. */
+export const adminThrottleLayer = (config: GatewayConfig) =>
+  config.redis === undefined
+    ? AdminThrottle.layerMemory()
+    : AdminThrottle.layerRedis().pipe(Layer.provide(RedisClient.layer(config.redis)))
+
 export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
+    adminThrottleLayer(config),
     Credits.layer,
-    StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provide(SqlDrivers.layer)))),
+    StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),

@@ -5,6 +5,7 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, Logger, Option, References, Runtime } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
+import { randomBytes } from "node:crypto"
 import { HttpServer } from "effect/http"
 import { loadConfig } from "./cli/load-config.ts"
 import { coreLayer, gatewayLayer } from "./gateway.ts"
@@ -29,6 +30,8 @@ const readConfig = (flags?: { host?: string | undefined; port?: number | undefin
     return yield* loadConfig({ path: Option.getOrUndefined(config), env: process.env, flags })
   })
 
+const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
+
 const logLevel = (config: GatewayConfig) =>
   ({ debug: "Debug", info: "Info", warn: "Warn", error: "Error", none: "None" } as const)[config.log.level]
 
@@ -39,11 +42,28 @@ const serve = Command.make(
     port: Flag.Int("port").pipe(Flag.withDescription("Port to bind, 0 for any free port (overrides server.port)"), Flag.optional)
   },
   Effect.fn(function*({ host, port }) {
-    const config = yield* readConfig({ host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) })
+    const configured = yield* readConfig({ host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) })
+    // With no admin token and only this machine able to connect (the embedded default), a
+    // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
+    // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled.
+    const oneTimeToken = configured.admin.token === undefined && isLoopback(configured.server.host)
+      ? randomBytes(24).toString("base64url")
+      : undefined
+    const config = oneTimeToken === undefined ? configured : { ...configured, admin: { ...configured.admin, token: oneTimeToken } }
     const announce = Layer.effectDiscard(
-      HttpServer.addressFormattedWith((address) =>
-        Effect.log(`modelgate listening on ${config.server.tls ? address.replace("http://", "https://") : address}`)
-      )
+      HttpServer.addressFormattedWith((formatted) => {
+        const address = config.server.tls ? formatted.replace("http://", "https://") : formatted
+        return Effect.andThen(
+          Effect.log(`modelgate listening on ${address}`),
+          oneTimeToken === undefined
+            ? config.admin.token === undefined ? Effect.void : Effect.log(`admin app: ${address}/app`)
+            // Printed whatever the log level: without it the admin app cannot be opened.
+            : Console.log(
+              `admin app: ${address}/app, sign in with this one-time admin token (valid until the process stops; ` +
+                `set admin.token or MODELGATE_ADMIN_TOKEN to choose a lasting one): ${oneTimeToken}`
+            )
+        )
+      })
     )
     return yield* Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
       Effect.provideService(References.MinimumLogLevel, logLevel(config))

@@ -15,6 +15,8 @@ export class KeyInactive extends Schema.TaggedError<KeyInactive>()("KeyInactive"
 export class ScopeViolation extends Schema.TaggedError<ScopeViolation>()("ScopeViolation", fields) {}
 export class ToolsDisabled extends Schema.TaggedError<ToolsDisabled>()("ToolsDisabled", fields) {}
 export class HttpsRequired extends Schema.TaggedError<HttpsRequired>()("HttpsRequired", fields) {}
+/** A cookie-authenticated state-changing call without the session's CSRF token or from another origin. */
+export class CsrfRejected extends Schema.TaggedError<CsrfRejected>()("CsrfRejected", fields) {}
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {}
 export class SessionExpired extends Schema.TaggedError<SessionExpired>()("SessionExpired", fields) {}
 export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("MethodNotAllowed", {
@@ -56,6 +58,7 @@ export type ApiError =
   | ScopeViolation
   | ToolsDisabled
   | HttpsRequired
+  | CsrfRejected
   | NotFound
   | SessionExpired
   | MethodNotAllowed
@@ -82,6 +85,7 @@ export const errorTable: { readonly [K in ApiError["_tag"]]: { readonly slug: st
   ScopeViolation: { slug: "scope_violation", status: 403 },
   ToolsDisabled: { slug: "tools_disabled", status: 403 },
   HttpsRequired: { slug: "https_required", status: 403 },
+  CsrfRejected: { slug: "csrf_rejected", status: 403 },
   SqlGateBlocked: { slug: "sql_gate_blocked", status: 403 },
   NotFound: { slug: "not_found", status: 404 },
   SessionExpired: { slug: "session_expired", status: 404 },

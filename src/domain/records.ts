@@ -49,6 +49,10 @@ export interface AuditRecord {
 export interface AuditQuery {
   readonly key_id?: string | undefined
   readonly status?: number | undefined
+  /** The error slug (`key_inactive`, ...). */
+  readonly error?: string | undefined
+  /** The route pattern (`/v1/chat/completions`, `/api-keys/:id`). */
+  readonly endpoint?: string | undefined
   readonly since?: string | undefined
   readonly until?: string | undefined
   /** Opaque cursor from a previous page: records older than it. */

@@ -5,8 +5,11 @@
 import { Effect, Schema } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
-import { timingSafeEqual } from "node:crypto"
-import { Unauthorized, ValidationFailed } from "../../domain/errors.ts"
+import { NotFound, ValidationFailed } from "../../domain/errors.ts"
+import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
+import type { UsageDimension } from "../../services/store/Store.ts"
+import { testConnection } from "./connection-test.ts"
+import type { AdminAuth } from "./admin-auth.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
 import { Connections, toConnectionView } from "../../services/sql/Connections.ts"
@@ -21,27 +24,12 @@ import { route } from "../router.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 
 export interface AdminOptions {
-  readonly token: string | undefined
+  readonly auth: AdminAuth
   readonly maxBodyBytes: number
 }
 
-const sameSecret = (a: string, b: string) => {
-  const left = Buffer.from(a)
-  const right = Buffer.from(b)
-  return left.length === right.length && timingSafeEqual(left, right)
-}
-
 export const adminRoutes = (options: AdminOptions) => {
-  const requireAdmin = Effect.gen(function*() {
-    const request = yield* HttpServerRequest
-    if (options.token === undefined) {
-      return yield* new Unauthorized({ message: "the admin API is disabled: set admin.token (or MODELGATE_ADMIN_TOKEN)" })
-    }
-    const header = request.headers["authorization"]
-    const match = header === undefined ? null : /^Bearer\s+(.+)$/i.exec(header.trim())
-    if (!match) return yield* new Unauthorized({ message: "missing admin token: send `Authorization: Bearer <admin token>`" })
-    if (!sameSecret(match[1]!.trim(), options.token)) return yield* new Unauthorized({ message: "invalid admin token" })
-  })
+  const requireAdmin = options.auth.requireAdmin
 
   const idParam = Effect.map(CurrentRequest, (state) => state.params.id ?? "")
 
@@ -59,6 +47,8 @@ export const adminRoutes = (options: AdminOptions) => {
   const AuditQuery = Schema.Struct({
     key_id: Schema.optional(Schema.String),
     status: Schema.optional(Schema.FiniteFromString),
+    error: Schema.optional(Schema.String),
+    endpoint: Schema.optional(Schema.String),
     since: Schema.optional(Schema.String),
     until: Schema.optional(Schema.String),
     cursor: Schema.optional(Schema.FiniteFromString),
@@ -68,6 +58,7 @@ export const adminRoutes = (options: AdminOptions) => {
 
   const UsageQuery = Schema.Struct({
     key_id: Schema.optional(Schema.String),
+    group_by: Schema.optional(Schema.String),
     since: Schema.optional(Schema.String),
     until: Schema.optional(Schema.String)
   })
@@ -87,8 +78,20 @@ export const adminRoutes = (options: AdminOptions) => {
   const LedgerQuery = Schema.Struct({
     cursor: Schema.optional(Schema.FiniteFromString),
     limit: Schema.optional(Schema.FiniteFromString),
-    request_id: Schema.optional(Schema.String)
+    request_id: Schema.optional(Schema.String),
+    key_id: Schema.optional(Schema.String),
+    kind: Schema.optional(Schema.Literals(["initial", "charge", "refund", "topup"]))
   })
+
+  /** `group_by=day,key,model` (any subset, any order); the default is key and model. */
+  const groupByParam = (value: string | undefined) => {
+    if (value === undefined) return Effect.succeed(undefined)
+    const parts = value.split(",").map((p) => p.trim()).filter((p) => p !== "")
+    const bad = parts.find((p) => p !== "day" && p !== "key" && p !== "model")
+    return bad !== undefined
+      ? Effect.fail(new ValidationFailed({ message: `group_by: expected a comma-separated list of day, key, model; got "${bad.slice(0, 50)}"`, details: { field: "group_by" } }))
+      : Effect.succeed(parts as ReadonlyArray<UsageDimension>)
+  }
 
   const ConnectionInput = Schema.Struct({
     id: Schema.Int.check(Schema.isGreaterThan(0)),
@@ -120,6 +123,18 @@ export const adminRoutes = (options: AdminOptions) => {
     route("GET", "/connections", admin(Effect.gen(function*() {
       const list = yield* (yield* Connections).list
       return json({ data: list.map(toConnectionView) })
+    }))),
+    route("POST", "/connections/:connection_id/test", admin(Effect.gen(function*() {
+      const id = yield* connectionIdParam
+      const connection = yield* (yield* Connections).get(id)
+      if (connection === undefined) return yield* new NotFound({ message: `no connection with id ${id}` })
+      return json({ connection_id: id, results: yield* testConnection(connection) })
+    }))),
+    route("GET", "/models", admin(Effect.gen(function*() {
+      const catalog = yield* ModelCatalog
+      return json({
+        data: catalog.models.map((m) => ({ name: m.alias ?? m.id, id: m.id, alias: m.alias ?? null, provider: m.provider, credits: m.credits }))
+      })
     }))),
     route("POST", "/connections", admin(Effect.gen(function*() {
       const input = yield* body(ConnectionInput)
@@ -210,7 +225,13 @@ export const adminRoutes = (options: AdminOptions) => {
       const url = new URL(request.url, "http://local")
       const params = yield* decodeStrict(LedgerQuery)(Object.fromEntries(url.searchParams))
       const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
-      const items = yield* Effect.orDie((yield* Store).ledger({ before_seq: params.cursor, limit, request_id: params.request_id }))
+      const items = yield* Effect.orDie((yield* Store).ledger({
+        before_seq: params.cursor,
+        limit,
+        request_id: params.request_id,
+        key_id: params.key_id,
+        kind: params.kind
+      }))
       return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
     }))),
     route("GET", "/usage", admin(Effect.gen(function*() {
@@ -219,9 +240,10 @@ export const adminRoutes = (options: AdminOptions) => {
       const params = yield* decodeStrict(UsageQuery)(Object.fromEntries(url.searchParams))
       const since = yield* isoParam("since", params.since)
       const until = yield* isoParam("until", params.until)
+      const groupBy = yield* groupByParam(params.group_by)
       yield* (yield* Audit).flush
-      const rows = yield* Effect.orDie((yield* Store).usage({ since, until, key_id: params.key_id }))
-      return json({ since: since ?? null, until: until ?? null, data: rows })
+      const rows = yield* Effect.orDie((yield* Store).usage({ since, until, key_id: params.key_id, group_by: groupBy }))
+      return json({ since: since ?? null, until: until ?? null, group_by: groupBy ?? ["key", "model"], data: rows })
     }))),
     route("GET", "/audit", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -235,6 +257,8 @@ export const adminRoutes = (options: AdminOptions) => {
       const page = yield* Effect.orDie((yield* Store).queryAudit({
         key_id: params.key_id,
         status: params.status,
+        error: params.error,
+        endpoint: params.endpoint,
         since,
         until,
         before_seq: params.cursor,

@@ -51,9 +51,13 @@ export type AdmitResult =
   | { readonly _tag: "BudgetExhausted" }
   | { readonly _tag: "Insufficient"; readonly available: number }
 
+/** What usage rows are grouped by: the UTC day (`YYYY-MM-DD`), the key, the model. */
+export type UsageDimension = "day" | "key" | "model"
+
 export interface UsageRow {
-  readonly key_id: string | null
-  readonly model: string | null
+  readonly day?: string
+  readonly key_id?: string | null
+  readonly model?: string | null
   readonly requests: number
   readonly errors: number
   readonly prompt_tokens: number
@@ -88,7 +92,13 @@ export interface StoreShape {
   }) => Effect.Effect<AdmitResult, SqlError>
   /** Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row. */
   readonly addCredits: (kind: Extract<LedgerKind, "refund" | "topup">, movement: CreditMovement) => Effect.Effect<number, SqlError>
-  readonly ledger: (query: { readonly before_seq?: number | undefined; readonly limit: number; readonly request_id?: string | undefined }) => Effect.Effect<ReadonlyArray<LedgerEntry>, SqlError>
+  readonly ledger: (query: {
+    readonly before_seq?: number | undefined
+    readonly limit: number
+    readonly request_id?: string | undefined
+    readonly key_id?: string | undefined
+    readonly kind?: LedgerKind | undefined
+  }) => Effect.Effect<ReadonlyArray<LedgerEntry>, SqlError>
   readonly listConnections: Effect.Effect<ReadonlyArray<ConnectionRecord>, SqlError>
   /** Inserts a connection; false when the id is taken. */
   readonly insertConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, SqlError>
@@ -110,7 +120,13 @@ export interface StoreShape {
   readonly sqlHistory: (keyId: string, connectionId: number, limit: number) => Effect.Effect<ReadonlyArray<SqlHistoryItem>, SqlError>
   readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, SqlError>
   /** Requests, failures, tokens and credits per key and model over a window, from the audit trail. */
-  readonly usage: (query: { readonly since?: string | undefined; readonly until?: string | undefined; readonly key_id?: string | undefined }) => Effect.Effect<ReadonlyArray<UsageRow>, SqlError>
+  /** Totals from the audit trail, one row per combination of `group_by` (default key and model). */
+  readonly usage: (query: {
+    readonly since?: string | undefined
+    readonly until?: string | undefined
+    readonly key_id?: string | undefined
+    readonly group_by?: ReadonlyArray<UsageDimension> | undefined
+  }) => Effect.Effect<ReadonlyArray<UsageRow>, SqlError>
   readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, SqlError>
 }
 
@@ -357,7 +373,9 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
           sql<Record<string, unknown>>`SELECT * FROM credit_ledger WHERE ${
             sql.and([
               query.before_seq !== undefined ? sql`seq < ${query.before_seq}` : undefined,
-              query.request_id !== undefined ? sql`request_id = ${query.request_id}` : undefined
+              query.request_id !== undefined ? sql`request_id = ${query.request_id}` : undefined,
+              query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined,
+              query.kind !== undefined ? sql`kind = ${query.kind}` : undefined
             ].filter((c) => c !== undefined))
           } ORDER BY seq DESC LIMIT ${query.limit}`,
           (rows) => rows.map(rowToLedger)
@@ -457,9 +475,15 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
               details: r.details === null ? null : JSON.stringify(r.details)
             })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
           }`.pipe(Effect.asVoid),
-      usage: (query) =>
-        Effect.map(
-          sql<Record<string, unknown>>`SELECT key_id, model, COUNT(*) AS requests,
+      usage: (query) => {
+        // Column expressions come from this fixed table only, never from the caller's text.
+        const dimensions = { day: "substr(ts, 1, 10)", key: "key_id", model: "model" } as const
+        const names = { day: "day", key: "key_id", model: "model" } as const
+        const groups = (["day", "key", "model"] as const).filter((d) => (query.group_by ?? ["key", "model"]).includes(d))
+        const selected = groups.map((d) => `${dimensions[d]} AS ${names[d]}`)
+        const grouped = groups.map((d) => dimensions[d]).join(", ")
+        return Effect.map(
+          sql<Record<string, unknown>>`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,
               SUM(CASE WHEN status >= 400 OR error IS NOT NULL THEN 1 ELSE 0 END) AS errors,
               COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
               COALESCE(SUM(credits), 0) AS credits
@@ -469,22 +493,26 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
               query.until !== undefined ? sql`ts < ${query.until}` : undefined,
               query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined
             ].filter((c) => c !== undefined))
-          } GROUP BY key_id, model ORDER BY key_id, model`,
+          } ${sql.literal(groups.length > 0 ? `GROUP BY ${grouped} ORDER BY ${grouped}` : "")}`,
           (rows) => rows.map((row): UsageRow => ({
-            key_id: (row.key_id as string | null) ?? null,
-            model: (row.model as string | null) ?? null,
+            ...(groups.includes("day") ? { day: String(row.day) } : {}),
+            ...(groups.includes("key") ? { key_id: (row.key_id as string | null) ?? null } : {}),
+            ...(groups.includes("model") ? { model: (row.model as string | null) ?? null } : {}),
             requests: num(row.requests),
             errors: num(row.errors),
             prompt_tokens: num(row.prompt_tokens),
             completion_tokens: num(row.completion_tokens),
             credits: num(row.credits)
           }))
-        ),
+        )
+      },
       queryAudit: (query) =>
         Effect.gen(function*() {
           const conditions = [
             query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined,
             query.status !== undefined ? sql`status = ${query.status}` : undefined,
+            query.error !== undefined ? sql`error = ${query.error}` : undefined,
+            query.endpoint !== undefined ? sql`endpoint = ${query.endpoint}` : undefined,
             query.since !== undefined ? sql`ts >= ${query.since}` : undefined,
             query.until !== undefined ? sql`ts < ${query.until}` : undefined,
             query.before_seq !== undefined ? sql`seq < ${query.before_seq}` : undefined

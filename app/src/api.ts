@@ -1,0 +1,167 @@
+/**
+ * The admin API as the app calls it: same origin, the session cookie sent by the browser, and
+ * the session's CSRF token on every call that changes something. Errors arrive as the gateway's
+ * envelope and are thrown as ApiError so forms can put the message next to the field it names.
+ */
+
+export interface Envelope {
+  readonly status: number
+  readonly error: string
+  readonly message: string
+  readonly request_id?: string
+  readonly details?: Record<string, unknown>
+}
+
+export class ApiError extends Error {
+  readonly status: number
+  readonly slug: string
+  readonly details: Record<string, unknown>
+  readonly requestId: string | undefined
+  constructor(envelope: Envelope) {
+    super(envelope.message)
+    this.status = envelope.status
+    this.slug = envelope.error
+    this.details = envelope.details ?? {}
+    this.requestId = envelope.request_id
+  }
+  /** The field path the error names (`budget.max_requests`), when it names one. */
+  get field(): string | undefined {
+    const field = this.details.field
+    return typeof field === "string" ? field : undefined
+  }
+}
+
+let csrfToken = ""
+let onSignedOut: () => void = () => {}
+
+export const setCsrfToken = (token: string) => {
+  csrfToken = token
+}
+export const whenSignedOut = (callback: () => void) => {
+  onSignedOut = callback
+}
+
+const toEnvelope = async (response: Response): Promise<Envelope> => {
+  try {
+    const body = (await response.json()) as Envelope
+    if (typeof body.error === "string" && typeof body.message === "string") return body
+  } catch {
+    // Not an envelope: fall through to a generic one.
+  }
+  return { status: response.status, error: "http_error", message: `HTTP ${response.status}` }
+}
+
+export const request = async (method: string, path: string, body?: unknown): Promise<Response> => {
+  const headers: Record<string, string> = { accept: "application/json" }
+  if (body !== undefined) headers["content-type"] = "application/json"
+  if (method !== "GET") headers["x-csrf-token"] = csrfToken
+  const response = await fetch(path, {
+    method,
+    headers,
+    credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body)
+  })
+  if (!response.ok) {
+    const envelope = await toEnvelope(response)
+    // An expired or cleared session anywhere sends the operator back to sign-in.
+    if (response.status === 401 && path !== "/app/session") onSignedOut()
+    throw new ApiError(envelope)
+  }
+  return response
+}
+
+export const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+  const response = await request(method, path, body)
+  return (response.status === 204 ? undefined : await response.json()) as T
+}
+
+/** A query string from the set values only. */
+export const query = (params: Record<string, string | number | undefined | null>): string => {
+  const search = new URLSearchParams()
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "") search.set(name, String(value))
+  }
+  const text = search.toString()
+  return text === "" ? "" : `?${text}`
+}
+
+export interface KeyView {
+  id: string
+  name: string
+  key_hint: string
+  is_active: boolean
+  allowed_models: Array<string> | null
+  tools_enabled: boolean
+  budget: { max_requests: number; used: number; remaining: number } | null
+  limits: { requests_per_minute?: number; concurrent_streams?: number } | null
+  expires_at: string | null
+  created_at: string
+  updated_at: string
+  last_used_at: string | null
+  connections?: Array<{ connection_id: number; role: "read" | "edit" }>
+  key?: string
+}
+
+export interface ConnectionView {
+  id: number
+  name: string
+  dialect: "postgres" | "mysql"
+  url: string
+  read_url: string | null
+  default_schema: string | null
+  source: "config" | "admin"
+}
+
+export interface ModelView {
+  name: string
+  id: string
+  alias: string | null
+  provider: string
+  credits: number
+}
+
+export interface LedgerEntry {
+  seq: number
+  ts: string
+  kind: "initial" | "charge" | "refund" | "topup"
+  amount: number
+  balance_after: number
+  actor: string
+  key_id: string | null
+  request_id: string | null
+  model: string | null
+  note: string | null
+}
+
+export interface AuditRecord {
+  seq: number
+  request_id: string
+  ts: string
+  key_id: string | null
+  method: string
+  endpoint: string
+  status: number
+  error: string | null
+  model: string | null
+  provider: string | null
+  tool: string | null
+  connection_id: number | null
+  credits: number
+  prompt_tokens: number | null
+  completion_tokens: number | null
+  duration_ms: number
+  stream: boolean
+  client_addr: string | null
+  details: Record<string, unknown> | null
+}
+
+export interface UsageRow {
+  day?: string
+  key_id?: string | null
+  model?: string | null
+  requests: number
+  errors: number
+  prompt_tokens: number
+  completion_tokens: number
+  credits: number
+}

@@ -1,0 +1,435 @@
+/** Settings -> API keys: list, create (key shown once), edit, rotate, revoke/reactivate, delete. */
+import { useEffect, useState } from "preact/hooks"
+import { api, type ConnectionView, type KeyView, type ModelView } from "./api.ts"
+import {
+  Dialog,
+  Empty,
+  Field,
+  type FieldErrors,
+  fieldErrors,
+  FormError,
+  fmtNumber,
+  fmtTime,
+  fromLocalInput,
+  PageHead,
+  Status,
+  toLocalInput,
+  valueOf
+} from "./ui.tsx"
+
+const keyStatus = (key: KeyView): { kind: "ok" | "bad" | "muted"; label: string } => {
+  if (!key.is_active) return { kind: "muted", label: "inactive" }
+  if (key.expires_at !== null && Date.parse(key.expires_at) <= Date.now()) return { kind: "bad", label: "expired" }
+  return { kind: "ok", label: "active" }
+}
+
+const KEY_FIELDS = ["name", "allowed_models", "tools_enabled", "budget", "limits.requests_per_minute", "limits.concurrent_streams", "limits", "expires_at", "connections"]
+
+interface FormState {
+  name: string
+  allModels: boolean
+  models: Array<string>
+  otherModels: string
+  tools: boolean
+  budget: string
+  rpm: string
+  streams: string
+  expires: string
+  grants: Record<number, "" | "read" | "edit">
+}
+
+const initialForm = (key: KeyView | undefined, catalogue: ReadonlyArray<ModelView>): FormState => {
+  const known = new Set(catalogue.map((m) => m.name))
+  const allowed = key?.allowed_models ?? null
+  return {
+    name: key?.name ?? "",
+    allModels: allowed === null,
+    models: (allowed ?? []).filter((m) => known.has(m)),
+    otherModels: (allowed ?? []).filter((m) => !known.has(m)).join(", "),
+    tools: key?.tools_enabled ?? false,
+    budget: key?.budget ? String(key.budget.max_requests) : "",
+    rpm: key?.limits?.requests_per_minute ? String(key.limits.requests_per_minute) : "",
+    streams: key?.limits?.concurrent_streams ? String(key.limits.concurrent_streams) : "",
+    expires: toLocalInput(key?.expires_at),
+    grants: Object.fromEntries((key?.connections ?? []).map((g) => [g.connection_id, g.role]))
+  }
+}
+
+/** Numbers are sent as typed (a `0` or `1.5` reaches the API and comes back as its error). */
+const numberOrText = (text: string): number | string => (text.trim() !== "" && !Number.isNaN(Number(text)) ? Number(text) : text)
+
+const KeyForm = (props: {
+  keyView?: KeyView
+  catalogue: ReadonlyArray<ModelView>
+  connections: ReadonlyArray<ConnectionView>
+  onDone: (saved: KeyView) => void
+  onCancel: () => void
+}) => {
+  const editing = props.keyView !== undefined
+  const [form, setForm] = useState<FormState>(() => initialForm(props.keyView, props.catalogue))
+  const [errors, setErrors] = useState<FieldErrors>({})
+  const [busy, setBusy] = useState(false)
+  const set = <K extends keyof FormState>(field: K, value: FormState[K]) => setForm((f) => ({ ...f, [field]: value }))
+
+  const submit = async (event: Event) => {
+    event.preventDefault()
+    const other = form.otherModels.split(",").map((m) => m.trim()).filter((m) => m !== "")
+    const models = form.allModels ? null : [...form.models, ...other]
+    const limits: Record<string, number | string> = {}
+    if (form.rpm.trim() !== "") limits.requests_per_minute = numberOrText(form.rpm)
+    if (form.streams.trim() !== "") limits.concurrent_streams = numberOrText(form.streams)
+    const body: Record<string, unknown> = {
+      name: form.name,
+      allowed_models: models,
+      tools_enabled: form.tools,
+      budget: form.budget.trim() === "" ? null : { max_requests: numberOrText(form.budget) },
+      limits: Object.keys(limits).length === 0 ? null : limits,
+      expires_at: fromLocalInput(form.expires)
+    }
+    if (!editing) {
+      for (const field of ["allowed_models", "budget", "limits", "expires_at"]) if (body[field] === null) delete body[field]
+      body.connections = Object.entries(form.grants)
+        .filter(([, role]) => role !== "")
+        .map(([id, role]) => ({ connection_id: Number(id), role }))
+    }
+    setBusy(true)
+    setErrors({})
+    try {
+      const saved = editing
+        ? await api<KeyView>("PATCH", `/api-keys/${props.keyView!.id}`, body)
+        : await api<KeyView>("POST", "/api-keys", body)
+      props.onDone(saved)
+    } catch (e) {
+      setErrors(fieldErrors(e, KEY_FIELDS))
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  const limitError = errors["limits.requests_per_minute"] ?? errors.limits
+  return (
+    <form class="stack" onSubmit={submit} noValidate>
+      <FormError message={errors._form} />
+      <Field label="Name" error={errors.name}>
+        {(id, d) => (
+          <input id={id} aria-describedby={d} aria-invalid={errors.name ? true : undefined} value={form.name} onInput={(e) => set("name", valueOf(e))} />
+        )}
+      </Field>
+      <fieldset class={`field ${errors.allowed_models ? "has-error" : ""}`}>
+        <legend>Allowed models</legend>
+        <label class="check">
+          <input type="checkbox" checked={form.allModels} onChange={(e) => set("allModels", e.currentTarget.checked)} />
+          Every model (now and added later)
+        </label>
+        {!form.allModels && (
+          <>
+            <div class="checks">
+              {props.catalogue.map((m) => (
+                <label class="check" key={m.name}>
+                  <input
+                    type="checkbox"
+                    checked={form.models.includes(m.name)}
+                    onChange={(e) =>
+                      set("models", e.currentTarget.checked ? [...form.models, m.name] : form.models.filter((x) => x !== m.name))}
+                  />
+                  {m.name} <small class="muted">{m.provider}, {m.credits} credit{m.credits === 1 ? "" : "s"}</small>
+                </label>
+              ))}
+            </div>
+            <Field label="Other models or patterns" hint="Names, full ids or patterns such as claude-*, comma separated" error={errors.allowed_models}>
+              {(id, d) => <input id={id} aria-describedby={d} value={form.otherModels} onInput={(e) => set("otherModels", valueOf(e))} />}
+            </Field>
+          </>
+        )}
+      </fieldset>
+      <label class="check">
+        <input type="checkbox" checked={form.tools} onChange={(e) => set("tools", e.currentTarget.checked)} />
+        Tools enabled (MCP SQL tools at <code>/v1/mcp</code>)
+      </label>
+      <div class="row">
+        <Field label="Request budget" hint="Empty: no budget" error={errors.budget}>
+          {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.budget} onInput={(e) => set("budget", valueOf(e))} />}
+        </Field>
+        <Field label="Requests per minute" hint="Empty: the gateway default" error={limitError}>
+          {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.rpm} onInput={(e) => set("rpm", valueOf(e))} />}
+        </Field>
+        <Field label="Concurrent streams" hint="Empty: the gateway default" error={errors["limits.concurrent_streams"]}>
+          {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.streams} onInput={(e) => set("streams", valueOf(e))} />}
+        </Field>
+      </div>
+      <Field label="Expires" hint="Empty: never" error={errors.expires_at}>
+        {(id, d) => <input id={id} type="datetime-local" aria-describedby={d} value={form.expires} onInput={(e) => set("expires", valueOf(e))} />}
+      </Field>
+      {!editing && props.connections.length > 0 && (
+        <fieldset class={`field ${errors.connections ? "has-error" : ""}`}>
+          <legend>Connection grants</legend>
+          {props.connections.map((c) => (
+            <div class="grant-row" key={c.id}>
+              <label for={`grant-${c.id}`}>{c.name} <small class="muted">#{c.id} {c.dialect}</small></label>
+              <select
+                id={`grant-${c.id}`}
+                value={form.grants[c.id] ?? ""}
+                onChange={(e) => set("grants", { ...form.grants, [c.id]: valueOf(e) as "" | "read" | "edit" })}
+              >
+                <option value="">no access</option>
+                <option value="read">read</option>
+                <option value="edit">edit</option>
+              </select>
+            </div>
+          ))}
+          {errors.connections && <small class="field-error" role="alert">{errors.connections}</small>}
+        </fieldset>
+      )}
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>Cancel</button>
+        <button class="primary" type="submit" disabled={busy}>{editing ? "Save changes" : "Create key"}</button>
+      </div>
+    </form>
+  )
+}
+
+/** The full key, once: a read-only field, a copy button and a warning that it is not kept. */
+const ShownOnce = (props: { title: string; keyView: KeyView; note?: string; onClose: () => void }) => {
+  const [copied, setCopied] = useState<boolean | "failed">(false)
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(props.keyView.key ?? "")
+      setCopied(true)
+    } catch {
+      // No clipboard access (an insecure origin, a denied permission): the field stays selectable.
+      setCopied("failed")
+      document.getElementById("shown-key")?.focus()
+    }
+  }
+  return (
+    <Dialog title={props.title} onClose={props.onClose}>
+      <p class="warning" role="status">
+        <strong>Copy this key now: you will not see it again.</strong> The gateway keeps only its hash.
+      </p>
+      {props.note && <p>{props.note}</p>}
+      <div class="field">
+        <label for="shown-key">Key for “{props.keyView.name}”</label>
+        <div class="copy-row">
+          <input id="shown-key" class="mono" readOnly value={props.keyView.key} onFocus={(e) => e.currentTarget.select()} />
+          <button type="button" class="primary" onClick={copy}>{copied === true ? "Copied" : "Copy"}</button>
+        </div>
+        {copied === "failed" && <small class="field-error" role="alert">Copying is not allowed here: the key is selected, copy it with Ctrl+C or ⌘C.</small>}
+      </div>
+      <div class="actions">
+        <button type="button" onClick={props.onClose}>I have copied it</button>
+      </div>
+    </Dialog>
+  )
+}
+
+const RotateDialog = (props: { keyView: KeyView; onDone: (rotated: KeyView, grace: number) => void; onClose: () => void }) => {
+  const [grace, setGrace] = useState("")
+  const [errors, setErrors] = useState<FieldErrors>({})
+  const submit = async (event: Event) => {
+    event.preventDefault()
+    try {
+      const body = grace.trim() === "" ? {} : { grace_seconds: numberOrText(grace) }
+      props.onDone(await api<KeyView>("POST", `/api-keys/${props.keyView.id}/rotate`, body), Number(grace) || 0)
+    } catch (e) {
+      setErrors(fieldErrors(e, ["grace_seconds"]))
+    }
+  }
+  return (
+    <Dialog title={`Rotate “${props.keyView.name}”`} onClose={props.onClose}>
+      <form class="stack" onSubmit={submit} noValidate>
+        <p>A new secret replaces the current one. The key keeps its id, settings, grants and usage.</p>
+        <FormError message={errors._form} />
+        <Field label="Grace period (seconds)" hint="How long the old secret keeps working; empty or 0: it stops at once" error={errors.grace_seconds}>
+          {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={grace} onInput={(e) => setGrace(valueOf(e))} />}
+        </Field>
+        <div class="actions">
+          <button type="button" onClick={props.onClose}>Cancel</button>
+          <button class="primary" type="submit">Rotate</button>
+        </div>
+      </form>
+    </Dialog>
+  )
+}
+
+const DeleteDialog = (props: { keyView: KeyView; onDone: () => void; onClose: () => void }) => {
+  const [error, setError] = useState<string>()
+  const confirm = async () => {
+    try {
+      await api("DELETE", `/api-keys/${props.keyView.id}`)
+      props.onDone()
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+  return (
+    <Dialog title={`Delete “${props.keyView.name}”?`} onClose={props.onClose}>
+      <p>
+        Requests with this key will get <code>401 unauthorized</code>. Its usage and audit records stay. This cannot be
+        undone; to stop the key for a while, revoke it instead.
+      </p>
+      <FormError message={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onClose}>Cancel</button>
+        <button type="button" class="danger" onClick={confirm}>Delete key</button>
+      </div>
+    </Dialog>
+  )
+}
+
+type Modal =
+  | { kind: "create" }
+  | { kind: "edit"; key: KeyView }
+  | { kind: "shown"; key: KeyView; title: string; note?: string }
+  | { kind: "rotate"; key: KeyView }
+  | { kind: "delete"; key: KeyView }
+
+export const KeysPage = () => {
+  const [keys, setKeys] = useState<Array<KeyView>>()
+  const [catalogue, setCatalogue] = useState<Array<ModelView>>([])
+  const [connections, setConnections] = useState<Array<ConnectionView>>([])
+  const [modal, setModal] = useState<Modal>()
+  const [error, setError] = useState<string>()
+  const [notice, setNotice] = useState<string>()
+
+  const load = async () => {
+    try {
+      const [k, m, c] = await Promise.all([
+        api<{ data: Array<KeyView> }>("GET", "/api-keys"),
+        api<{ data: Array<ModelView> }>("GET", "/models"),
+        api<{ data: Array<ConnectionView> }>("GET", "/connections")
+      ])
+      setKeys(k.data)
+      setCatalogue(m.data)
+      setConnections(c.data)
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+  useEffect(() => void load(), [])
+
+  const act = async (label: string, run: () => Promise<unknown>) => {
+    setError(undefined)
+    try {
+      await run()
+      setNotice(label)
+      await load()
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+
+  return (
+    <section aria-labelledby="keys-title">
+      <PageHead title="API keys">
+        <button class="primary" type="button" onClick={() => setModal({ kind: "create" })}>Create key</button>
+      </PageHead>
+      <FormError message={error} />
+      <p class="notice" role="status">{notice}</p>
+      {keys === undefined ? <p aria-busy="true">Loading…</p> : keys.length === 0 ? <Empty>No keys yet. Create one to call the gateway.</Empty> : (
+        <div class="table-wrap">
+          <table class="cards">
+            <caption class="sr-only">API keys</caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Key</th>
+                <th scope="col">Status</th>
+                <th scope="col">Models</th>
+                <th scope="col">Tools</th>
+                <th scope="col">Budget</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Created</th>
+                <th scope="col"><span class="sr-only">Actions</span></th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((key) => {
+                const status = keyStatus(key)
+                return (
+                  <tr key={key.id} data-key-id={key.id}>
+                    <th scope="row" data-label="Name">{key.name}<div class="muted mono small">{key.id}</div></th>
+                    <td data-label="Key" class="mono nowrap">{key.key_hint}</td>
+                    <td data-label="Status"><Status kind={status.kind}>{status.label}</Status></td>
+                    <td data-label="Models">{key.allowed_models === null ? <span class="muted">all</span> : key.allowed_models.join(", ") || <span class="muted">none</span>}</td>
+                    <td data-label="Tools">{key.tools_enabled ? "on" : "off"}</td>
+                    <td data-label="Budget">{key.budget ? `${fmtNumber(key.budget.used)} / ${fmtNumber(key.budget.max_requests)}` : <span class="muted">none</span>}</td>
+                    <td data-label="Last used">{fmtTime(key.last_used_at)}</td>
+                    <td data-label="Created">{fmtTime(key.created_at)}</td>
+                    <td class="row-actions">
+                      <button type="button" onClick={() => setModal({ kind: "edit", key })} aria-label={`Edit ${key.name}`}>Edit</button>
+                      <button type="button" onClick={() => setModal({ kind: "rotate", key })} aria-label={`Rotate ${key.name}`}>Rotate</button>
+                      {key.is_active
+                        ? <button type="button" onClick={() => act(`Revoked “${key.name}”.`, () => api("POST", `/api-keys/${key.id}/revoke`))} aria-label={`Revoke ${key.name}`}>Revoke</button>
+                        : <button type="button" onClick={() => act(`Reactivated “${key.name}”.`, () => api("PATCH", `/api-keys/${key.id}`, { is_active: true }))} aria-label={`Reactivate ${key.name}`}>Reactivate</button>}
+                      {key.budget && key.budget.used > 0 && (
+                        <button type="button" onClick={() => act(`Budget of “${key.name}” reset.`, () => api("POST", `/api-keys/${key.id}/budget/reset`))} aria-label={`Reset budget of ${key.name}`}>Reset budget</button>
+                      )}
+                      <button type="button" class="danger" onClick={() => setModal({ kind: "delete", key })} aria-label={`Delete ${key.name}`}>Delete</button>
+                    </td>
+                  </tr>
+                )
+              })}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {modal?.kind === "create" && (
+        <Dialog title="Create an API key" wide onClose={() => setModal(undefined)}>
+          <KeyForm
+            catalogue={catalogue}
+            connections={connections}
+            onCancel={() => setModal(undefined)}
+            onDone={(created) => {
+              setModal({ kind: "shown", key: created, title: "Key created" })
+              void load()
+            }}
+          />
+        </Dialog>
+      )}
+      {modal?.kind === "edit" && (
+        <Dialog title={`Edit “${modal.key.name}”`} wide onClose={() => setModal(undefined)}>
+          <KeyForm
+            keyView={modal.key}
+            catalogue={catalogue}
+            connections={connections}
+            onCancel={() => setModal(undefined)}
+            onDone={(saved) => {
+              setModal(undefined)
+              setNotice(`Saved “${saved.name}”.`)
+              void load()
+            }}
+          />
+        </Dialog>
+      )}
+      {modal?.kind === "shown" && (
+        <ShownOnce title={modal.title} keyView={modal.key} note={modal.note} onClose={() => setModal(undefined)} />
+      )}
+      {modal?.kind === "rotate" && (
+        <RotateDialog
+          keyView={modal.key}
+          onClose={() => setModal(undefined)}
+          onDone={(rotated, grace) => {
+            setModal({
+              kind: "shown",
+              key: rotated,
+              title: "Key rotated",
+              note: grace > 0 ? `The old secret keeps working for ${grace} seconds.` : "The old secret has stopped working."
+            })
+            void load()
+          }}
+        />
+      )}
+      {modal?.kind === "delete" && (
+        <DeleteDialog
+          keyView={modal.key}
+          onClose={() => setModal(undefined)}
+          onDone={() => {
+            setNotice(`Deleted “${modal.key.name}”.`)
+            setModal(undefined)
+            void load()
+          }}
+        />
+      )}
+    </section>
+  )
+}

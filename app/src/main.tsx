@@ -1,0 +1,135 @@
+/**
+ * The admin app's shell: sign-in with the admin token, then one page per admin area, routed by
+ * the URL hash (the gateway serves one page at /app; nothing else needs server routes).
+ */
+import { render } from "preact"
+import { useEffect, useState } from "preact/hooks"
+import { api, ApiError, setCsrfToken, whenSignedOut } from "./api.ts"
+import { AuditPage } from "./audit.tsx"
+import { ConnectionsPage } from "./connections.tsx"
+import { CreditsPage } from "./credits.tsx"
+import { KeysPage } from "./keys.tsx"
+import { FormError, valueOf } from "./ui.tsx"
+import { UsagePage } from "./usage.tsx"
+import "./styles.css"
+
+interface Session {
+  csrf_token: string
+  expires_at: string
+}
+
+const pages = [
+  { path: "keys", title: "API keys", Page: KeysPage },
+  { path: "connections", title: "Connections", Page: ConnectionsPage },
+  { path: "credits", title: "Credits", Page: CreditsPage },
+  { path: "usage", title: "Usage", Page: UsagePage },
+  { path: "audit", title: "Audit", Page: AuditPage }
+] as const
+
+const currentPath = () => location.hash.replace(/^#\/?/, "").split("?")[0] || "keys"
+
+const SignIn = (props: { onSignedIn: (session: Session) => void }) => {
+  const [token, setToken] = useState("")
+  const [error, setError] = useState<string>()
+  const [busy, setBusy] = useState(false)
+  const submit = async (event: Event) => {
+    event.preventDefault()
+    setBusy(true)
+    setError(undefined)
+    try {
+      props.onSignedIn(await api<Session>("POST", "/app/session", { token }))
+    } catch (e) {
+      setError(e instanceof ApiError ? e.message : String(e))
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <main class="signin">
+      <form class="card" onSubmit={submit} aria-labelledby="signin-title">
+        <h1 id="signin-title">modelgate admin</h1>
+        <p>Sign in with the gateway's admin token (<code>admin.token</code> or <code>MODELGATE_ADMIN_TOKEN</code>).</p>
+        <div class={`field ${error ? "has-error" : ""}`}>
+          <label for="admin-token">Admin token</label>
+          <input
+            id="admin-token"
+            type="password"
+            autoComplete="current-password"
+            required
+            value={token}
+            aria-describedby={error ? "signin-error" : undefined}
+            aria-invalid={error ? true : undefined}
+            onInput={(e) => setToken(valueOf(e))}
+          />
+          {error && <small id="signin-error" class="field-error" role="alert">{error}</small>}
+        </div>
+        <button class="primary" type="submit" disabled={busy}>{busy ? "Signing in…" : "Sign in"}</button>
+      </form>
+    </main>
+  )
+}
+
+const App = () => {
+  const [session, setSession] = useState<Session | null | undefined>(undefined)
+  const [path, setPath] = useState(currentPath())
+  const [error, setError] = useState<string>()
+
+  const signedIn = (s: Session) => {
+    setCsrfToken(s.csrf_token)
+    setSession(s)
+  }
+
+  useEffect(() => {
+    whenSignedOut(() => setSession(null))
+    api<Session>("GET", "/app/session").then(signedIn, () => setSession(null))
+    // Only `#/page` hashes are routes; `#main` (the skip link) is an in-page jump.
+    const onHash = () => location.hash.startsWith("#/") && setPath(currentPath())
+    addEventListener("hashchange", onHash)
+    return () => removeEventListener("hashchange", onHash)
+  }, [])
+
+  useEffect(() => {
+    // Moving focus to the new page's heading tells keyboard and screen-reader users where they are.
+    document.querySelector<HTMLElement>("main h1")?.focus()
+    const page = pages.find((p) => p.path === path)
+    document.title = `${page?.title ?? "Not found"} · modelgate admin`
+  }, [path, session])
+
+  const signOut = async () => {
+    try {
+      await api("DELETE", "/app/session")
+      setSession(null)
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+
+  if (session === undefined) return <main class="loading" aria-busy="true">Loading…</main>
+  if (session === null) return <SignIn onSignedIn={signedIn} />
+
+  const page = pages.find((p) => p.path === path)
+  return (
+    <>
+      <a class="skip" href="#main">Skip to content</a>
+      <header class="top">
+        <span class="brand">modelgate</span>
+        <nav aria-label="Sections">
+          <ul>
+            {pages.map((p) => (
+              <li key={p.path}>
+                <a href={`#/${p.path}`} aria-current={p.path === path ? "page" : undefined}>{p.title}</a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <button type="button" class="signout" onClick={signOut}>Sign out</button>
+      </header>
+      <main id="main" tabIndex={-1}>
+        <FormError message={error} />
+        {page ? <page.Page /> : <h1 tabIndex={-1}>Not found</h1>}
+      </main>
+    </>
+  )
+}
+
+render(<App />, document.getElementById("root")!)

@@ -1,0 +1,36 @@
+/**
+ * `modelgate serve` with the embedded default (loopback, no admin token) prints a one-time admin
+ * token so the admin app can be opened at once; a configured token is never replaced.
+ */
+import { describe, expect, it } from "vitest"
+import { spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+
+const signIn = (url: string, token: string) =>
+  fetch(`${url}/app/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token }) })
+
+describe("modelgate serve and the admin token", () => {
+  it("prints a one-time admin token on loopback when none is configured, and it signs in", async () => {
+    const config = writeConfig(tempDir(), { store: "sqlite::memory:" })
+    const gw = await spawnGateway(config)
+    try {
+      await expect.poll(() => /one-time admin token[^\n]*: ([\w-]{32})\n/.exec(gw.output())?.[1], { timeout: 5000 }).toBeDefined()
+      const token = /one-time admin token[^\n]*: ([\w-]{32})\n/.exec(gw.output())![1]!
+      expect(gw.output()).toContain(`admin app: ${gw.url}/app`)
+      expect((await signIn(gw.url, token)).status).toBe(201)
+      expect((await fetch(`${gw.url}/workspace`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200)
+    } finally {
+      await gw.stop()
+    }
+  }, 60_000)
+
+  it("keeps a configured token and prints none", async () => {
+    const config = writeConfig(tempDir(), { store: "sqlite::memory:", admin: { token: "configured-admin-token" } })
+    const gw = await spawnGateway(config)
+    try {
+      expect(gw.output()).not.toContain("one-time")
+      expect((await signIn(gw.url, "configured-admin-token")).status).toBe(201)
+    } finally {
+      await gw.stop()
+    }
+  }, 60_000)
+})
