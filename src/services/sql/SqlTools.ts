@@ -30,7 +30,7 @@ import { storeUnavailable } from "../credits/Credits.ts"
 import { Store } from "../store/Store.ts"
 import { Connections } from "./Connections.ts"
 import { type SqlDialect, type SqlDriver, SqlDrivers, type SqlDriverError } from "./drivers/SqlDrivers.ts"
-import { classifyExplain, classifyStatement, preloadGuard } from "./guard/index.ts"
+import { SqlGuard } from "./SqlGuard.ts"
 import {
   clamp,
   DescribeArgs,
@@ -126,24 +126,16 @@ const decoders = {
   historyArgs: decodeStrict(HistoryArgs)
 }
 
-/** The guard fails closed by itself; this only covers its parsers failing to load at all. */
-const classify = <A>(run: () => Promise<A>): Effect.Effect<A, InternalError> =>
-  Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(
-    Effect.catch((cause) =>
-      Effect.andThen(
-        Effect.logError("the SQL guard failed", cause),
-        Effect.fail(new InternalError({ message: "the SQL guard could not classify the statement; nothing was run" }))
-      )
-    )
-  )
-
 export class SqlTools extends Context.Service<SqlTools, {
   readonly definitions: ReadonlyArray<McpToolDefinition>
   readonly has: (name: string) => boolean
   /** Never fails: every problem is a `Failure` outcome carrying the spec's error. */
   readonly call: (name: string, args: unknown, ctx: ToolContext) => Effect.Effect<ToolOutcome>
 }>()("modelgate/SqlTools") {
-  static readonly layer = Layer.effect(
+  /** With the guard's worker pool, which lives and dies with the tools. */
+  static readonly layer = Layer.suspend(() => SqlTools.layerWithoutGuard.pipe(Layer.provide(SqlGuard.layer)))
+
+  static readonly layerWithoutGuard = Layer.effect(
     SqlTools,
     Effect.gen(function*() {
       const connections = yield* Connections
@@ -154,17 +146,7 @@ export class SqlTools extends Context.Service<SqlTools, {
       const timeoutMsCap = config.mcp.timeout_ms_cap
       const definitions = toolDefinitions({ maxRowsCap, timeoutMsCap })
 
-      // The parsers take a moment to load and tens of MiB to hold: warm up only the dialects of
-      // the connections there are, without holding up startup. A failure is not fatal: the guard
-      // loads them again on first use and fails closed if it cannot.
-      const dialects = [...new Set(config.connections.map((c) => c.dialect))]
-      if (dialects.length > 0) {
-        yield* Effect.forkScoped(
-          Effect.tryPromise(() => preloadGuard(dialects)).pipe(
-            Effect.catch((error) => Effect.logWarning("SQL guard preload failed", error))
-          )
-        )
-      }
+      const guard = yield* SqlGuard
 
       // A JSON string is a key with value equality; it carries everything the lookup needs.
       const drivers = yield* RcMap.make({
@@ -253,7 +235,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         const input = yield* decodeArgs(decoders.runArgs, args, draft)
         const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
         draft.details.statement_hash = statementHash(input.statement)
-        const verdict = yield* classify(() => classifyStatement(connection.dialect, input.statement))
+        const { verdict } = yield* guard.statement(connection.dialect, input.statement)
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         if (verdict.verdict === "refused") {
@@ -310,7 +292,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         const analyze = input.analyze ?? false
         draft.details.statement_hash = statementHash(input.statement)
         draft.details.analyze = analyze
-        const verdict = yield* classify(() => classifyExplain(connection.dialect, input.statement, { analyze }))
+        const { verdict } = yield* guard.explain(connection.dialect, input.statement, { analyze })
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         draft.details.explained_kind = auditKind(verdict.inner.kind)
