@@ -31,6 +31,10 @@ import { Store } from "../store/Store.ts"
 import { Connections } from "./Connections.ts"
 import { type SqlDialect, type SqlDriver, SqlDrivers, type SqlDriverError } from "./drivers/SqlDrivers.ts"
 import { SqlGuard } from "./SqlGuard.ts"
+import type { Classified, ExplainVerdict, Verdict } from "./guard/index.ts"
+import { type Catalogue, callNames, classifyCalls } from "./guard/routines.ts"
+import { refused as refusedVerdict, settle, write as writeVerdict } from "./guard/verdict.ts"
+import type { RoutineInfo } from "./drivers/types.ts"
 import {
   clamp,
   DescribeArgs,
@@ -83,6 +87,12 @@ export interface ToolAudit {
 export type ToolOutcome =
   | { readonly _tag: "Success"; readonly structured: Record<string, unknown>; readonly audit: ToolAudit }
   | { readonly _tag: "Failure"; readonly error: ApiError; readonly audit: ToolAudit }
+
+/**
+ * How long what the catalogue says about a function name is trusted. Names not found are never
+ * cached, so a function an edit key has just created is found on its next call.
+ */
+const ROUTINE_CACHE_MS = 60_000
 
 /** Pools of connections nobody used for this long are closed; the next call opens a new one. */
 const DRIVER_IDLE_TTL = "10 minutes"
@@ -173,6 +183,81 @@ export class SqlTools extends Context.Service<SqlTools, {
         )
       }
 
+      /** Per connection: its search path and, per function name, the catalogue's entries. */
+      const routineCache = new Map<string, {
+        path: ReadonlyArray<string>
+        readonly byName: Map<string, { readonly at: number; readonly routines: ReadonlyArray<RoutineInfo> }>
+      }>()
+
+      /**
+       * The catalogue entries for `names`, from the cache or the DSN the statement will run on
+       * (each role's own view of the catalogue: its search path and what it may see).
+       */
+      const catalogueFor = (connection: ConnectionRecord, role: ConnectionRole, names: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const fold = (name: string) => (connection.dialect === "mysql" ? name.toLowerCase() : name)
+          const now = Date.now()
+          const cacheKey = `${connection.id}:${role}`
+          const cached = routineCache.get(cacheKey)
+          const missing = names.filter((name) => {
+            const entry = cached?.byName.get(fold(name))
+            return entry === undefined || now - entry.at >= ROUTINE_CACHE_MS
+          })
+          let entry = cached
+          if (entry === undefined || missing.length > 0) {
+            const lookup = yield* withDriver(connection, role, (driver) => driver.routines(missing))
+            entry ??= { path: lookup.path, byName: new Map() }
+            entry.path = lookup.path
+            for (const name of missing) {
+              const routines = lookup.routines.filter((r) => fold(r.name) === fold(name))
+              if (routines.length > 0) entry.byName.set(fold(name), { at: now, routines })
+              else entry.byName.delete(fold(name))
+            }
+            routineCache.set(cacheKey, entry)
+          }
+          const known = entry
+          return {
+            path: known.path,
+            routines: names.flatMap((name) => known.byName.get(fold(name))?.routines ?? [])
+          } satisfies Catalogue
+        })
+
+      /**
+       * The guard's verdict made stricter by what the catalogue says about the statement's calls.
+       * A read is checked against the read DSN's catalogue, where it runs; a write against the
+       * edit DSN's, unless the key cannot run writes anyway (it is blocked without a lookup).
+       */
+      const checkCalls = (connection: ConnectionRecord, role: ConnectionRole, classified: Classified) =>
+        Effect.gen(function*() {
+          const { verdict, calls } = classified
+          if (verdict.verdict === "refused" || calls.length === 0) return verdict
+          if (verdict.verdict === "write" && role !== "edit") return verdict
+          const runsAs = verdict.verdict === "write" ? "edit" : "read"
+          const catalogue = yield* catalogueFor(connection, runsAs, callNames(calls))
+          const unknown = verdict.verdict === "write" ? "defer" : "refuse"
+          return settle(verdict, classifyCalls(connection.dialect, calls, catalogue, unknown))
+        })
+
+      /** The same for EXPLAIN: a refusal refuses the plan too; a write matters only when ANALYZE executes it. */
+      const checkExplainCalls = (
+        connection: ConnectionRecord,
+        role: ConnectionRole,
+        classified: Classified<ExplainVerdict>,
+        analyze: boolean
+      ) =>
+        Effect.gen(function*() {
+          const { verdict } = classified
+          if (verdict.verdict === "refused" || classified.calls.length === 0) return verdict
+          // A plain EXPLAIN plans on the read DSN; the catalogue that matters is the one the plan is made on.
+          const inner: Verdict = yield* checkCalls(connection, analyze ? role : "read", { verdict: verdict.inner, calls: classified.calls })
+          if (inner === verdict.inner) return verdict
+          if (inner.verdict === "refused") return { ...refusedVerdict(verdict.kind, inner.reason), inner } satisfies ExplainVerdict
+          if (inner.verdict === "write" && analyze && verdict.verdict === "read") {
+            return { ...writeVerdict(verdict.kind, inner.reason ?? `EXPLAIN ANALYZE executes the ${inner.kind} it explains.`), inner } satisfies ExplainVerdict
+          }
+          return { ...verdict, inner } satisfies ExplainVerdict
+        })
+
       const authorize = Effect.fnUntraced(function*(ctx: ToolContext, connectionId: number, draft: AuditDraft) {
         draft.connection_id = connectionId
         const role = ctx.grants.get(connectionId)
@@ -235,7 +320,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         const input = yield* decodeArgs(decoders.runArgs, args, draft)
         const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
         draft.details.statement_hash = statementHash(input.statement)
-        const { verdict } = yield* guard.statement(connection.dialect, input.statement)
+        const verdict = yield* checkCalls(connection, role, yield* guard.statement(connection.dialect, input.statement))
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         if (verdict.verdict === "refused") {
@@ -292,7 +377,12 @@ export class SqlTools extends Context.Service<SqlTools, {
         const analyze = input.analyze ?? false
         draft.details.statement_hash = statementHash(input.statement)
         draft.details.analyze = analyze
-        const { verdict } = yield* guard.explain(connection.dialect, input.statement, { analyze })
+        const verdict = yield* checkExplainCalls(
+          connection,
+          role,
+          yield* guard.explain(connection.dialect, input.statement, { analyze }),
+          analyze
+        )
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         draft.details.explained_kind = auditKind(verdict.inner.kind)

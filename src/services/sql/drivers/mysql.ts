@@ -47,6 +47,8 @@ import {
   type ExplainInput,
   type ForeignKeyDescription,
   type IndexDescription,
+  type RoutineInfo,
+  type RoutineLookup,
   type RunInput,
   type RunResult,
   type ServerInfo,
@@ -414,7 +416,35 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     })
   ).pipe(Effect.withSpan("MysqlDriver.serverInfo"))
 
-  return { dialect: "mysql", run, explain, listTables, describe, serverInfo } satisfies SqlDriver
+  const routines = Effect.fn("MysqlDriver.routines")(function*(names: ReadonlyArray<string>) {
+    return yield* catalog((session) =>
+      Effect.gen(function*() {
+        const database = asText((yield* lookup(session, "SELECT DATABASE() AS db", []))[0]?.db)
+        const rows = names.length === 0 ? [] : yield* lookup(
+          session,
+          `SELECT ROUTINE_SCHEMA AS routine_schema, ROUTINE_NAME AS routine_name, SQL_DATA_ACCESS AS sql_data_access,
+             SECURITY_TYPE AS security_type, IS_DETERMINISTIC AS is_deterministic
+           FROM information_schema.ROUTINES
+           WHERE ROUTINE_TYPE = 'FUNCTION' AND LOWER(ROUTINE_NAME) IN (${names.map(() => "?").join(", ")})`,
+          names.map((name) => name.toLowerCase())
+        )
+        return {
+          path: database === undefined ? [] : [database],
+          routines: rows.map((row): RoutineInfo => ({
+            schema: asText(row.routine_schema) ?? "",
+            name: asText(row.routine_name) ?? "",
+            volatility: asText(row.is_deterministic) === "YES" ? "immutable" : "volatile",
+            securityDefiner: asText(row.security_type) !== "INVOKER",
+            language: "sql",
+            textArgument: false,
+            modifiesData: asText(row.sql_data_access) === "MODIFIES SQL DATA"
+          }))
+        } satisfies RoutineLookup
+      })
+    )
+  })
+
+  return { dialect: "mysql", run, explain, listTables, describe, serverInfo, routines } satisfies SqlDriver
 })
 
 const parsePlan = (text: string): unknown => {

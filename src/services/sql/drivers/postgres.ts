@@ -38,6 +38,8 @@ import {
   type ForeignKeyDescription,
   type IndexDescription,
   type ResultColumn,
+  type RoutineInfo,
+  type RoutineLookup,
   type RunInput,
   type RunResult,
   type SqlDriver,
@@ -107,6 +109,19 @@ WHERE con.conrelid = $1 AND con.contype = 'f'
 ORDER BY con.conname`
 
 const TYPE_NAMES = "SELECT t.oid AS oid, format_type(t.oid, NULL) AS name FROM pg_catalog.pg_type t WHERE t.oid = ANY($1::oid[])"
+
+/** Argument types through which a function could be handed SQL text to run. */
+const TEXT_LIKE_TYPES = "ARRAY['text', 'varchar', 'bpchar', 'name', 'cstring', 'unknown', '\"any\"', 'anyelement', " +
+  "'anynonarray', 'anycompatible', 'anycompatiblenonarray']::regtype[]::oid[]"
+
+const ROUTINES = `SELECT n.nspname::text AS schema, p.proname::text AS name, p.provolatile::text AS volatility,
+  p.prosecdef AS secdef, l.lanname::text AS language, p.pronargs::int AS nargs, p.pronargdefaults::int AS ndefaults,
+  p.provariadic <> 0 AS variadic,
+  EXISTS (SELECT 1 FROM unnest(p.proargtypes::oid[]) AS t(oid) WHERE t.oid = ANY (${TEXT_LIKE_TYPES})) AS text_arg
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.proname = ANY ($1::text[])`
 
 const query = (session: Session, sql: string, params: ReadonlyArray<unknown> = []) => session.query(sql, params, false)
 
@@ -393,5 +408,30 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
     }))
   ).pipe(Effect.withSpan("PostgresDriver.serverInfo"))
 
-  return { dialect: "postgres", run, explain, listTables, describe, serverInfo } satisfies SqlDriver
+  const volatilities: Readonly<Record<string, RoutineInfo["volatility"]>> = { i: "immutable", s: "stable", v: "volatile" }
+
+  const routines = Effect.fn("PostgresDriver.routines")(function*(names: ReadonlyArray<string>) {
+    return yield* catalog((session) =>
+      Effect.gen(function*() {
+        const path = (yield* query(session, "SELECT current_schemas(true)::text[] AS path")).rows[0]?.path
+        const rows = names.length === 0 ? [] : (yield* query(session, ROUTINES, toPgParams([[...names]]))).rows
+        return {
+          path: Array.isArray(path) ? path.map(String) : [],
+          routines: rows.map((row): RoutineInfo => ({
+            schema: row.schema as string,
+            name: row.name as string,
+            // Anything unexpected counts as volatile: the strictest reading.
+            volatility: volatilities[row.volatility as string] ?? "volatile",
+            securityDefiner: row.secdef === true,
+            language: row.language as string,
+            textArgument: row.text_arg === true,
+            minArgs: (row.nargs as number) - (row.ndefaults as number),
+            maxArgs: row.variadic === true ? -1 : (row.nargs as number)
+          }))
+        } satisfies RoutineLookup
+      })
+    )
+  })
+
+  return { dialect: "postgres", run, explain, listTables, describe, serverInfo, routines } satisfies SqlDriver
 })

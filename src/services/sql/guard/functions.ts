@@ -26,6 +26,7 @@ const XID: Rule = { level: "refused", why: "assigns a transaction id or exports 
 const REPLICATION: Rule = { level: "refused", why: "changes replication state" }
 const PROGRAM: Rule = { level: "refused", why: "runs an operating-system command" }
 const VARIABLE: Rule = { level: "refused", why: "sets session state that would leak into the pooled connection" }
+const INSPECT: Rule = { level: "refused", why: "shows other sessions and their queries" }
 const SEQUENCE: Rule = { level: "write", why: "advances or sets a sequence" }
 const NOTIFY: Rule = { level: "write", why: "sends a notification to other sessions" }
 
@@ -70,7 +71,26 @@ const pgExact: ReadonlyMap<string, Rule> = new Map([
   ["pg_sync_replication_slots", REPLICATION],
   ["nextval", SEQUENCE],
   ["setval", SEQUENCE],
-  ["pg_notify", NOTIFY]
+  ["pg_notify", NOTIFY],
+  ["pg_stat_get_activity", INSPECT],
+  ["pg_stat_get_progress_info", INSPECT],
+  ["pg_blocking_pids", INSPECT],
+  ["pg_safe_snapshot_blocking_pids", INSPECT],
+  ["pg_lock_status", INSPECT],
+  ["pg_stat_statements", INSPECT],
+  ["pg_get_backend_memory_contexts", INSPECT],
+  ["database_to_xml", DYNAMIC_SQL],
+  ["database_to_xmlschema", DYNAMIC_SQL],
+  ["database_to_xml_and_xmlschema", DYNAMIC_SQL],
+  ["schema_to_xml", DYNAMIC_SQL],
+  ["schema_to_xmlschema", DYNAMIC_SQL],
+  ["schema_to_xml_and_xmlschema", DYNAMIC_SQL]
+])
+
+/** Functions that run SQL text only in some of their forms, by argument count. */
+const pgByArity: ReadonlyMap<string, readonly [number, Rule]> = new Map([
+  // ts_rewrite(query, select_text) runs the SELECT it is given; the three-argument form does not.
+  ["ts_rewrite", [2, DYNAMIC_SQL]]
 ])
 
 const pgPrefixes: ReadonlyArray<readonly [string, Rule]> = [
@@ -85,6 +105,7 @@ const pgPrefixes: ReadonlyArray<readonly [string, Rule]> = [
   ["pg_background_", DYNAMIC_SQL],
   ["crosstab", DYNAMIC_SQL],
   ["pg_stat_reset", SERVER_ADMIN],
+  ["pg_stat_get_backend_", INSPECT],
   ["pg_wal_replay_", SERVER_ADMIN],
   ["pg_xlog_replay_", SERVER_ADMIN],
   ["pg_replication_origin_", REPLICATION],
@@ -136,7 +157,9 @@ const finding = (call: FunctionCall, rule: Rule): Finding => ({
 export const postgresFunction = (call: FunctionCall): Finding | undefined => {
   const name = call.name.toLowerCase()
   const qualified = call.schema === undefined ? undefined : pgQualified.get(`${call.schema.toLowerCase()}.${name}`)
-  const rule = qualified ?? pgExact.get(name) ?? pgPrefixes.find(([prefix]) => name.startsWith(prefix))?.[1]
+  const byArity = pgByArity.get(name)
+  const arityRule = byArity !== undefined && call.argCount === byArity[0] ? byArity[1] : undefined
+  const rule = qualified ?? pgExact.get(name) ?? arityRule ?? pgPrefixes.find(([prefix]) => name.startsWith(prefix))?.[1]
   return rule === undefined ? undefined : finding(call, rule)
 }
 
@@ -183,7 +206,7 @@ const MYSQL_SAFE_BUILTINS: ReadonlySet<string> = new Set(
     "statement_digest statement_digest_text encode decode des_encrypt des_decrypt password old_password " +
     // Identity of this session (never of another one).
     "connection_id current_user current_role database schema session_user system_user user version " +
-    "found_rows row_count last_insert_id icu_version " +
+    "found_rows row_count last_insert_id icu_version is_free_lock " +
     // Identifiers and network addresses.
     "uuid uuid_short uuid_to_bin bin_to_uuid is_uuid sys_guid inet_aton inet_ntoa inet6_aton inet6_ntoa " +
     "is_ipv4 is_ipv4_compat is_ipv4_mapped is_ipv6 " +

@@ -547,6 +547,19 @@ const tokenCalls = (tokens: ReadonlyArray<Token>): Array<FunctionCall> =>
     return [{ schema: qualified ? tokens[i - 2]?.value : undefined, name: token.value }]
   })
 
+/**
+ * Names of what shows other sessions and their statements (SHOW PROCESSLIST, the PROCESSLIST and
+ * INNODB_TRX tables, performance_schema): every key of a connection shares its database user,
+ * so these would show one tenant another's queries. Matched as words or quoted names anywhere.
+ */
+const SESSION_WORDS: ReadonlyMap<string, string> = new Map([
+  ["PROCESSLIST", "the process list shows other sessions and their queries."],
+  ["INNODB_TRX", "INNODB_TRX shows other sessions' transactions and their queries."],
+  ["INNODB_LOCKS", "INNODB_LOCKS shows other sessions' locks."],
+  ["INNODB_LOCK_WAITS", "INNODB_LOCK_WAITS shows other sessions' lock waits."],
+  ["PERFORMANCE_SCHEMA", "performance_schema shows other sessions and their statements."]
+])
+
 /** Token-level checks that hold whatever the parser made of the text. */
 const tokenFindings = (tokens: ReadonlyArray<Token>): Array<Finding> => {
   const findings: Array<Finding> = []
@@ -555,6 +568,8 @@ const tokenFindings = (tokens: ReadonlyArray<Token>): Array<Finding> => {
     const next = tokens[i + 1]
     const fileWord = FILE_WORDS.get(word)
     if (fileWord !== undefined) findings.push({ level: "refused", reason: fileWord })
+    const sessionWord = isName(token) ? SESSION_WORDS.get(token.value.toUpperCase()) : undefined
+    if (sessionWord !== undefined) findings.push({ level: "refused", reason: sessionWord })
     if (isPunct(token, ":") && isPunct(next, "=") && next?.gapBefore === false) findings.push(VARIABLE_ASSIGNMENT)
     if (word === "INTO" && isPunct(next, "@")) findings.push(INTO_VARIABLE)
     // Table options: CONNECTION='...' (FEDERATED, CONNECT engines) and DATA/INDEX DIRECTORY='/path'.

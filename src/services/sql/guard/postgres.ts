@@ -141,16 +141,25 @@ const collectFindings = (root: unknown, calls: Array<FunctionCall>): Array<Findi
   for (const value of treeNodes(root)) {
     if (Array.isArray(value.funcname)) {
       const call = functionCall(value.funcname, value.args)
-      if (call !== undefined) {
-        calls.push(call)
-        const found = postgresFunction(call)
-        if (found !== undefined) findings.push(found)
-      } else {
-        findings.push({ level: "refused", reason: "a function is named in a way the guard cannot read." })
-      }
+      const found = call === undefined
+        ? { level: "refused" as const, reason: "a function is named in a way the guard cannot read." }
+        : postgresFunction(call)
+      if (found !== undefined) findings.push(found)
     }
     for (const [key, child] of Object.entries(value)) {
       if (typeof child !== "object" || child === null) continue
+      // Calls (not the name a CREATE FUNCTION or a trigger declares) go to the catalogue check.
+      if ((key === "FuncCall" || key === "funccall") && isObject(child) && Array.isArray(child.funcname)) {
+        const call = functionCall(child.funcname, child.args)
+        // A call the curated rules already decide (nextval is a write, pg_sleep refused) is settled.
+        if (call !== undefined && postgresFunction(call) === undefined) calls.push(call)
+      }
+      if (key === "RangeVar" && isObject(child)) {
+        const relation = (str(child.relname) ?? "").toLowerCase()
+        if (isSessionView(relation)) {
+          findings.push({ level: "refused", reason: `${relation} shows other sessions, their queries included.` })
+        }
+      }
       const verb = DML_VERBS[key]
       if (verb !== undefined) {
         findings.push({ level: "write", kind: verb, reason: `the statement contains a ${verb}, which modifies data.` })
@@ -170,6 +179,25 @@ const collectFindings = (root: unknown, calls: Array<FunctionCall>): Array<Findi
   }
   return findings
 }
+
+/**
+ * Views over other sessions: every key of a connection shares its database role, so these
+ * would show one tenant the statements (and literals) of another.
+ */
+const SESSION_VIEWS = new Set([
+  "pg_stat_activity",
+  "pg_stat_statements",
+  "pg_stat_statements_info",
+  "pg_locks",
+  "pg_stat_ssl",
+  "pg_stat_gssapi",
+  "pg_stat_replication",
+  "pg_stat_wal_receiver",
+  "pg_stat_subscription",
+  "pg_backend_memory_contexts",
+  "pg_prepared_xacts"
+])
+const isSessionView = (relation: string): boolean => SESSION_VIEWS.has(relation) || relation.startsWith("pg_stat_progress_")
 
 interface Base {
   readonly verdict: Verdict
