@@ -16,7 +16,7 @@
  * Drivers (one pool each) are keyed by (connection, role, DSN), made on first use and closed
  * when idle for a while or with the layer's scope.
  */
-import { Context, DateTime, Effect, Layer, RcMap } from "effect"
+import { Context, DateTime, Effect, Layer, RcMap, Semaphore } from "effect"
 import {
   type ApiError,
   InternalError,
@@ -155,6 +155,13 @@ export class SqlTools extends Context.Service<SqlTools, {
       const maxRowsCap = config.mcp.max_rows_cap
       const timeoutMsCap = config.mcp.timeout_ms_cap
       const definitions = toolDefinitions({ maxRowsCap, timeoutMsCap })
+      const maxResultBytes = Math.min(config.mcp.max_result_bytes, config.mcp.max_result_bytes_in_flight)
+      /**
+       * Result bytes all sql_run calls may hold at once: each call reserves its whole budget
+       * before it fetches and returns it when its answer is built, so parallel huge reads wait
+       * for room instead of adding up.
+       */
+      const resultBytes = yield* Semaphore.make(config.mcp.max_result_bytes_in_flight)
 
       const guard = yield* SqlGuard
 
@@ -339,8 +346,9 @@ export class SqlTools extends Context.Service<SqlTools, {
         const result = yield* withDriver(
           connection,
           mode === "write" ? "edit" : "read",
-          (driver) => driver.run({ statement: input.statement, params: input.params ?? [], mode, maxRows, timeoutMs })
-        ).pipe(Effect.tapError(noteDriverFailure(draft)))
+          (driver) =>
+            driver.run({ statement: input.statement, params: input.params ?? [], mode, maxRows, maxBytes: maxResultBytes, timeoutMs })
+        ).pipe(Effect.tapError(noteDriverFailure(draft)), resultBytes.withPermits(maxResultBytes))
 
         const rowCount = result.kind === "rows" ? result.row_count : result.affected_rows
         draft.details.row_count = rowCount

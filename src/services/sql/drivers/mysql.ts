@@ -256,12 +256,13 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     sql: string,
     params: ReadonlyArray<unknown>,
     limit: number,
-    stopEarly: boolean
+    stopEarly: boolean,
+    maxBytes: number | undefined
   ): Effect.Effect<Capped, MysqlFailure> =>
-    executeCapped(session, { sql, params, prepared: true }, limit, stopEarly).pipe(
+    executeCapped(session, { sql, params, prepared: true }, limit, stopEarly, maxBytes).pipe(
       Effect.catchIf(
         (error) => errnoOf(error) === UNSUPPORTED_PS && params.length === 0,
-        () => executeCapped(session, { sql, params, prepared: false }, limit, stopEarly)
+        () => executeCapped(session, { sql, params, prepared: false }, limit, stopEarly, maxBytes)
       )
     )
 
@@ -273,7 +274,7 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
       Effect.gen(function*() {
         yield* begin(session, input.mode, timeoutMs)
         const [elapsed, capped] = yield* Effect.timed(
-          executeStatement(session, input.statement, params, maxRows, input.mode === "read")
+          executeStatement(session, input.statement, params, maxRows, input.mode === "read", input.maxBytes)
         )
         // A read abandoned at the cap cannot take another command; destroying the session rolls it back.
         if (!session.abandoned) yield* command(session, input.mode === "read" ? "ROLLBACK" : "COMMIT")
@@ -306,7 +307,7 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
           ? "EXPLAIN ANALYZE"
           : "ANALYZE FORMAT=JSON"
         yield* begin(session, input.mode, timeoutMs)
-        const result = yield* executeStatement(session, `${prefix} ${input.statement}`, toMysqlParams(input.params), 1, false)
+        const result = yield* executeStatement(session, `${prefix} ${input.statement}`, toMysqlParams(input.params), 1, false, undefined)
         // ANALYZE really executed the statement: nothing it did may survive, whatever the mode.
         yield* command(session, "ROLLBACK")
         const first = result.rows[0]

@@ -27,6 +27,7 @@ import {
   queryTimeout
 } from "./errors.ts"
 import { pgRegistry, toPgParams } from "./postgres-values.ts"
+import { valueBytes } from "./result-size.ts"
 import { withSession } from "./session.ts"
 import {
   CATALOG_TIMEOUT_MS,
@@ -167,8 +168,29 @@ const causeText = (error: SqlError): string => {
 }
 
 type Outcome =
-  | { readonly kind: "rows"; readonly fields: ReadonlyArray<PgConnection.Field>; readonly rows: ReadonlyArray<Row> }
+  | {
+    readonly kind: "rows"
+    readonly fields: ReadonlyArray<PgConnection.Field>
+    readonly rows: ReadonlyArray<Row>
+    /** Rows were left out because the byte budget ran out. */
+    readonly overBudget: boolean
+  }
   | { readonly kind: "affected"; readonly rowCount: number }
+
+/** Rows of the first FETCH, before anything is known of their size; later batches adapt. */
+const FIRST_BATCH = 8
+const MAX_BATCH = 1_000
+
+const trimToBudget = (fields: ReadonlyArray<PgConnection.Field>, all: ReadonlyArray<Row>, maxBytes: number): Outcome => {
+  let bytes = 0
+  const rows: Array<Row> = []
+  for (const row of all) {
+    bytes += valueBytes(row)
+    if (bytes > maxBytes) return { kind: "rows", fields, rows, overBudget: true }
+    rows.push(row)
+  }
+  return { kind: "rows", fields, rows, overBudget: false }
+}
 
 export const makePostgresDriver = Effect.fnUntraced(function*(options: {
   readonly url: string
@@ -253,6 +275,36 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
       })
     })
 
+  /**
+   * Reads the cursor in batches until `maxRows + 1` rows or `maxBytes` are reached. The first
+   * batch is small; later ones are sized from the rows seen so far to fit what is left of the
+   * budget, so a table of huge rows is read a few rows at a time and never past the budget by
+   * more than one batch.
+   */
+  const fetchCapped = (session: Session, maxRows: number, maxBytes: number) =>
+    Effect.gen(function*() {
+      const rows: Array<Row> = []
+      let fields: ReadonlyArray<PgConnection.Field> = []
+      let bytes = 0
+      let batch = Math.min(maxRows + 1, FIRST_BATCH)
+      for (;;) {
+        const fetched = yield* query(session, `FETCH FORWARD ${batch} FROM ${CURSOR}`)
+        fields = fetched.fields
+        for (const row of fetched.rows) {
+          const size = valueBytes(row)
+          if (bytes + size > maxBytes) return { kind: "rows", fields, rows, overBudget: true } satisfies Outcome
+          bytes += size
+          rows.push(row)
+        }
+        if (fetched.rows.length < batch || rows.length > maxRows) {
+          return { kind: "rows", fields, rows, overBudget: false } satisfies Outcome
+        }
+        const average = Math.max(1, bytes / rows.length)
+        const fits = Math.floor((maxBytes - bytes) / average)
+        batch = Math.max(1, Math.min(maxRows + 1 - rows.length, MAX_BATCH, fits))
+      }
+    })
+
   const execute = (
     session: Session,
     input: RunInput,
@@ -265,10 +317,7 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
         Effect.as(true),
         Effect.catchIf(cannotBeCursor, () => Effect.succeed(false))
       )
-      if (declared) {
-        const fetched = yield* query(session, `FETCH FORWARD ${maxRows + 1} FROM ${CURSOR}`)
-        return { kind: "rows", fields: fetched.fields, rows: fetched.rows } satisfies Outcome
-      }
+      if (declared) return yield* fetchCapped(session, maxRows, input.maxBytes ?? Number.POSITIVE_INFINITY)
       // The refused DECLARE aborted the transaction before anything ran; start over and run the statement as is.
       yield* query(session, "ROLLBACK")
       yield* begin(session, input.mode, timeoutMs)
@@ -278,8 +327,9 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
           () => outsideTransaction(session, input.statement, params, timeoutMs)
         )
       )
+      // Without a cursor (SHOW, EXPLAIN, RETURNING) the result is whole already; the budget still trims it.
       return (result.fields.length > 0
-        ? { kind: "rows", fields: result.fields, rows: result.rows }
+        ? trimToBudget(result.fields, result.rows, input.maxBytes ?? Number.POSITIVE_INFINITY)
         : { kind: "affected", rowCount: result.rowCount }) satisfies Outcome
     })
 
@@ -302,7 +352,7 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
           columns: yield* describeColumns(session, outcome.fields),
           rows,
           row_count: rows.length,
-          truncated: outcome.rows.length > maxRows,
+          truncated: outcome.overBudget || outcome.rows.length > maxRows,
           duration_ms
         } satisfies RunResult
       }))

@@ -15,6 +15,11 @@ export interface RunInput {
   readonly mode: SqlMode
   /** At most this many rows are returned; one more is fetched to detect truncation. */
   readonly maxRows: number
+  /**
+   * Fetching stops once the rows kept weigh this many bytes (result-size.ts): the row that
+   * would pass the budget is dropped and the result marked truncated. Undefined: no byte budget.
+   */
+  readonly maxBytes?: number
   readonly timeoutMs: number
 }
 
