@@ -36,6 +36,9 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
     case "HeadersTooLarge":
       // The rest of an oversized body is never read, so the connection cannot be reused.
       return { connection: "close" }
+    case "ValidationFailed":
+      // Nor the rest of a body that stopped arriving, nor one behind an Expect that was refused.
+      return error.status === 408 || error.status === 417 ? { connection: "close" } : {}
     default:
       return {}
   }

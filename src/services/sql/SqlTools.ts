@@ -42,7 +42,9 @@ import {
   HistoryArgs,
   ListConnectionsArgs,
   ListTablesArgs,
-  RunArgs
+  MAX_PARAM_DEPTH,
+  RunArgs,
+  tooDeepParam
 } from "./tools/arguments.ts"
 import {
   DEFAULT_HISTORY_LIMIT,
@@ -325,6 +327,15 @@ export class SqlTools extends Context.Service<SqlTools, {
 
       const run = Effect.fn("SqlTools.sql_run")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
         const input = yield* decodeArgs(decoders.runArgs, args, draft)
+        const deep = tooDeepParam(input.params ?? [])
+        if (deep >= 0) {
+          draft.details.verdict = "invalid"
+          return yield* new ValidationFailed({
+            message: `invalid argument params.${deep}: nested deeper than ${MAX_PARAM_DEPTH} levels`,
+            details: { field: `params.${deep}`, limit_depth: MAX_PARAM_DEPTH },
+            status: 400
+          })
+        }
         const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
         draft.details.statement_hash = statementHash(input.statement)
         const verdict = yield* checkCalls(connection, role, yield* guard.statement(connection.dialect, input.statement))
