@@ -25,6 +25,10 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
     case "ProviderError":
       return error.retryAfter !== undefined ? { "retry-after": error.retryAfter } : {}
     case "ValidationFailed":
+      // The rest of a body that stopped arriving, or of one behind a refused Expect, is never
+      // read: the connection cannot be reused.
+      if (error.status === 408 || error.status === 417) return { connection: "close" }
+      return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}
     case "NotFound":
       // The provider refused the request itself: retrying it unchanged cannot succeed.
       return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}
@@ -36,9 +40,6 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
     case "HeadersTooLarge":
       // The rest of an oversized body is never read, so the connection cannot be reused.
       return { connection: "close" }
-    case "ValidationFailed":
-      // Nor the rest of a body that stopped arriving, nor one behind an Expect that was refused.
-      return error.status === 408 || error.status === 417 ? { connection: "close" } : {}
     default:
       return {}
   }

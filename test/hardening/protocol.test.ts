@@ -65,7 +65,7 @@ describe("connection deadlines and protocol errors", () => {
     expect(status).toBe(408)
     expect(body).toMatchObject({ status: 408, error: "validation_failed", details: { limit_ms: 500 } })
     expect(body.request_id).toMatch(/^req_/)
-    expect(head).toContain("connection: close")
+    expect(head, result.text).toContain("connection: close")
     expect(result.ms).toBeLessThan(5_000)
   })
 
