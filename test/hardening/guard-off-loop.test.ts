@@ -29,7 +29,8 @@ describe("the SQL guard runs off the event loop, within a budget", () => {
         { id: 1, name: "pg", dialect: "postgres", url: pg.url },
         { id: 2, name: "my", dialect: "mysql", url: my.url }
       ],
-      mcp: { guard_timeout_ms: 1000 }
+      // Well under what the statements below take even on a fast machine (seconds), far above an ordinary parse (ms).
+      mcp: { guard_timeout_ms: 500 }
     }))
     key = await toolKey(gw, [{ connection_id: 1, role: "read" }, { connection_id: 2, role: "read" }])
   })
