@@ -5,6 +5,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { makeHttpApp } from "./http/app.ts"
+import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { appRoutes } from "./http/routes/app.ts"
@@ -97,7 +98,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
-    overrides.audit ?? Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size })
+    overrides.audit ?? Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size }),
+    Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth })
   ).pipe(
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
@@ -106,7 +108,11 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     host: config.server.host,
     port: config.server.port,
     tls: config.server.tls,
-    shutdownGraceSeconds: config.server.shutdown_grace_seconds
+    shutdownGraceSeconds: config.server.shutdown_grace_seconds,
+    headersTimeoutMs: config.server.headers_timeout_ms,
+    bodyTimeoutMs: config.server.body_timeout_ms,
+    keepAliveTimeoutMs: config.server.keep_alive_timeout_ms,
+    maxConnectionsPerClient: config.server.max_connections_per_client
   })
   const gateway = closeIdleConnectionsOnShutdown.pipe(
     Layer.provideMerge(httpLayer(config)),

@@ -24,10 +24,14 @@ export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("Me
   allow: Schema.Array(Schema.String)
 }) {}
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields) {}
-/** 400 for a malformed body or argument; 422 where the spec asks for it (a well-formed but unacceptable value). */
+/**
+ * 400 for a malformed body or argument; 422 where the spec asks for it (a well-formed but
+ * unacceptable value); 408 for a body that never arrives in full and 417 for an `Expect` the
+ * server cannot meet, the two protocol-level client mistakes HTTP has its own status for.
+ */
 export class ValidationFailed extends Schema.TaggedError<ValidationFailed>()("ValidationFailed", {
   ...fields,
-  status: Schema.optional(Schema.Literals([400, 422]))
+  status: Schema.optional(Schema.Literals([400, 408, 417, 422]))
 }) {}
 export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("RequestTooLarge", fields) {}
 export class HeadersTooLarge extends Schema.TaggedError<HeadersTooLarge>()("HeadersTooLarge", fields) {}

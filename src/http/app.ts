@@ -32,6 +32,7 @@ import {
 } from "../pipelines/request.ts"
 import { Audit } from "../services/audit/Audit.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
+import { protocolRefusal } from "./protocol.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"
 import { makeRouteTable, type Route } from "./router.ts"
 
@@ -65,6 +66,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       if (options.trustProxy && request.headers["x-forwarded-proto"] !== "https") {
         return Effect.fail(new HttpsRequired({ message: "plain HTTP is refused: connect over HTTPS" }))
       }
+      const refusal = protocolRefusal(request)
+      if (refusal !== undefined) return Effect.fail(refusal)
       if (declaredLengthExceeds(request, options.maxBodyBytes)) return Effect.fail(tooLarge(options.maxBodyBytes))
       const found = match(request.method, request.url)
       switch (found._tag) {

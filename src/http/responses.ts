@@ -25,6 +25,10 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
     case "ProviderError":
       return error.retryAfter !== undefined ? { "retry-after": error.retryAfter } : {}
     case "ValidationFailed":
+      // The rest of a body that stopped arriving, or of one behind a refused Expect, is never
+      // read: the connection cannot be reused.
+      if (error.status === 408 || error.status === 417) return { connection: "close" }
+      return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}
     case "NotFound":
       // The provider refused the request itself: retrying it unchanged cannot succeed.
       return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}

@@ -1,17 +1,29 @@
 /**
  * The Node server under the Effect app: plain HTTP or TLS (docs/decisions.md section 9), with Node's
- * own protocol-level refusals (oversized headers, garbage) answered in the same envelope and
- * audited, since Node would otherwise write a bare status line.
+ * own protocol-level refusals (oversized headers, garbage, requests that do not arrive in time,
+ * an unknown Expect, CONNECT) answered in the same envelope and audited, since Node would
+ * otherwise write a bare status line or close without a word; timeouts on every connection;
+ * and an optional cap of open connections per client address.
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
+import type { Socket } from "node:net"
 import type { Duplex } from "node:stream"
-import { type ApiError, HeadersTooLarge, slugOf, statusOf, toEnvelope, ValidationFailed } from "../domain/errors.ts"
+import {
+  type ApiError,
+  HeadersTooLarge,
+  MethodNotAllowed,
+  RateLimited,
+  slugOf,
+  statusOf,
+  toEnvelope,
+  ValidationFailed
+} from "../domain/errors.ts"
 import { Audit } from "../services/audit/Audit.ts"
-import { makeRequestState, toAuditRecord } from "../pipelines/request.ts"
+import { makeRequestState, type RequestState, toAuditRecord } from "../pipelines/request.ts"
 import { errorHeaders } from "./responses.ts"
 
 export interface ServerOptions {
@@ -20,16 +32,28 @@ export interface ServerOptions {
   readonly tls?: { readonly cert: string; readonly key: string } | undefined
   /** How long a stop waits for in-flight answers (long streams included) before ending them. */
   readonly shutdownGraceSeconds: number
+  /** A request's headers must be in within this time. */
+  readonly headersTimeoutMs: number
+  /** Its body within this time once the headers are (the body reader enforces it; Node backs it up). */
+  readonly bodyTimeoutMs: number
+  readonly keepAliveTimeoutMs: number
+  /** Open connections per client address; 0 = no cap. */
+  readonly maxConnectionsPerClient: number
 }
 
 const reasonPhrase = (status: number) => Http.STATUS_CODES[status] ?? "Error"
 
-const answerClientError = (error: NodeJS.ErrnoException, socket: Duplex, append: (status: number, slug: string, id: string) => void) => {
-  if (!socket.writable) return socket.destroy()
-  const failure: ApiError = error.code === "HPE_HEADER_OVERFLOW"
-    ? new HeadersTooLarge({ message: "request headers are too large (limit 16 KiB)" })
-    : new ValidationFailed({ message: "malformed HTTP request" })
-  const state = makeRequestState({ method: "UNKNOWN", path: "(unparsed)", clientAddr: null })
+type Append = (state: RequestState, status: number, slug: string) => void
+
+/**
+ * Writes the envelope straight to a socket, for what never reaches the Effect app (Node's own
+ * protocol refusals, CONNECT, a connection over the per-client cap), then closes it. Nothing is
+ * written when an answer of the app has already started on the socket: a second status line
+ * would corrupt it.
+ */
+const answerOnSocket = (socket: Duplex, failure: ApiError, state: RequestState, append: Append) => {
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage
+  if (!socket.writable || inFlight?.headersSent === true) return socket.destroy()
   const body = JSON.stringify(toEnvelope(failure, state.requestId))
   const status = statusOf(failure)
   const headers = {
@@ -42,24 +66,118 @@ const answerClientError = (error: NodeJS.ErrnoException, socket: Duplex, append:
   }
   const head = Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")
   socket.end(`HTTP/1.1 ${status} ${reasonPhrase(status)}\r\n${head}\r\n\r\n${body}`)
-  append(status, slugOf(failure), state.requestId)
+  append(state, status, slugOf(failure))
+}
+
+const clientErrorFailure = (error: NodeJS.ErrnoException): ApiError => {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return new HeadersTooLarge({ message: "request headers are too large (limit 16 KiB)" })
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      // Node's own deadline for the whole request: headers that trickle in, or a body nobody reads.
+      return new ValidationFailed({ status: 408, message: "the request did not arrive in time" })
+    default:
+      return new ValidationFailed({ message: "malformed HTTP request" })
+  }
+}
+
+const unparsed = (clientAddr: string | null, method = "UNKNOWN", path = "(unparsed)") =>
+  makeRequestState({ method, path, clientAddr })
+
+/** Counts open connections per client address and refuses those over the cap. */
+const capConnections = (server: Http.Server, max: number, tls: boolean, append: Append) => {
+  const open = new Map<string, number>()
+  server.on("connection", (socket: Socket) => {
+    const address = socket.remoteAddress ?? "unknown"
+    const count = (open.get(address) ?? 0) + 1
+    if (count > max) {
+      // Over TLS nothing can be said before the handshake: the connection is just closed.
+      if (tls) return socket.destroy()
+      const failure = new RateLimited({
+        message: `too many open connections from ${address} (limit ${max})`,
+        retryAfterSeconds: 1,
+        limit: max,
+        remaining: 0,
+        resetAt: Math.ceil(Date.now() / 1000) + 1
+      })
+      return answerOnSocket(socket, failure, unparsed(address), append)
+    }
+    open.set(address, count)
+    socket.once("close", () => {
+      const left = (open.get(address) ?? 1) - 1
+      if (left <= 0) open.delete(address)
+      else open.set(address, left)
+    })
+  })
 }
 
 export const layerNodeServer = (options: ServerOptions) =>
   Layer.unwrap(Effect.gen(function*() {
     const audit = yield* Audit
+    const append: Append = (state, status, slug) => audit.append(toAuditRecord(state, status, slug))
     let current: Http.Server | undefined
     const create = () => {
-      const serverOptions: Http.ServerOptions = { keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }
+      const serverOptions: Http.ServerOptions = {
+        keepAliveTimeout: options.keepAliveTimeoutMs,
+        headersTimeout: options.headersTimeoutMs,
+        // Node's whole-request deadline only backs up the body reader's, which answers first
+        // with the request's own id and audit record.
+        requestTimeout: options.headersTimeoutMs + options.bodyTimeoutMs + 1_000,
+        connectionsCheckingInterval: Math.min(1_000, options.headersTimeoutMs),
+        // A missing Host is answered by the app with the envelope, not by Node with a bare 400.
+        requireHostHeader: false
+      }
       const server = options.tls
         ? Https.createServer({ ...serverOptions, cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) })
         : Http.createServer(serverOptions)
       current = server
-      server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) =>
-        answerClientError(error, socket, (status, slug, id) => {
-          const state = makeRequestState({ method: "UNKNOWN", path: "(unparsed)", clientAddr: null, requestId: id })
-          audit.append(toAuditRecord(state, status, slug))
-        }))
+      // The last exchange on each socket, to tell a request that timed out from the unread rest
+      // of a body whose request was already answered (401 before reading, say).
+      const lastExchange = new WeakMap<Duplex, { readonly request: Http.IncomingMessage; readonly response: Http.ServerResponse }>()
+      server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) =>
+        lastExchange.set(request.socket, { request, response }))
+      server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+        const last = lastExchange.get(socket)
+        if (error.code === "ERR_HTTP_REQUEST_TIMEOUT" && last !== undefined && !last.request.complete && last.response.writableEnded) {
+          // The client had its answer and never sent the body it promised: nothing more to say.
+          return socket.destroy()
+        }
+        answerOnSocket(socket, clientErrorFailure(error), unparsed((socket as Socket).remoteAddress ?? null), append)
+      })
+      // Without these listeners Node answers an unknown Expect with a bare 417 and closes a
+      // CONNECT without a word.
+      server.on("checkExpectation", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+        const state = makeRequestState({
+          method: request.method ?? "UNKNOWN",
+          path: (request.url ?? "/").split("?")[0]!,
+          clientAddr: request.socket.remoteAddress ?? null
+        })
+        const failure = new ValidationFailed({
+          status: 417,
+          message: `Expect: ${request.headers.expect ?? ""} is not supported; only 100-continue is`,
+          details: { field: "Expect" }
+        })
+        const body = JSON.stringify(toEnvelope(failure, state.requestId))
+        response.writeHead(417, {
+          "content-type": "application/json",
+          "content-length": String(Buffer.byteLength(body)),
+          "x-request-id": state.requestId,
+          "request-id": state.requestId,
+          ...errorHeaders(failure)
+        })
+        response.end(body)
+        append(state, 417, slugOf(failure))
+      })
+      server.on("connect", (request: Http.IncomingMessage, socket: Duplex) => {
+        const failure = new MethodNotAllowed({
+          message: "CONNECT is not supported: this is not a proxy",
+          allow: ["GET", "POST", "PUT", "PATCH", "DELETE"]
+        })
+        answerOnSocket(socket, failure, unparsed(request.socket.remoteAddress ?? null, "CONNECT", "(connect)"), append)
+      })
+      if (options.maxConnectionsPerClient > 0) {
+        capConnections(server, options.maxConnectionsPerClient, options.tls !== undefined, append)
+      }
       return server
     }
     return Layer.succeed(NodeServerHandle, { server: () => current }).pipe(

@@ -75,7 +75,15 @@ export const GatewayConfig = Schema.Struct({
       port: def(Port, 8080),
       tls: Schema.optional(Schema.Struct({ cert: Schema.NonEmptyString, key: Schema.NonEmptyString })),
       trust_proxy: def(Schema.Boolean, false),
-      shutdown_grace_seconds: def(NonNegativeInt, 15)
+      shutdown_grace_seconds: def(NonNegativeInt, 15),
+      /** A request's headers must be in within this time (slow-header clients are cut off with a 408). */
+      headers_timeout_ms: def(PositiveInt, 20_000),
+      /** A request's body must be in within this time once its headers are (408). */
+      body_timeout_ms: def(PositiveInt, 30_000),
+      /** An idle keep-alive connection is closed after this long. */
+      keep_alive_timeout_ms: def(PositiveInt, 65_000),
+      /** Open connections allowed per client address; 0 = no cap (behind a proxy every client is the proxy). */
+      max_connections_per_client: def(NonNegativeInt, 0)
     }),
     {}
   ),
@@ -90,6 +98,8 @@ export const GatewayConfig = Schema.Struct({
       requests_per_minute: def(PositiveInt, 50),
       concurrent_streams: def(PositiveInt, 5),
       max_body_bytes: def(PositiveInt, 1_048_576),
+      /** Nesting depth of arrays and objects in a JSON body; deeper bodies get a 400 naming the limit. */
+      max_json_depth: def(PositiveInt, 64),
       stream_lease_seconds: def(PositiveInt, 30)
     }),
     {}
@@ -103,7 +113,15 @@ export const GatewayConfig = Schema.Struct({
       credits_per_tool_call: def(NonNegativeInt, 0),
       max_rows_cap: def(PositiveInt, 10_000),
       timeout_ms_cap: def(PositiveInt, 120_000),
-      allowed_origins: def(Schema.Array(Schema.String), [])
+      allowed_origins: def(Schema.Array(Schema.String), []),
+      /** sql_run stops fetching once a call's rows hold this many bytes, and sets `truncated`. */
+      max_result_bytes: def(PositiveInt, 4_194_304),
+      /** Bytes of results all sql_run calls of this process may hold at once; calls wait for room. */
+      max_result_bytes_in_flight: def(PositiveInt, 67_108_864),
+      /** Statements longer than this (UTF-8 bytes) are refused before any parse. */
+      max_statement_bytes: def(PositiveInt, 262_144),
+      /** Time the SQL guard may spend on one statement before refusing it as too complex. */
+      guard_timeout_ms: def(PositiveInt, 1_000)
     }),
     {}
   ),

@@ -4,9 +4,9 @@
  * 5xx, so a retry is never charged twice. Every movement is a ledger row.
  */
 import { Context, Effect, Layer } from "effect"
-import { BudgetExhausted, DependencyUnavailable, InsufficientCredits } from "../../domain/errors.ts"
+import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, ValidationFailed } from "../../domain/errors.ts"
 import type { CreditMovement } from "../../domain/records.ts"
-import { Store } from "../store/Store.ts"
+import { MAX_POOL_CREDITS, Store } from "../store/Store.ts"
 
 export interface Charge {
   readonly amount: number
@@ -31,7 +31,7 @@ export class Credits extends Context.Service<Credits, {
     budget: { readonly max_requests: number } | null
   ) => Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits | DependencyUnavailable>
   readonly refund: (charge: Charge, note: string) => Effect.Effect<void>
-  readonly topup: (movement: CreditMovement) => Effect.Effect<number, DependencyUnavailable>
+  readonly topup: (movement: CreditMovement) => Effect.Effect<number, DependencyUnavailable | ValidationFailed>
 }>()("modelgate/Credits") {
   static readonly layer = Layer.effect(
     Credits,
@@ -66,11 +66,26 @@ export class Credits extends Context.Service<Credits, {
             ),
         refund: (charge, note) =>
           store.addCredits("refund", { ...charge, actor: charge.key_id, note }).pipe(
-            Effect.asVoid,
+            Effect.flatMap((balance) =>
+              balance === undefined
+                ? Effect.logError(`could not refund ${charge.amount} credits of ${charge.request_id}: the pool is full`)
+                : Effect.void
+            ),
             // A refund that cannot be written is logged loudly: the ledger still shows the charge.
             Effect.catch((error) => Effect.logError(`could not refund ${charge.amount} credits of ${charge.request_id}`, error))
           ),
-        topup: (movement) => store.addCredits("topup", movement).pipe(Effect.mapError(storeUnavailable))
+        topup: (movement) =>
+          store.addCredits("topup", movement).pipe(
+            Effect.mapError(storeUnavailable),
+            Effect.flatMap((balance) =>
+              balance === undefined
+                ? Effect.fail(new ValidationFailed({
+                  message: `a top-up of ${movement.amount} credits would take the pool past ${MAX_POOL_CREDITS} credits`,
+                  details: { field: "credits", max_pool_credits: MAX_POOL_CREDITS }
+                }))
+                : Effect.succeed(balance)
+            )
+          )
       })
     })
   )

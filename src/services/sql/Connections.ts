@@ -10,19 +10,11 @@ import { storeUnavailable } from "../credits/Credits.ts"
 import type { ConnectionConfig } from "../config/schema.ts"
 import { Store } from "../store/Store.ts"
 import type { DependencyUnavailable } from "../../domain/errors.ts"
+import { redactDsn } from "./dsn.ts"
+
+export { redactDsn } from "./dsn.ts"
 
 const roleRank: Record<ConnectionRole, number> = { read: 1, edit: 2 }
-
-/** A DSN with its password replaced, for anything a person or client may see. */
-export const redactDsn = (url: string): string => {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== "") parsed.password = "***"
-    return parsed.toString()
-  } catch {
-    return "(unparsable DSN)"
-  }
-}
 
 /** A connection as the admin API shows it: the same record, its DSNs with passwords replaced. */
 export type ConnectionView = ConnectionRecord

@@ -16,7 +16,7 @@
  * Drivers (one pool each) are keyed by (connection, role, DSN), made on first use and closed
  * when idle for a while or with the layer's scope.
  */
-import { Context, DateTime, Effect, Layer, RcMap } from "effect"
+import { Context, DateTime, Effect, Layer, RcMap, Semaphore } from "effect"
 import {
   type ApiError,
   InternalError,
@@ -30,7 +30,11 @@ import { storeUnavailable } from "../credits/Credits.ts"
 import { Store } from "../store/Store.ts"
 import { Connections } from "./Connections.ts"
 import { type SqlDialect, type SqlDriver, SqlDrivers, type SqlDriverError } from "./drivers/SqlDrivers.ts"
-import { classifyExplain, classifyStatement, preloadGuard } from "./guard/index.ts"
+import { SqlGuard } from "./SqlGuard.ts"
+import type { Classified, ExplainVerdict, Verdict } from "./guard/index.ts"
+import { type Catalogue, callNames, classifyCalls } from "./guard/routines.ts"
+import { refused as refusedVerdict, settle, write as writeVerdict } from "./guard/verdict.ts"
+import type { RoutineInfo } from "./drivers/types.ts"
 import {
   clamp,
   DescribeArgs,
@@ -38,7 +42,9 @@ import {
   HistoryArgs,
   ListConnectionsArgs,
   ListTablesArgs,
-  RunArgs
+  MAX_PARAM_DEPTH,
+  RunArgs,
+  tooDeepParam
 } from "./tools/arguments.ts"
 import {
   DEFAULT_HISTORY_LIMIT,
@@ -84,6 +90,12 @@ export type ToolOutcome =
   | { readonly _tag: "Success"; readonly structured: Record<string, unknown>; readonly audit: ToolAudit }
   | { readonly _tag: "Failure"; readonly error: ApiError; readonly audit: ToolAudit }
 
+/**
+ * How long what the catalogue says about a function name is trusted. Names not found are never
+ * cached, so a function an edit key has just created is found on its next call.
+ */
+const ROUTINE_CACHE_MS = 60_000
+
 /** Pools of connections nobody used for this long are closed; the next call opens a new one. */
 const DRIVER_IDLE_TTL = "10 minutes"
 
@@ -126,24 +138,16 @@ const decoders = {
   historyArgs: decodeStrict(HistoryArgs)
 }
 
-/** The guard fails closed by itself; this only covers its parsers failing to load at all. */
-const classify = <A>(run: () => Promise<A>): Effect.Effect<A, InternalError> =>
-  Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(
-    Effect.catch((cause) =>
-      Effect.andThen(
-        Effect.logError("the SQL guard failed", cause),
-        Effect.fail(new InternalError({ message: "the SQL guard could not classify the statement; nothing was run" }))
-      )
-    )
-  )
-
 export class SqlTools extends Context.Service<SqlTools, {
   readonly definitions: ReadonlyArray<McpToolDefinition>
   readonly has: (name: string) => boolean
   /** Never fails: every problem is a `Failure` outcome carrying the spec's error. */
   readonly call: (name: string, args: unknown, ctx: ToolContext) => Effect.Effect<ToolOutcome>
 }>()("modelgate/SqlTools") {
-  static readonly layer = Layer.effect(
+  /** With the guard's worker pool, which lives and dies with the tools. */
+  static readonly layer = Layer.suspend(() => SqlTools.layerWithoutGuard.pipe(Layer.provide(SqlGuard.layer)))
+
+  static readonly layerWithoutGuard = Layer.effect(
     SqlTools,
     Effect.gen(function*() {
       const connections = yield* Connections
@@ -153,18 +157,15 @@ export class SqlTools extends Context.Service<SqlTools, {
       const maxRowsCap = config.mcp.max_rows_cap
       const timeoutMsCap = config.mcp.timeout_ms_cap
       const definitions = toolDefinitions({ maxRowsCap, timeoutMsCap })
+      const maxResultBytes = Math.min(config.mcp.max_result_bytes, config.mcp.max_result_bytes_in_flight)
+      /**
+       * Result bytes all sql_run calls may hold at once: each call reserves its whole budget
+       * before it fetches and returns it when its answer is built, so parallel huge reads wait
+       * for room instead of adding up.
+       */
+      const resultBytes = yield* Semaphore.make(config.mcp.max_result_bytes_in_flight)
 
-      // The parsers take a moment to load and tens of MiB to hold: warm up only the dialects of
-      // the connections there are, without holding up startup. A failure is not fatal: the guard
-      // loads them again on first use and fails closed if it cannot.
-      const dialects = [...new Set(config.connections.map((c) => c.dialect))]
-      if (dialects.length > 0) {
-        yield* Effect.forkScoped(
-          Effect.tryPromise(() => preloadGuard(dialects)).pipe(
-            Effect.catch((error) => Effect.logWarning("SQL guard preload failed", error))
-          )
-        )
-      }
+      const guard = yield* SqlGuard
 
       // A JSON string is a key with value equality; it carries everything the lookup needs.
       const drivers = yield* RcMap.make({
@@ -190,6 +191,81 @@ export class SqlTools extends Context.Service<SqlTools, {
           Effect.mapError((error) => fromDriverError(error, connection))
         )
       }
+
+      /** Per connection: its search path and, per function name, the catalogue's entries. */
+      const routineCache = new Map<string, {
+        path: ReadonlyArray<string>
+        readonly byName: Map<string, { readonly at: number; readonly routines: ReadonlyArray<RoutineInfo> }>
+      }>()
+
+      /**
+       * The catalogue entries for `names`, from the cache or the DSN the statement will run on
+       * (each role's own view of the catalogue: its search path and what it may see).
+       */
+      const catalogueFor = (connection: ConnectionRecord, role: ConnectionRole, names: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const fold = (name: string) => (connection.dialect === "mysql" ? name.toLowerCase() : name)
+          const now = Date.now()
+          const cacheKey = `${connection.id}:${role}`
+          const cached = routineCache.get(cacheKey)
+          const missing = names.filter((name) => {
+            const entry = cached?.byName.get(fold(name))
+            return entry === undefined || now - entry.at >= ROUTINE_CACHE_MS
+          })
+          let entry = cached
+          if (entry === undefined || missing.length > 0) {
+            const lookup = yield* withDriver(connection, role, (driver) => driver.routines(missing))
+            entry ??= { path: lookup.path, byName: new Map() }
+            entry.path = lookup.path
+            for (const name of missing) {
+              const routines = lookup.routines.filter((r) => fold(r.name) === fold(name))
+              if (routines.length > 0) entry.byName.set(fold(name), { at: now, routines })
+              else entry.byName.delete(fold(name))
+            }
+            routineCache.set(cacheKey, entry)
+          }
+          const known = entry
+          return {
+            path: known.path,
+            routines: names.flatMap((name) => known.byName.get(fold(name))?.routines ?? [])
+          } satisfies Catalogue
+        })
+
+      /**
+       * The guard's verdict made stricter by what the catalogue says about the statement's calls.
+       * A read is checked against the read DSN's catalogue, where it runs; a write against the
+       * edit DSN's, unless the key cannot run writes anyway (it is blocked without a lookup).
+       */
+      const checkCalls = (connection: ConnectionRecord, role: ConnectionRole, classified: Classified) =>
+        Effect.gen(function*() {
+          const { verdict, calls } = classified
+          if (verdict.verdict === "refused" || calls.length === 0) return verdict
+          if (verdict.verdict === "write" && role !== "edit") return verdict
+          const runsAs = verdict.verdict === "write" ? "edit" : "read"
+          const catalogue = yield* catalogueFor(connection, runsAs, callNames(calls))
+          const unknown = verdict.verdict === "write" ? "defer" : "refuse"
+          return settle(verdict, classifyCalls(connection.dialect, calls, catalogue, unknown))
+        })
+
+      /** The same for EXPLAIN: a refusal refuses the plan too; a write matters only when ANALYZE executes it. */
+      const checkExplainCalls = (
+        connection: ConnectionRecord,
+        role: ConnectionRole,
+        classified: Classified<ExplainVerdict>,
+        analyze: boolean
+      ) =>
+        Effect.gen(function*() {
+          const { verdict } = classified
+          if (verdict.verdict === "refused" || classified.calls.length === 0) return verdict
+          // A plain EXPLAIN plans on the read DSN; the catalogue that matters is the one the plan is made on.
+          const inner: Verdict = yield* checkCalls(connection, analyze ? role : "read", { verdict: verdict.inner, calls: classified.calls })
+          if (inner === verdict.inner) return verdict
+          if (inner.verdict === "refused") return { ...refusedVerdict(verdict.kind, inner.reason), inner } satisfies ExplainVerdict
+          if (inner.verdict === "write" && analyze && verdict.verdict === "read") {
+            return { ...writeVerdict(verdict.kind, inner.reason ?? `EXPLAIN ANALYZE executes the ${inner.kind} it explains.`), inner } satisfies ExplainVerdict
+          }
+          return { ...verdict, inner } satisfies ExplainVerdict
+        })
 
       const authorize = Effect.fnUntraced(function*(ctx: ToolContext, connectionId: number, draft: AuditDraft) {
         draft.connection_id = connectionId
@@ -251,9 +327,18 @@ export class SqlTools extends Context.Service<SqlTools, {
 
       const run = Effect.fn("SqlTools.sql_run")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
         const input = yield* decodeArgs(decoders.runArgs, args, draft)
+        const deep = tooDeepParam(input.params ?? [])
+        if (deep >= 0) {
+          draft.details.verdict = "invalid"
+          return yield* new ValidationFailed({
+            message: `invalid argument params.${deep}: nested deeper than ${MAX_PARAM_DEPTH} levels`,
+            details: { field: `params.${deep}`, limit_depth: MAX_PARAM_DEPTH },
+            status: 400
+          })
+        }
         const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
         draft.details.statement_hash = statementHash(input.statement)
-        const verdict = yield* classify(() => classifyStatement(connection.dialect, input.statement))
+        const verdict = yield* checkCalls(connection, role, yield* guard.statement(connection.dialect, input.statement))
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         if (verdict.verdict === "refused") {
@@ -272,8 +357,9 @@ export class SqlTools extends Context.Service<SqlTools, {
         const result = yield* withDriver(
           connection,
           mode === "write" ? "edit" : "read",
-          (driver) => driver.run({ statement: input.statement, params: input.params ?? [], mode, maxRows, timeoutMs })
-        ).pipe(Effect.tapError(noteDriverFailure(draft)))
+          (driver) =>
+            driver.run({ statement: input.statement, params: input.params ?? [], mode, maxRows, maxBytes: maxResultBytes, timeoutMs })
+        ).pipe(Effect.tapError(noteDriverFailure(draft)), resultBytes.withPermits(maxResultBytes))
 
         const rowCount = result.kind === "rows" ? result.row_count : result.affected_rows
         draft.details.row_count = rowCount
@@ -310,7 +396,12 @@ export class SqlTools extends Context.Service<SqlTools, {
         const analyze = input.analyze ?? false
         draft.details.statement_hash = statementHash(input.statement)
         draft.details.analyze = analyze
-        const verdict = yield* classify(() => classifyExplain(connection.dialect, input.statement, { analyze }))
+        const verdict = yield* checkExplainCalls(
+          connection,
+          role,
+          yield* guard.explain(connection.dialect, input.statement, { analyze }),
+          analyze
+        )
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         draft.details.explained_kind = auditKind(verdict.inner.kind)

@@ -54,6 +54,12 @@ export type AdmitResult =
 /** What usage rows are grouped by: the UTC day (`YYYY-MM-DD`), the key, the model. */
 export type UsageDimension = "day" | "key" | "model"
 
+/**
+ * The most credits the pool may hold: the largest integer a JavaScript number (and so every
+ * JSON client) reads exactly. Both stores' columns are 64-bit, so this is the tighter bound.
+ */
+export const MAX_POOL_CREDITS = Number.MAX_SAFE_INTEGER
+
 export interface UsageRow {
   readonly day?: string
   readonly key_id?: string | null
@@ -90,8 +96,14 @@ export interface StoreShape {
     readonly budget: boolean
     readonly charge: CreditMovement | undefined
   }) => Effect.Effect<AdmitResult, SqlError>
-  /** Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row. */
-  readonly addCredits: (kind: Extract<LedgerKind, "refund" | "topup">, movement: CreditMovement) => Effect.Effect<number, SqlError>
+  /**
+   * Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row;
+   * undefined, and nothing changed, when the pool would pass MAX_POOL_CREDITS.
+   */
+  readonly addCredits: (
+    kind: Extract<LedgerKind, "refund" | "topup">,
+    movement: CreditMovement
+  ) => Effect.Effect<number | undefined, SqlError>
   readonly ledger: (query: {
     readonly before_seq?: number | undefined
     readonly limit: number
@@ -361,8 +373,10 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
       addCredits: (kind, movement) =>
         sql.withTransaction(
           Effect.gen(function*() {
+            // The pool stays within what every layer reads exactly: a larger sum changes nothing.
             const rows = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits + ${movement.amount}
-              WHERE id = ${DEFAULT_WORKSPACE} RETURNING credits`
+              WHERE id = ${DEFAULT_WORKSPACE} AND credits <= ${MAX_POOL_CREDITS - movement.amount} RETURNING credits`
+            if (rows.length === 0) return undefined
             const balance = num(rows[0]!.credits)
             yield* writeLedger(kind, movement.amount, balance, movement)
             return balance

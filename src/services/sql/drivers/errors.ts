@@ -4,6 +4,7 @@
  * carrying the database's own code and message.
  */
 import { Schema } from "effect"
+import { dsnSecrets } from "../dsn.ts"
 
 /** The database could not be reached or refused the login (DNS, refused, TLS, auth, unknown database). */
 export class SqlConnectionUnreachable extends Schema.TaggedError<SqlConnectionUnreachable>()(
@@ -39,20 +40,8 @@ export const queryTimeout = (timeoutMs: number) =>
  * server message must still never be able to echo the URL or its password to a client.
  */
 export const makeRedactor = (url: string): ((text: string) => string) => {
-  const secrets = new Set<string>([url])
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== "") {
-      secrets.add(parsed.password)
-      try {
-        secrets.add(decodeURIComponent(parsed.password))
-      } catch {
-        // A malformed escape leaves only the raw form to hide.
-      }
-    }
-  } catch {
-    // An unparsable URL has no separable password; the whole string is already in the set.
-  }
+  // The URL itself first (longest), then each secret it carries (dsn.ts), wherever they appear.
+  const secrets = new Set<string>([url, ...dsnSecrets(url)])
   const ordered = [...secrets].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length)
   return (text) => ordered.reduce((acc, secret) => acc.split(secret).join("***"), text)
 }

@@ -14,6 +14,7 @@ import {
   type QueryError,
   type ResultSetHeader
 } from "mysql2"
+import { valueBytes } from "./result-size.ts"
 
 export interface MysqlSession {
   readonly raw: Connection
@@ -108,7 +109,8 @@ export const executeCapped = (
   session: MysqlSession,
   statement: { readonly sql: string; readonly params: ReadonlyArray<unknown>; readonly prepared: boolean },
   limit: number,
-  stopEarly: boolean
+  stopEarly: boolean,
+  maxBytes: number = Number.POSITIVE_INFINITY
 ): Effect.Effect<Capped, MysqlFailure> =>
   Effect.callback<Capped, MysqlFailure>((resume) => {
     const raw = session.raw
@@ -118,6 +120,9 @@ export const executeCapped = (
     let resultSets = 0
     let truncated = false
     let finished = false
+    let bytes = 0
+    /** The byte budget ran out: later rows are not kept (and, with stopEarly, not read). */
+    let full = false
     const finish = (effect: Effect.Effect<Capped, MysqlFailure>) => {
       if (finished) return
       finished = true
@@ -150,8 +155,14 @@ export const executeCapped = (
         header ??= row
         return
       }
-      if (rows.length <= limit) {
-        rows.push(row as Record<string, unknown>)
+      if (rows.length <= limit && !full) {
+        bytes += valueBytes(row)
+        if (bytes <= maxBytes) {
+          rows.push(row as Record<string, unknown>)
+          return
+        }
+        full = true
+      } else if (full && !stopEarly) {
         return
       }
       truncated = true
@@ -163,7 +174,7 @@ export const executeCapped = (
     })
     running.on("error", (error: QueryError) => finish(Effect.fail(error)))
     running.on("end", () => {
-      if (rows.length > limit) truncated = true
+      if (rows.length > limit || full) truncated = true
       succeed()
     })
   })

@@ -47,6 +47,8 @@ import {
   type ExplainInput,
   type ForeignKeyDescription,
   type IndexDescription,
+  type RoutineInfo,
+  type RoutineLookup,
   type RunInput,
   type RunResult,
   type ServerInfo,
@@ -254,12 +256,13 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     sql: string,
     params: ReadonlyArray<unknown>,
     limit: number,
-    stopEarly: boolean
+    stopEarly: boolean,
+    maxBytes: number | undefined
   ): Effect.Effect<Capped, MysqlFailure> =>
-    executeCapped(session, { sql, params, prepared: true }, limit, stopEarly).pipe(
+    executeCapped(session, { sql, params, prepared: true }, limit, stopEarly, maxBytes).pipe(
       Effect.catchIf(
         (error) => errnoOf(error) === UNSUPPORTED_PS && params.length === 0,
-        () => executeCapped(session, { sql, params, prepared: false }, limit, stopEarly)
+        () => executeCapped(session, { sql, params, prepared: false }, limit, stopEarly, maxBytes)
       )
     )
 
@@ -271,7 +274,7 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
       Effect.gen(function*() {
         yield* begin(session, input.mode, timeoutMs)
         const [elapsed, capped] = yield* Effect.timed(
-          executeStatement(session, input.statement, params, maxRows, input.mode === "read")
+          executeStatement(session, input.statement, params, maxRows, input.mode === "read", input.maxBytes)
         )
         // A read abandoned at the cap cannot take another command; destroying the session rolls it back.
         if (!session.abandoned) yield* command(session, input.mode === "read" ? "ROLLBACK" : "COMMIT")
@@ -304,7 +307,7 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
           ? "EXPLAIN ANALYZE"
           : "ANALYZE FORMAT=JSON"
         yield* begin(session, input.mode, timeoutMs)
-        const result = yield* executeStatement(session, `${prefix} ${input.statement}`, toMysqlParams(input.params), 1, false)
+        const result = yield* executeStatement(session, `${prefix} ${input.statement}`, toMysqlParams(input.params), 1, false, undefined)
         // ANALYZE really executed the statement: nothing it did may survive, whatever the mode.
         yield* command(session, "ROLLBACK")
         const first = result.rows[0]
@@ -414,7 +417,35 @@ export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
     })
   ).pipe(Effect.withSpan("MysqlDriver.serverInfo"))
 
-  return { dialect: "mysql", run, explain, listTables, describe, serverInfo } satisfies SqlDriver
+  const routines = Effect.fn("MysqlDriver.routines")(function*(names: ReadonlyArray<string>) {
+    return yield* catalog((session) =>
+      Effect.gen(function*() {
+        const database = asText((yield* lookup(session, "SELECT DATABASE() AS db", []))[0]?.db)
+        const rows = names.length === 0 ? [] : yield* lookup(
+          session,
+          `SELECT ROUTINE_SCHEMA AS routine_schema, ROUTINE_NAME AS routine_name, SQL_DATA_ACCESS AS sql_data_access,
+             SECURITY_TYPE AS security_type, IS_DETERMINISTIC AS is_deterministic
+           FROM information_schema.ROUTINES
+           WHERE ROUTINE_TYPE = 'FUNCTION' AND LOWER(ROUTINE_NAME) IN (${names.map(() => "?").join(", ")})`,
+          names.map((name) => name.toLowerCase())
+        )
+        return {
+          path: database === undefined ? [] : [database],
+          routines: rows.map((row): RoutineInfo => ({
+            schema: asText(row.routine_schema) ?? "",
+            name: asText(row.routine_name) ?? "",
+            volatility: asText(row.is_deterministic) === "YES" ? "immutable" : "volatile",
+            securityDefiner: asText(row.security_type) !== "INVOKER",
+            language: "sql",
+            textArgument: false,
+            modifiesData: asText(row.sql_data_access) === "MODIFIES SQL DATA"
+          }))
+        } satisfies RoutineLookup
+      })
+    )
+  })
+
+  return { dialect: "mysql", run, explain, listTables, describe, serverInfo, routines } satisfies SqlDriver
 })
 
 const parsePlan = (text: string): unknown => {

@@ -27,6 +27,7 @@ import {
   queryTimeout
 } from "./errors.ts"
 import { pgRegistry, toPgParams } from "./postgres-values.ts"
+import { valueBytes } from "./result-size.ts"
 import { withSession } from "./session.ts"
 import {
   CATALOG_TIMEOUT_MS,
@@ -38,6 +39,8 @@ import {
   type ForeignKeyDescription,
   type IndexDescription,
   type ResultColumn,
+  type RoutineInfo,
+  type RoutineLookup,
   type RunInput,
   type RunResult,
   type SqlDriver,
@@ -108,6 +111,19 @@ ORDER BY con.conname`
 
 const TYPE_NAMES = "SELECT t.oid AS oid, format_type(t.oid, NULL) AS name FROM pg_catalog.pg_type t WHERE t.oid = ANY($1::oid[])"
 
+/** Argument types through which a function could be handed SQL text to run. */
+const TEXT_LIKE_TYPES = "ARRAY['text', 'varchar', 'bpchar', 'name', 'cstring', 'unknown', '\"any\"', 'anyelement', " +
+  "'anynonarray', 'anycompatible', 'anycompatiblenonarray']::regtype[]::oid[]"
+
+const ROUTINES = `SELECT n.nspname::text AS schema, p.proname::text AS name, p.provolatile::text AS volatility,
+  p.prosecdef AS secdef, l.lanname::text AS language, p.pronargs::int AS nargs, p.pronargdefaults::int AS ndefaults,
+  p.provariadic <> 0 AS variadic,
+  EXISTS (SELECT 1 FROM unnest(p.proargtypes::oid[]) AS t(oid) WHERE t.oid = ANY (${TEXT_LIKE_TYPES})) AS text_arg
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.proname = ANY ($1::text[])`
+
 const query = (session: Session, sql: string, params: ReadonlyArray<unknown> = []) => session.query(sql, params, false)
 
 /**
@@ -152,8 +168,29 @@ const causeText = (error: SqlError): string => {
 }
 
 type Outcome =
-  | { readonly kind: "rows"; readonly fields: ReadonlyArray<PgConnection.Field>; readonly rows: ReadonlyArray<Row> }
+  | {
+    readonly kind: "rows"
+    readonly fields: ReadonlyArray<PgConnection.Field>
+    readonly rows: ReadonlyArray<Row>
+    /** Rows were left out because the byte budget ran out. */
+    readonly overBudget: boolean
+  }
   | { readonly kind: "affected"; readonly rowCount: number }
+
+/** Rows of the first FETCH, before anything is known of their size; later batches adapt. */
+const FIRST_BATCH = 8
+const MAX_BATCH = 1_000
+
+const trimToBudget = (fields: ReadonlyArray<PgConnection.Field>, all: ReadonlyArray<Row>, maxBytes: number): Outcome => {
+  let bytes = 0
+  const rows: Array<Row> = []
+  for (const row of all) {
+    bytes += valueBytes(row)
+    if (bytes > maxBytes) return { kind: "rows", fields, rows, overBudget: true }
+    rows.push(row)
+  }
+  return { kind: "rows", fields, rows, overBudget: false }
+}
 
 export const makePostgresDriver = Effect.fnUntraced(function*(options: {
   readonly url: string
@@ -238,6 +275,36 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
       })
     })
 
+  /**
+   * Reads the cursor in batches until `maxRows + 1` rows or `maxBytes` are reached. The first
+   * batch is small; later ones are sized from the rows seen so far to fit what is left of the
+   * budget, so a table of huge rows is read a few rows at a time and never past the budget by
+   * more than one batch.
+   */
+  const fetchCapped = (session: Session, maxRows: number, maxBytes: number) =>
+    Effect.gen(function*() {
+      const rows: Array<Row> = []
+      let fields: ReadonlyArray<PgConnection.Field> = []
+      let bytes = 0
+      let batch = Math.min(maxRows + 1, FIRST_BATCH)
+      for (;;) {
+        const fetched = yield* query(session, `FETCH FORWARD ${batch} FROM ${CURSOR}`)
+        fields = fetched.fields
+        for (const row of fetched.rows) {
+          const size = valueBytes(row)
+          if (bytes + size > maxBytes) return { kind: "rows", fields, rows, overBudget: true } satisfies Outcome
+          bytes += size
+          rows.push(row)
+        }
+        if (fetched.rows.length < batch || rows.length > maxRows) {
+          return { kind: "rows", fields, rows, overBudget: false } satisfies Outcome
+        }
+        const average = Math.max(1, bytes / rows.length)
+        const fits = Math.floor((maxBytes - bytes) / average)
+        batch = Math.max(1, Math.min(maxRows + 1 - rows.length, MAX_BATCH, fits))
+      }
+    })
+
   const execute = (
     session: Session,
     input: RunInput,
@@ -250,10 +317,7 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
         Effect.as(true),
         Effect.catchIf(cannotBeCursor, () => Effect.succeed(false))
       )
-      if (declared) {
-        const fetched = yield* query(session, `FETCH FORWARD ${maxRows + 1} FROM ${CURSOR}`)
-        return { kind: "rows", fields: fetched.fields, rows: fetched.rows } satisfies Outcome
-      }
+      if (declared) return yield* fetchCapped(session, maxRows, input.maxBytes ?? Number.POSITIVE_INFINITY)
       // The refused DECLARE aborted the transaction before anything ran; start over and run the statement as is.
       yield* query(session, "ROLLBACK")
       yield* begin(session, input.mode, timeoutMs)
@@ -263,8 +327,9 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
           () => outsideTransaction(session, input.statement, params, timeoutMs)
         )
       )
+      // Without a cursor (SHOW, EXPLAIN, RETURNING) the result is whole already; the budget still trims it.
       return (result.fields.length > 0
-        ? { kind: "rows", fields: result.fields, rows: result.rows }
+        ? trimToBudget(result.fields, result.rows, input.maxBytes ?? Number.POSITIVE_INFINITY)
         : { kind: "affected", rowCount: result.rowCount }) satisfies Outcome
     })
 
@@ -287,7 +352,7 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
           columns: yield* describeColumns(session, outcome.fields),
           rows,
           row_count: rows.length,
-          truncated: outcome.rows.length > maxRows,
+          truncated: outcome.overBudget || outcome.rows.length > maxRows,
           duration_ms
         } satisfies RunResult
       }))
@@ -393,5 +458,30 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
     }))
   ).pipe(Effect.withSpan("PostgresDriver.serverInfo"))
 
-  return { dialect: "postgres", run, explain, listTables, describe, serverInfo } satisfies SqlDriver
+  const volatilities: Readonly<Record<string, RoutineInfo["volatility"]>> = { i: "immutable", s: "stable", v: "volatile" }
+
+  const routines = Effect.fn("PostgresDriver.routines")(function*(names: ReadonlyArray<string>) {
+    return yield* catalog((session) =>
+      Effect.gen(function*() {
+        const path = (yield* query(session, "SELECT current_schemas(true)::text[] AS path")).rows[0]?.path
+        const rows = names.length === 0 ? [] : (yield* query(session, ROUTINES, toPgParams([[...names]]))).rows
+        return {
+          path: Array.isArray(path) ? path.map(String) : [],
+          routines: rows.map((row): RoutineInfo => ({
+            schema: row.schema as string,
+            name: row.name as string,
+            // Anything unexpected counts as volatile: the strictest reading.
+            volatility: volatilities[row.volatility as string] ?? "volatile",
+            securityDefiner: row.secdef === true,
+            language: row.language as string,
+            textArgument: row.text_arg === true,
+            minArgs: (row.nargs as number) - (row.ndefaults as number),
+            maxArgs: row.variadic === true ? -1 : (row.nargs as number)
+          }))
+        } satisfies RoutineLookup
+      })
+    )
+  })
+
+  return { dialect: "postgres", run, explain, listTables, describe, serverInfo, routines } satisfies SqlDriver
 })

@@ -15,6 +15,11 @@ export interface RunInput {
   readonly mode: SqlMode
   /** At most this many rows are returned; one more is fetched to detect truncation. */
   readonly maxRows: number
+  /**
+   * Fetching stops once the rows kept weigh this many bytes (result-size.ts): the row that
+   * would pass the budget is dropped and the result marked truncated. Undefined: no byte budget.
+   */
+  readonly maxBytes?: number
   readonly timeoutMs: number
 }
 
@@ -87,6 +92,34 @@ export interface ServerInfo {
   readonly flavor: "postgres" | "mysql" | "mariadb"
 }
 
+/**
+ * What the database's catalogue says about the functions of a name, for the guard's function
+ * check (guard/routines.ts). Postgres: pg_proc; MySQL: information_schema.ROUTINES.
+ */
+export interface RoutineInfo {
+  readonly schema: string
+  readonly name: string
+  /** Postgres provolatile; on MySQL DETERMINISTIC is "immutable", anything else "volatile". */
+  readonly volatility: "immutable" | "stable" | "volatile"
+  /** Runs with its owner's privileges (SECURITY DEFINER / SQL SECURITY DEFINER). */
+  readonly securityDefiner: boolean
+  /** Postgres: pg_language.lanname; MySQL: "sql". */
+  readonly language: string
+  /** Takes an argument of a text-like type, which the function could run as SQL (Postgres). */
+  readonly textArgument: boolean
+  /** Declared MODIFIES SQL DATA (MySQL); undefined where the catalogue does not say. */
+  readonly modifiesData?: boolean
+  /** Arguments needed at least and taken at most (-1: variadic), where the catalogue says (Postgres). */
+  readonly minArgs?: number
+  readonly maxArgs?: number
+}
+
+export interface RoutineLookup {
+  /** Schemas an unqualified name resolves in, in order (Postgres search path; MySQL: the default database). */
+  readonly path: ReadonlyArray<string>
+  readonly routines: ReadonlyArray<RoutineInfo>
+}
+
 export interface SqlDriver {
   readonly dialect: SqlDialect
   readonly run: (input: RunInput) => Effect.Effect<RunResult, SqlDriverError>
@@ -99,6 +132,8 @@ export interface SqlDriver {
     name: string
   ) => Effect.Effect<TableDescription | undefined, SqlDriverError>
   readonly serverInfo: Effect.Effect<ServerInfo, SqlDriverError>
+  /** The catalogue's functions of these names (exact on Postgres, case-insensitive on MySQL), with the search path. */
+  readonly routines: (names: ReadonlyArray<string>) => Effect.Effect<RoutineLookup, SqlDriverError>
 }
 
 export interface SqlDriverOptions {

@@ -12,12 +12,13 @@
  *    refused functions (qualified, backquoted, or with a space before the parenthesis), INTO
  *    OUTFILE/DUMPFILE, LOAD DATA INFILE, SONAME, `:=` and INTO @var, locking clauses, sequences.
  */
-import { mysqlFunction } from "./functions.ts"
+import { mysqlFunction, mysqlSafeBuiltin } from "./functions.ts"
 import { lexMysql, renderForParser, type Token } from "./mysql-lexer.ts"
 import {
   type Analysis,
   explainVerdict,
   type Finding,
+  type FunctionCall,
   read,
   refused,
   settle,
@@ -278,15 +279,21 @@ const NESTED_WRITES: Readonly<Record<string, string>> = {
 }
 
 /** Walks a node-sql-parser tree for calls, SELECT INTO, locking reads, assignments and nested DML. */
-const astFindings = (root: Ast): Array<Finding> => {
+const astFindings = (root: Ast, calls: Array<FunctionCall>): Array<Finding> => {
   const findings: Array<Finding> = []
   for (const node of treeNodes(root)) {
     const type = str(node.type)
     if (type === "function" || type === "aggr_func") {
       const name = functionName(node.name)
       const argCount = argumentCount(node.args)
-      const found = name === undefined ? undefined : mysqlFunction(argCount === undefined ? name : { ...name, argCount })
+      const call = name === undefined ? undefined : argCount === undefined ? name : { ...name, argCount }
+      if (call === undefined) {
+        findings.push({ level: "refused", reason: "a function is named in a way the guard cannot read." })
+        continue
+      }
+      const found = mysqlFunction(call)
       if (found !== undefined) findings.push(found)
+      else if (!mysqlSafeBuiltin(call)) calls.push(call)
     } else if (type === "assign") {
       findings.push(VARIABLE_ASSIGNMENT)
     } else if (type === "select") {
@@ -312,37 +319,38 @@ const astBase = (ast: Ast): Analysis => {
   const keyword = (str(ast.keyword) ?? "").toUpperCase()
   switch (type) {
     case "select":
-      return { verdict: read("SELECT"), explainable: true }
+      return { verdict: read("SELECT"), explainable: true, calls: [] }
     case "insert":
     case "replace":
     case "update":
     case "delete":
-      return { verdict: write(NESTED_WRITES[type] ?? type.toUpperCase()), explainable: true }
+      return { verdict: write(NESTED_WRITES[type] ?? type.toUpperCase()), explainable: true, calls: [] }
     case "create":
     case "drop":
-      return { verdict: write(keyword === "" ? type.toUpperCase() : `${type.toUpperCase()} ${keyword}`), explainable: false }
+      return { verdict: write(keyword === "" ? type.toUpperCase() : `${type.toUpperCase()} ${keyword}`), explainable: false, calls: [] }
     case "alter":
-      return { verdict: write(`ALTER ${keyword === "" ? "TABLE" : keyword}`), explainable: false }
+      return { verdict: write(`ALTER ${keyword === "" ? "TABLE" : keyword}`), explainable: false, calls: [] }
     case "truncate":
-      return { verdict: write("TRUNCATE"), explainable: false }
+      return { verdict: write("TRUNCATE"), explainable: false, calls: [] }
     case "rename":
-      return { verdict: write("RENAME TABLE"), explainable: false }
+      return { verdict: write("RENAME TABLE"), explainable: false, calls: [] }
     case "call":
-      return { verdict: write("CALL"), explainable: false }
+      return { verdict: write("CALL"), explainable: false, calls: [] }
     case "show":
-      return { verdict: read("SHOW"), explainable: false }
+      return { verdict: read("SHOW"), explainable: false, calls: [] }
     case "desc":
-      return { verdict: read("DESCRIBE"), explainable: false }
+      return { verdict: read("DESCRIBE"), explainable: false, calls: [] }
     default:
-      return { verdict: refused(type.toUpperCase() || "UNKNOWN", `${type} statements are not allowed.`), explainable: false }
+      return { verdict: refused(type.toUpperCase() || "UNKNOWN", `${type} statements are not allowed.`), explainable: false, calls: [] }
   }
 }
 
 const analyzeAst = (ast: Ast): Analysis => {
   const base = astBase(ast)
-  return base.verdict.verdict === "refused"
-    ? base
-    : { verdict: settle(base.verdict, astFindings(ast)), explainable: base.explainable }
+  if (base.verdict.verdict === "refused") return base
+  const calls: Array<FunctionCall> = []
+  const findings = astFindings(ast, calls)
+  return { verdict: settle(base.verdict, findings), explainable: base.explainable, calls }
 }
 
 /** Parses with both grammars; the stricter verdict of those that accept the text stands. */
@@ -363,13 +371,18 @@ const parseAndAnalyze = (text: string, kind: string): Analysis => {
     const statements = Array.isArray(ast) ? ast : [ast]
     const only: unknown = statements[0]
     if (statements.length !== 1 || !isAst(only)) {
-      return { verdict: refused("MULTIPLE STATEMENTS", "only one statement may be sent at a time."), explainable: false }
+      return { verdict: refused("MULTIPLE STATEMENTS", "only one statement may be sent at a time."), explainable: false, calls: [] }
     }
     analyses.push(analyzeAst(only))
   }
   const [first, ...rest] = analyses
-  if (first === undefined) return { verdict: refused(kind, NOT_PARSED), explainable: false }
-  return { verdict: rest.reduce((acc: Verdict, a) => stricter(acc, a.verdict), first.verdict), explainable: first.explainable }
+  if (first === undefined) return { verdict: refused(kind, NOT_PARSED), explainable: false, calls: [] }
+  return {
+    verdict: rest.reduce((acc: Verdict, a) => stricter(acc, a.verdict), first.verdict),
+    explainable: first.explainable,
+    // Both grammars' calls: a name one of them reads as a call is checked either way.
+    calls: analyses.flatMap((a) => a.calls)
+  }
 }
 
 const EXPLAINABLE_HEADS = new Set(["SELECT", "WITH", "TABLE", "VALUES", "INSERT", "REPLACE", "UPDATE", "DELETE"])
@@ -394,22 +407,23 @@ const analyzeExplain = (tokens: ReadonlyArray<Token>): Analysis => {
   const kind = analyze ? "EXPLAIN ANALYZE" : "EXPLAIN"
   const next = tokens[i]
   if (upper(next) === "INTO") {
-    return { verdict: refused(kind, INTO_VARIABLE.reason), explainable: false }
+    return { verdict: refused(kind, INTO_VARIABLE.reason), explainable: false, calls: [] }
   }
   if (upper(next) === "FOR" && upper(tokens[i + 1]) === "CONNECTION" && tokens.length === i + 3) {
-    return { verdict: read(kind), explainable: false }
+    return { verdict: read(kind), explainable: false, calls: [] }
   }
   if (startsExplainable(next)) {
-    return { verdict: explainVerdict(analyzeTokens(tokens.slice(i)), analyze), explainable: false }
+    const inner = analyzeTokens(tokens.slice(i))
+    return { verdict: explainVerdict(inner, analyze), explainable: false, calls: inner.calls }
   }
   // DESCRIBE tbl [column | 'wild'], with the table optionally qualified by its database.
   if (i === 1 && head !== "ANALYZE" && isName(tokens[1])) {
     let j = 2
     if (isPunct(tokens[j], ".") && isName(tokens[j + 1])) j += 2
     if (isName(tokens[j]) || tokens[j]?.type === "string") j++
-    if (j === tokens.length) return { verdict: read("DESCRIBE"), explainable: false }
+    if (j === tokens.length) return { verdict: read("DESCRIBE"), explainable: false, calls: [] }
   }
-  return { verdict: refused(headKind(tokens), NOT_PARSED), explainable: false }
+  return { verdict: refused(headKind(tokens), NOT_PARSED), explainable: false, calls: [] }
 }
 
 /** `{ANALYZE|OPTIMIZE|REPAIR|CHECK|CHECKSUM} [NO_WRITE_TO_BINLOG|LOCAL] TABLE t [, t]... [options]`. */
@@ -424,9 +438,9 @@ const analyzeMaintenance = (tokens: ReadonlyArray<Token>): Analysis => {
     (noun === "TABLE" || noun === "TABLES") &&
     isName(rest[0]) &&
     rest.every((t) => t.type === "word" || t.type === "qident" || (t.type === "punct" && ",.()".includes(t.text)))
-  if (!wellFormed) return { verdict: refused(kind, NOT_PARSED), explainable: false }
+  if (!wellFormed) return { verdict: refused(kind, NOT_PARSED), explainable: false, calls: [] }
   // CHECKSUM TABLE only reads rows; the others rewrite tables, statistics or metadata.
-  return { verdict: head === "CHECKSUM" ? read(kind) : write(kind), explainable: false }
+  return { verdict: head === "CHECKSUM" ? read(kind) : write(kind), explainable: false, calls: [] }
 }
 
 const isExplainRoute = (tokens: ReadonlyArray<Token>): boolean => {
@@ -444,7 +458,7 @@ const isExplainRoute = (tokens: ReadonlyArray<Token>): boolean => {
 const analyzeTokens = (tokens: ReadonlyArray<Token>): Analysis => {
   const routed = route(tokens)
   if (isExplainRoute(tokens)) return routed
-  return { verdict: settle(routed.verdict, tokenFindings(tokens)), explainable: routed.explainable }
+  return { verdict: settle(routed.verdict, tokenFindings(tokens)), explainable: routed.explainable, calls: routed.calls }
 }
 
 /** Picks the classifier for a statement by its leading keywords. */
@@ -453,14 +467,14 @@ const route = (tokens: ReadonlyArray<Token>): Analysis => {
   const head = isPunct(tokens[0], "(") ? "(" : upper(tokens[0])
   const second = upper(tokens[1])
   const refusal = REFUSED_HEADS.get(head)
-  if (refusal !== undefined) return { verdict: refused(kind, refusal), explainable: false }
+  if (refusal !== undefined) return { verdict: refused(kind, refusal), explainable: false, calls: [] }
   if (head === "START") {
-    return { verdict: refused(kind, second === "TRANSACTION" ? TRANSACTION_CONTROL : SERVER_ADMIN), explainable: false }
+    return { verdict: refused(kind, second === "TRANSACTION" ? TRANSACTION_CONTROL : SERVER_ADMIN), explainable: false, calls: [] }
   }
-  if (head === "RENAME" && second === "USER") return { verdict: refused(kind, PRIVILEGES), explainable: false }
+  if (head === "RENAME" && second === "USER") return { verdict: refused(kind, PRIVILEGES), explainable: false, calls: [] }
   if (head === "CREATE" || head === "ALTER" || head === "DROP") {
     const objectRefusal = REFUSED_OBJECTS.get(ddlObject(tokens) ?? "")
-    if (objectRefusal !== undefined) return { verdict: refused(kind, objectRefusal), explainable: false }
+    if (objectRefusal !== undefined) return { verdict: refused(kind, objectRefusal), explainable: false, calls: [] }
   }
   switch (head) {
     case "EXPLAIN":
@@ -476,17 +490,21 @@ const route = (tokens: ReadonlyArray<Token>): Analysis => {
       return analyzeMaintenance(tokens)
     case "SHOW":
       // Every SHOW reads; its only expressions (LIKE / WHERE) are covered by the token scan.
-      return { verdict: tokens.length > 1 ? read("SHOW") : refused("SHOW", NOT_PARSED), explainable: false }
+      return {
+        verdict: tokens.length > 1 ? read("SHOW") : refused("SHOW", NOT_PARSED),
+        explainable: false,
+        calls: tokenCalls(tokens).filter((call) => !mysqlSafeBuiltin(call))
+      }
     case "TABLE": {
       const analysis = parseAndAnalyze(`SELECT * FROM ${renderForParser(tokens.slice(1))}`, kind)
       const verdict = analysis.verdict.kind === "SELECT" ? { ...analysis.verdict, kind: "TABLE" } : analysis.verdict
-      return { verdict, explainable: analysis.explainable }
+      return { verdict, explainable: analysis.explainable, calls: analysis.calls }
     }
     case "VALUES": {
       // node-sql-parser only knows VALUES as a derived table.
       const analysis = parseAndAnalyze(`SELECT * FROM (${renderForParser(tokens)}) AS v`, kind)
       const verdict = analysis.verdict.kind === "SELECT" ? { ...analysis.verdict, kind: "VALUES" } : analysis.verdict
-      return { verdict, explainable: analysis.explainable }
+      return { verdict, explainable: analysis.explainable, calls: analysis.calls }
     }
     case "SELECT":
     case "WITH":
@@ -503,7 +521,7 @@ const route = (tokens: ReadonlyArray<Token>): Analysis => {
     case "CALL":
       return parseAndAnalyze(renderForParser(tokens), kind)
     default:
-      return { verdict: refused(kind, `${kind} statements are not recognised by the guard.`), explainable: false }
+      return { verdict: refused(kind, `${kind} statements are not recognised by the guard.`), explainable: false, calls: [] }
   }
 }
 
@@ -516,6 +534,32 @@ const FILE_WORDS: ReadonlyMap<string, string> = new Map([
   ["SONAME", "loads a shared library into the server."]
 ])
 
+/** Keywords that may stand before a parenthesis in an expression without naming a function. */
+const NOT_CALLS = new Set(
+  "IN EXISTS NOT AND OR XOR LIKE REGEXP RLIKE IS BETWEEN WHERE SELECT FROM ANY ALL SOME ON USING AS".split(" ")
+)
+
+/** Every name followed by an opening parenthesis: what could be a call, seen without a grammar. */
+const tokenCalls = (tokens: ReadonlyArray<Token>): Array<FunctionCall> =>
+  tokens.flatMap((token, i) => {
+    if (token.type === "punct" || !isPunct(tokens[i + 1], "(") || NOT_CALLS.has(upper(token))) return []
+    const qualified = isPunct(tokens[i - 1], ".") && isName(tokens[i - 2])
+    return [{ schema: qualified ? tokens[i - 2]?.value : undefined, name: token.value }]
+  })
+
+/**
+ * Names of what shows other sessions and their statements (SHOW PROCESSLIST, the PROCESSLIST and
+ * INNODB_TRX tables, performance_schema): every key of a connection shares its database user,
+ * so these would show one tenant another's queries. Matched as words or quoted names anywhere.
+ */
+const SESSION_WORDS: ReadonlyMap<string, string> = new Map([
+  ["PROCESSLIST", "the process list shows other sessions and their queries."],
+  ["INNODB_TRX", "INNODB_TRX shows other sessions' transactions and their queries."],
+  ["INNODB_LOCKS", "INNODB_LOCKS shows other sessions' locks."],
+  ["INNODB_LOCK_WAITS", "INNODB_LOCK_WAITS shows other sessions' lock waits."],
+  ["PERFORMANCE_SCHEMA", "performance_schema shows other sessions and their statements."]
+])
+
 /** Token-level checks that hold whatever the parser made of the text. */
 const tokenFindings = (tokens: ReadonlyArray<Token>): Array<Finding> => {
   const findings: Array<Finding> = []
@@ -524,6 +568,8 @@ const tokenFindings = (tokens: ReadonlyArray<Token>): Array<Finding> => {
     const next = tokens[i + 1]
     const fileWord = FILE_WORDS.get(word)
     if (fileWord !== undefined) findings.push({ level: "refused", reason: fileWord })
+    const sessionWord = isName(token) ? SESSION_WORDS.get(token.value.toUpperCase()) : undefined
+    if (sessionWord !== undefined) findings.push({ level: "refused", reason: sessionWord })
     if (isPunct(token, ":") && isPunct(next, "=") && next?.gapBefore === false) findings.push(VARIABLE_ASSIGNMENT)
     if (word === "INTO" && isPunct(next, "@")) findings.push(INTO_VARIABLE)
     // Table options: CONNECTION='...' (FEDERATED, CONNECT engines) and DATA/INDEX DIRECTORY='/path'.
@@ -558,9 +604,9 @@ const tokenFindings = (tokens: ReadonlyArray<Token>): Array<Finding> => {
 
 /** Classifies one MySQL/MariaDB statement. The grammars must be loaded (`loadMysqlParsers`). */
 export const analyzeMysql = (sql: string): Analysis => {
-  if (sql.trim() === "") return { verdict: refused("EMPTY", "the statement is empty."), explainable: false }
+  if (sql.trim() === "") return { verdict: refused("EMPTY", "the statement is empty."), explainable: false, calls: [] }
   const lex = lexMysql(sql)
-  if (!lex.ok) return { verdict: refused(headKind(lex.tokens), lex.reason), explainable: false }
+  if (!lex.ok) return { verdict: refused(headKind(lex.tokens), lex.reason), explainable: false, calls: [] }
   const separator = lex.tokens.findIndex((t) => isPunct(t, ";"))
   const tokens = separator < 0 ? lex.tokens : lex.tokens.slice(0, separator)
   const kind = headKind(tokens)
@@ -568,23 +614,26 @@ export const analyzeMysql = (sql: string): Analysis => {
   if (separator >= 0 && lex.tokens.slice(separator).some((t) => !isPunct(t, ";"))) {
     return {
       verdict: refused("MULTIPLE STATEMENTS", "only one statement may be sent at a time."),
-      explainable: false
+      explainable: false,
+      calls: []
     }
   }
   const executable = lex.comments.find((c) => c.kind === "executable")
   if (executable !== undefined) {
     return {
       verdict: refused(kind, "executable comments (/*! ... */, /*M! ... */) run the SQL inside them, unseen by the guard."),
-      explainable: false
+      explainable: false,
+      calls: []
     }
   }
   const hint = lex.comments.map((c) => (c.kind === "hint" ? DANGEROUS_HINTS.exec(c.body) : null)).find((m) => m != null)
   if (hint != null) {
     return {
       verdict: refused(kind, `the optimizer hint ${(hint[1] ?? "").toUpperCase()} overrides the limits the gateway sets.`),
-      explainable: false
+      explainable: false,
+      calls: []
     }
   }
-  if (tokens.length === 0) return { verdict: refused("EMPTY", "the statement is empty."), explainable: false }
+  if (tokens.length === 0) return { verdict: refused("EMPTY", "the statement is empty."), explainable: false, calls: [] }
   return analyzeTokens(tokens)
 }

@@ -13,6 +13,7 @@ import {
   type Analysis,
   explainVerdict,
   type Finding,
+  type FunctionCall,
   read,
   refused,
   settle,
@@ -122,12 +123,12 @@ const LOCK_KINDS: Readonly<Record<string, string>> = {
   LCS_FORKEYSHARE: "SELECT FOR KEY SHARE"
 }
 
-const functionFinding = (names: ReadonlyArray<unknown>): Finding | undefined => {
+const functionCall = (names: ReadonlyArray<unknown>, args: unknown): FunctionCall | undefined => {
   const parts = names.map(sval)
   const name = parts[parts.length - 1]
   if (name === undefined) return undefined
   const schema = parts.length > 1 ? parts[parts.length - 2] : undefined
-  return postgresFunction({ schema, name })
+  return { schema, name, argCount: Array.isArray(args) ? args.length : 0 }
 }
 
 /**
@@ -135,15 +136,30 @@ const functionFinding = (names: ReadonlyArray<unknown>): Finding | undefined => 
  * `funcname` list counts as a call: besides FuncCall that also catches CALL and the function a
  * trigger or cast names, which only ever errs on the refusing side.
  */
-const collectFindings = (root: unknown): Array<Finding> => {
+const collectFindings = (root: unknown, calls: Array<FunctionCall>): Array<Finding> => {
   const findings: Array<Finding> = []
   for (const value of treeNodes(root)) {
     if (Array.isArray(value.funcname)) {
-      const found = functionFinding(value.funcname)
+      const call = functionCall(value.funcname, value.args)
+      const found = call === undefined
+        ? { level: "refused" as const, reason: "a function is named in a way the guard cannot read." }
+        : postgresFunction(call)
       if (found !== undefined) findings.push(found)
     }
     for (const [key, child] of Object.entries(value)) {
       if (typeof child !== "object" || child === null) continue
+      // Calls (not the name a CREATE FUNCTION or a trigger declares) go to the catalogue check.
+      if ((key === "FuncCall" || key === "funccall") && isObject(child) && Array.isArray(child.funcname)) {
+        const call = functionCall(child.funcname, child.args)
+        // A call the curated rules already decide (nextval is a write, pg_sleep refused) is settled.
+        if (call !== undefined && postgresFunction(call) === undefined) calls.push(call)
+      }
+      if (key === "RangeVar" && isObject(child)) {
+        const relation = (str(child.relname) ?? "").toLowerCase()
+        if (isSessionView(relation)) {
+          findings.push({ level: "refused", reason: `${relation} shows other sessions, their queries included.` })
+        }
+      }
       const verb = DML_VERBS[key]
       if (verb !== undefined) {
         findings.push({ level: "write", kind: verb, reason: `the statement contains a ${verb}, which modifies data.` })
@@ -163,6 +179,25 @@ const collectFindings = (root: unknown): Array<Finding> => {
   }
   return findings
 }
+
+/**
+ * Views over other sessions: every key of a connection shares its database role, so these
+ * would show one tenant the statements (and literals) of another.
+ */
+const SESSION_VIEWS = new Set([
+  "pg_stat_activity",
+  "pg_stat_statements",
+  "pg_stat_statements_info",
+  "pg_locks",
+  "pg_stat_ssl",
+  "pg_stat_gssapi",
+  "pg_stat_replication",
+  "pg_stat_wal_receiver",
+  "pg_stat_subscription",
+  "pg_backend_memory_contexts",
+  "pg_prepared_xacts"
+])
+const isSessionView = (relation: string): boolean => SESSION_VIEWS.has(relation) || relation.startsWith("pg_stat_progress_")
 
 interface Base {
   readonly verdict: Verdict
@@ -498,18 +533,20 @@ const analyzeStatement = (stmt: unknown, words: ReadonlyArray<string>): Analysis
   const lead = words[0] ?? ""
   const entry = unwrap(stmt)
   if (entry === undefined) {
-    return { verdict: refused(lead === "" ? "UNKNOWN" : lead, "the statement could not be parsed."), explainable: false }
+    return { verdict: refused(lead === "" ? "UNKNOWN" : lead, "the statement could not be parsed."), explainable: false, calls: [] }
   }
   const [type, body] = entry
   if (type === "ExplainStmt") {
     const options = Array.isArray(body.options) ? body.options : []
     const analyze = options.some(isAnalyzeOption)
     const inner = analyzeStatement(body.query, [])
-    return { verdict: explainVerdict(inner, analyze), explainable: false }
+    return { verdict: explainVerdict(inner, analyze), explainable: false, calls: inner.calls }
   }
   const base = baseVerdict(type, body, words)
-  if (base.verdict.verdict === "refused") return { verdict: base.verdict, explainable: base.explainable ?? false }
-  return { verdict: settle(base.verdict, collectFindings(stmt)), explainable: base.explainable ?? false }
+  if (base.verdict.verdict === "refused") return { verdict: base.verdict, explainable: base.explainable ?? false, calls: [] }
+  const calls: Array<FunctionCall> = []
+  const findings = collectFindings(stmt, calls)
+  return { verdict: settle(base.verdict, findings), explainable: base.explainable ?? false, calls }
 }
 
 /**
@@ -563,18 +600,19 @@ const parse = (sql: string): { readonly stmts: ReadonlyArray<unknown> } | undefi
 export const analyzePostgres = (sql: string): Analysis => {
   const words = leadingWords(sql)
   const lead = words[0] ?? "UNKNOWN"
-  if (sql.trim() === "") return { verdict: refused("EMPTY", "the statement is empty."), explainable: false }
+  if (sql.trim() === "") return { verdict: refused("EMPTY", "the statement is empty."), explainable: false, calls: [] }
   const parsed = parse(sql)
   if (parsed === undefined) {
-    return { verdict: refused(lead, "the statement could not be parsed as Postgres SQL."), explainable: false }
+    return { verdict: refused(lead, "the statement could not be parsed as Postgres SQL."), explainable: false, calls: [] }
   }
   if (parsed.stmts.length === 0) {
-    return { verdict: refused("EMPTY", "the statement is empty."), explainable: false }
+    return { verdict: refused("EMPTY", "the statement is empty."), explainable: false, calls: [] }
   }
   if (parsed.stmts.length > 1) {
     return {
       verdict: refused("MULTIPLE STATEMENTS", `only one statement may be sent at a time; found ${parsed.stmts.length}.`),
-      explainable: false
+      explainable: false,
+      calls: []
     }
   }
   const raw = parsed.stmts[0]

@@ -13,11 +13,25 @@ export type Verdict =
 
 export type ExplainVerdict = Verdict & { readonly inner: Verdict }
 
+/** A function call found in a statement, by the name it was written with. */
+export interface FunctionCall {
+  /** Schema or database qualifier, if any. */
+  readonly schema: string | undefined
+  readonly name: string
+  /** Number of arguments, when the caller knows it. */
+  readonly argCount?: number
+}
+
 /** What a dialect classifier knows about one statement, beyond the verdict itself. */
 export interface Analysis {
   readonly verdict: Verdict
   /** Whether `EXPLAIN <this statement>` is valid syntax for the dialect. */
   readonly explainable: boolean
+  /**
+   * Calls the parser alone cannot vouch for: every call on Postgres, calls of anything but the
+   * known-safe built-ins on MySQL. The database's catalogue classifies them (routines.ts).
+   */
+  readonly calls: ReadonlyArray<FunctionCall>
 }
 
 export const read = (kind: string): Verdict => ({ verdict: "read", kind })

@@ -45,3 +45,23 @@ export const HistoryArgs = Schema.Struct({
 
 /** `value` clamped into [min, max]; `max` wins when the configured cap is below `min`. */
 export const clamp = (value: number, min: number, max: number): number => Math.max(1, Math.min(max, Math.max(min, value)))
+
+/**
+ * How deep a bound value may nest: Postgres arrays go to six dimensions, and a JSON parameter
+ * deeper than this is not data anyone binds. Deeper values are a tool error naming the
+ * parameter, before any driver turns them into text.
+ */
+export const MAX_PARAM_DEPTH = 16
+
+/** The index of the first parameter nesting deeper than MAX_PARAM_DEPTH, or -1. Iterative: the value may be hostile. */
+export const tooDeepParam = (params: ReadonlyArray<unknown>): number =>
+  params.findIndex((param) => {
+    const stack: Array<readonly [unknown, number]> = [[param, 0]]
+    while (stack.length > 0) {
+      const [value, depth] = stack.pop()!
+      if (typeof value !== "object" || value === null) continue
+      if (depth + 1 > MAX_PARAM_DEPTH) return true
+      for (const child of Array.isArray(value) ? value : Object.values(value)) stack.push([child, depth + 1])
+    }
+    return false
+  })

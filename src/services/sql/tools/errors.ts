@@ -34,7 +34,9 @@ export const refusedStatement = (verdict: Extract<Verdict, { verdict: "refused" 
 
 export const gateBlocked = (verdict: Verdict) =>
   new SqlGateBlocked({
-    message: `${verdict.kind} writes or changes the schema and needs the edit role on this connection; this API key has read`,
+    message: verdict.verdict === "write" && verdict.reason !== undefined
+      ? `${verdict.kind} needs the edit role on this connection (${verdict.reason}); this API key has read`
+      : `${verdict.kind} writes or changes the schema and needs the edit role on this connection; this API key has read`,
     details: { statement_kind: verdict.kind, required_role: "edit", role: "read" }
   })
 

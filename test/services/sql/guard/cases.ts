@@ -170,6 +170,17 @@ export const postgresCases: ReadonlyArray<GuardCase> = table("postgres", [
   [4, "SELECT pg_export_snapshot()", "refused", "SELECT"],
   [4, "SELECT pg_logical_emit_message(false, 'guard', 'x')", "refused", "SELECT"],
   [4, "SELECT pg_stat_reset()", "refused", "SELECT"],
+  // SQL-text executors, backend signalling and inspection, network from the database (issue 12).
+  [4, "SELECT ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery FROM pg_sleep(1)')", "refused", "SELECT", "the two-argument form runs its SELECT"],
+  [4, "SELECT ts_rewrite(to_tsquery('a'), $$SELECT 'a'::tsquery, 'b'::tsquery FROM pg_terminate_backend(0)$$)", "refused", "SELECT"],
+  [4, "SELECT database_to_xml(true, false, '')", "refused", "SELECT"],
+  [4, "SELECT * FROM pg_stat_get_activity(NULL)", "refused", "SELECT"],
+  [4, "SELECT pg_stat_get_backend_activity(1)", "refused", "SELECT"],
+  [4, "SELECT pg_blocking_pids(0)", "refused", "SELECT"],
+  [4, "SELECT pid, mode FROM pg_locks", "refused", "SELECT"],
+  [4, "SELECT dblink_connect('host=127.0.0.1 port=22 connect_timeout=1')", "refused", "SELECT", "a port probe from the database host"],
+  [4, "SELECT * FROM dblink('host=127.0.0.1 port=6379', 'SELECT 1') AS t(x int)", "refused", "SELECT"],
+  [4, "SELECT * FROM guard_items WHERE pg_cancel_backend(0)", "refused", "SELECT"],
 
   // 5. Server files and programs.
   [5, "COPY guard_items TO PROGRAM 'true'", "refused", "COPY"],
@@ -247,10 +258,12 @@ export const postgresCases: ReadonlyArray<GuardCase> = table("postgres", [
   [8, "SELECT 1 UNION SELECT 2 EXCEPT SELECT 3", "read", "SELECT"],
   [8, "(SELECT 1)", "read", "SELECT"],
   [8, "SELECT now(), current_user, version()", "read", "SELECT"],
+  [8, "SELECT ts_rewrite('a'::tsquery, 'a'::tsquery, 'b'::tsquery)", "read", "SELECT", "the three-argument form runs nothing"],
+  [8, "SELECT random() < 2, clock_timestamp() IS NOT NULL, pg_relation_size('guard_items')", "read", "SELECT"],
   [8, "SELECT * FROM generate_series(1, 3)", "read", "SELECT"],
   [8, "SELECT currval('guard_seq')", "read", "SELECT"],
   [8, "SELECT txid_current_if_assigned()", "read", "SELECT"],
-  [8, "SELECT * FROM pg_stat_activity", "read", "SELECT"],
+  [4, "SELECT * FROM pg_stat_activity", "refused", "SELECT", "every key shares the role: other tenants' queries"],
 
   // Fail closed.
   [1, "", "refused", "EMPTY"],
@@ -368,6 +381,9 @@ export const mysqlCases: ReadonlyArray<GuardCase> = table("mysql", [
   [4, "SELECT LOAD_FILE('/etc/hostname')", "refused", "SELECT"],
   [4, "SELECT sys_exec('true')", "refused", "SELECT"],
   [4, "SELECT MASTER_POS_WAIT('guard-bin.000001', 4)", "refused", "SELECT"],
+  [4, "SELECT * FROM information_schema.PROCESSLIST", "refused", "SELECT", "every key shares the user: other tenants' queries"],
+  [4, "SELECT * FROM performance_schema.threads", "refused", "SELECT"],
+  [4, "SELECT trx_query FROM information_schema.INNODB_TRX", "refused", "SELECT"],
 
   // 5. Server files and programs.
   [5, "SELECT * FROM guard_items INTO OUTFILE '/tmp/guard_out'", "refused", "SELECT"],
@@ -431,7 +447,7 @@ export const mysqlCases: ReadonlyArray<GuardCase> = table("mysql", [
   [8, "SHOW FULL COLUMNS FROM guard_items", "read", "SHOW"],
   [8, "SHOW VARIABLES LIKE 'max_%'", "read", "SHOW"],
   [8, "SHOW CREATE TABLE guard_items", "read", "SHOW"],
-  [8, "show processlist", "read", "SHOW"],
+  [4, "show processlist", "refused", "SHOW", "every key shares the user: other tenants' queries"],
   [8, "DESCRIBE guard_items", "read", "DESCRIBE"],
   [8, "DESC guard_items name", "read", "DESCRIBE"],
   [8, "EXPLAIN guard_items", "read", "DESCRIBE"],
@@ -449,6 +465,7 @@ export const mysqlCases: ReadonlyArray<GuardCase> = table("mysql", [
   [8, "SELECT 1 UNION SELECT 2", "read", "SELECT"],
   [8, "(SELECT 1) UNION (SELECT 2)", "read", "SELECT"],
   [8, "SELECT NOW(), DATABASE(), VERSION()", "read", "SELECT"],
+  [8, "SELECT UUID_SHORT() > 0, JSON_EXTRACT('{\"a\": 1}', '$.a'), CONCAT_WS('-', 'a', 'b')", "read", "SELECT"],
   [8, "SELECT @@version", "read", "SELECT"],
   [8, "SELECT * FROM information_schema.tables WHERE table_schema = DATABASE()", "read", "SELECT"],
   [8, "SELECT JSON_EXTRACT('{\"a\":1}', '$.a')", "read", "SELECT"],
@@ -481,7 +498,12 @@ export const fixtureNames = [
   "guard_db",
   "guard_proc",
   "guard_f",
-  "guard_p"
+  "guard_p",
+  "guard_definer",
+  "guard_volatile",
+  "guard_exec",
+  "guard_modifies",
+  "guard_pure"
 ] as const
 
 const fixturePattern = new RegExp(`\\b(${[...fixtureNames].sort((a, b) => b.length - a.length).join("|")})\\b`, "g")
@@ -495,16 +517,48 @@ export const fixtureSetup: Readonly<Record<Dialect, ReadonlyArray<string>>> = {
     "INSERT INTO guard_items VALUES (1, 'apple', 3), (2, 'pear', 5)",
     "CREATE TABLE guard_other (id int PRIMARY KEY, note text)",
     "INSERT INTO guard_other VALUES (1, 'one')",
-    "CREATE SEQUENCE guard_seq"
+    "CREATE SEQUENCE guard_seq",
+    "CREATE FUNCTION guard_definer() RETURNS int LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT 1'",
+    "CREATE FUNCTION guard_volatile() RETURNS int LANGUAGE sql VOLATILE AS 'SELECT 1'",
+    "CREATE FUNCTION guard_exec(q text) RETURNS int LANGUAGE plpgsql STABLE AS $$ BEGIN EXECUTE q; RETURN 1; END $$",
+    "CREATE FUNCTION guard_pure(x int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT x + 1'"
   ],
   mysql: [
     "CREATE TABLE guard_items (id INT PRIMARY KEY, name VARCHAR(100) NOT NULL, qty INT NOT NULL DEFAULT 0)",
     "INSERT INTO guard_items VALUES (1, 'apple', 3), (2, 'pear', 5)",
     "CREATE TABLE guard_other (id INT PRIMARY KEY, note VARCHAR(100))",
     "INSERT INTO guard_other VALUES (1, 'one')",
-    "CREATE SEQUENCE guard_seq"
+    "CREATE SEQUENCE guard_seq",
+    "CREATE FUNCTION guard_definer() RETURNS INT DETERMINISTIC NO SQL SQL SECURITY DEFINER RETURN 1",
+    "CREATE FUNCTION guard_modifies() RETURNS INT NOT DETERMINISTIC MODIFIES SQL DATA SQL SECURITY INVOKER RETURN 1",
+    "CREATE FUNCTION guard_pure(x INT) RETURNS INT DETERMINISTIC NO SQL SQL SECURITY INVOKER RETURN x + 1"
   ]
 }
+
+/**
+ * Cases only the database's catalogue can decide (guard/routines.ts): the parser alone reads
+ * them as plain reads, so the guard's unit test leaves them out and the tool suites, which run
+ * against the real databases with the fixtures above, check them.
+ */
+export const postgresCatalogueCases: ReadonlyArray<GuardCase> = table("postgres", [
+  [4, "SELECT guard_definer()", "write", "SELECT", "SECURITY DEFINER: runs with its owner's rights"],
+  [4, "SELECT guard_volatile()", "write", "SELECT", "volatile: may change data"],
+  [4, "SELECT guard_exec('SELECT 1')", "write", "SELECT", "takes text it could EXECUTE"],
+  [4, "SELECT guard_no_such_function(1)", "refused", "SELECT", "unclassifiable"],
+  [4, "SELECT pg_current_logfile()", "refused", "SELECT", "a volatile built-in no list names"],
+  [4, "SELECT * FROM pg_control_system()", "refused", "SELECT"],
+  [4, "SELECT pg_catalog.pg_get_backend_memory_contexts()", "refused", "SELECT"],
+  [8, "SELECT guard_pure(1)", "read", "SELECT"],
+  [8, "SELECT upper(name), length(name), to_char(now(), 'YYYY') FROM guard_items", "read", "SELECT"]
+])
+
+export const mysqlCatalogueCases: ReadonlyArray<GuardCase> = table("mysql", [
+  [4, "SELECT guard_definer()", "write", "SELECT", "SQL SECURITY DEFINER"],
+  [4, "SELECT guard_modifies()", "write", "SELECT", "MODIFIES SQL DATA"],
+  [4, "SELECT guard_no_such_function(1)", "refused", "SELECT", "neither a safe built-in nor a stored function"],
+  [4, "SELECT IS_USED_LOCK('guard')", "refused", "SELECT", "names another session's connection id"],
+  [8, "SELECT guard_pure(1)", "read", "SELECT"]
+])
 
 export const fixtureTeardown: Readonly<Record<Dialect, ReadonlyArray<string>>> = {
   postgres: ["DROP TABLE IF EXISTS guard_items, guard_other CASCADE", "DROP SEQUENCE IF EXISTS guard_seq"],

@@ -18,7 +18,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Dialect } from "../../../../src/services/sql/guard/index.ts"
 import type { ToolOutcome } from "../../../../src/services/sql/SqlTools.ts"
 import { createMysqlDatabase, createPostgresDatabase, type TempDatabase } from "../../../support/databases.ts"
-import { bindSuffix, fixtureSetup, type GuardCase, mysqlCases, postgresCases } from "../guard/cases.ts"
+import {
+  bindSuffix,
+  fixtureSetup,
+  type GuardCase,
+  mysqlCases,
+  mysqlCatalogueCases,
+  postgresCases,
+  postgresCatalogueCases
+} from "../guard/cases.ts"
 import {
   type Admin,
   callTool,
@@ -183,7 +191,10 @@ const label = (c: GuardCase) => `[${c.section}] ${JSON.stringify(c.sql)} -> ${c.
 
 export const defineGuardSuite = (dialect: Dialect) => {
   const connectionId = dialect === "postgres" ? PG : MY
-  const target = { dialect, connectionId, cases: dialect === "postgres" ? postgresCases : mysqlCases } as Target
+  const cases: ReadonlyArray<GuardCase> = dialect === "postgres"
+    ? [...postgresCases, ...postgresCatalogueCases]
+    : [...mysqlCases, ...mysqlCatalogueCases]
+  const target = { dialect, connectionId, cases } as Target
   let runtime: ToolsRuntime
   let calls: DriverCalls
 

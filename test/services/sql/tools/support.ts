@@ -66,7 +66,10 @@ export const countingDrivers = (): { readonly calls: DriverCalls; readonly layer
           serverInfo: Effect.suspend(() => {
             log.push({ url: options.url, method: "serverInfo" })
             return driver.serverInfo
-          })
+          }),
+          // Not logged: the guard's catalogue lookup reads pg_proc / ROUTINES, never user data,
+          // and the suites count the calls that reach a statement's target.
+          routines: (names) => driver.routines(names)
         }))
     })
   )

@@ -743,7 +743,8 @@ describe("the service", () => {
             explain: () => Effect.die(new Error("driver bug")),
             listTables: () => Effect.die(new Error("driver bug")),
             describe: () => Effect.die(new Error("driver bug")),
-            serverInfo: Effect.die(new Error("driver bug"))
+            serverInfo: Effect.die(new Error("driver bug")),
+            routines: () => Effect.die(new Error("driver bug"))
           })
       })
     )
