@@ -29,7 +29,7 @@ describe("config", () => {
   it("gives the automatic providers routes for their vendors' model names", () => {
     const config = Result.getOrThrow(load(undefined, { OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "y" }))
     expect(config.models.filter((m) => m.match !== undefined).map((m) => `${m.match}->${m.provider}`)).toEqual([
-      "gpt-*->openai", "chatgpt-*->openai", "o1*->openai", "o3*->openai", "o4*->openai", "claude-*->anthropic"
+      "text-embedding-*->openai", "gpt-*->openai", "chatgpt-*->openai", "o1*->openai", "o3*->openai", "o4*->openai", "claude-*->anthropic"
     ])
   })
 
@@ -52,7 +52,7 @@ providers: [{ name: up, kind: anthropic, base_url: "http://127.0.0.1:1", api_key
 models: [{ match: "claude-*", provider: up, credits: 5, max_tokens: 64000 }]
 `
     const config = Result.getOrThrow(load(file, { MODELGATE_MODELS_0_MATCH: "claude-3-*" }))
-    expect(config.models[0]).toEqual({ match: "claude-3-*", provider: "up", credits: 5, max_tokens: 64000 })
+    expect(config.models[0]).toEqual({ match: "claude-3-*", provider: "up", credits: 5, max_tokens: 64000, endpoints: ["chat"] })
   })
 
   it("refuses model entries that mix or miss id and match, naming the field", () => {
