@@ -30,7 +30,8 @@ import type {
 export type * from "./fake-common.ts"
 export { countWords } from "./fake-common.ts"
 
-const KNOWN_PARAMS = new Set([
+// The ChatCompletionCreateParams body fields (sdk-fields.test.ts checks them against the SDK).
+export const KNOWN_PARAMS = new Set([
   "model",
   "messages",
   "stream",
@@ -71,6 +72,16 @@ const KNOWN_PARAMS = new Set([
 ])
 
 const ROLES = new Set(["developer", "system", "user", "assistant", "tool", "function"])
+// Fields per message role. `name` on tool messages is not in the SDK's type, but the API accepts
+// it (LangChain sends it); `annotations` is what a client replaying a returned message sends.
+const MESSAGE_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  developer: ["role", "content", "name"],
+  system: ["role", "content", "name"],
+  user: ["role", "content", "name"],
+  assistant: ["role", "content", "name", "refusal", "tool_calls", "audio", "function_call", "annotations"],
+  tool: ["role", "content", "tool_call_id", "name"],
+  function: ["role", "content", "name"]
+}
 const USER_PART_TYPES = new Set(["text", "image_url", "input_audio", "file"])
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
 
@@ -327,6 +338,11 @@ const validateMessages = (messages: ReadonlyArray<unknown>): Refusal | undefined
         "invalid_value"
       )
     }
+    for (const key of Object.keys(message)) {
+      if (!MESSAGE_FIELDS[role]!.includes(key)) {
+        return invalid(`Additional properties are not allowed ('${key}' was unexpected) - '${path}'`, `${path}.${key}`)
+      }
+    }
 
     if (role === "tool") {
       if (typeof message.tool_call_id !== "string") {
@@ -381,9 +397,13 @@ const validateMessages = (messages: ReadonlyArray<unknown>): Refusal | undefined
           if (typeof call.id !== "string") {
             return invalid(`Missing required parameter: '${callPath}.id'.`, `${callPath}.id`, "missing_required_parameter")
           }
+          if (call.type === "custom") {
+            ids.add(call.id)
+            continue
+          }
           if (call.type !== "function") {
             return invalid(
-              `Invalid value: '${String(call.type)}'. Supported values are: 'function'.`,
+              `Invalid value: '${String(call.type)}'. Supported values are: 'function' and 'custom'.`,
               `${callPath}.type`,
               "invalid_value"
             )

@@ -7,6 +7,8 @@
 import { describe, expect, it } from "vitest"
 import { MessagesRequestSchema } from "../../src/wire/anthropic-messages.ts"
 import { ChatRequestSchema } from "../../src/wire/openai-chat.ts"
+import { KNOWN_FIELDS as FAKE_ANTHROPIC_FIELDS } from "../support/fake-anthropic.ts"
+import { KNOWN_PARAMS as FAKE_OPENAI_FIELDS } from "../support/fake-openai.ts"
 import { sdkFieldPaths, schemaFieldPaths, uncovered } from "./sdk-fields.ts"
 
 /** Params the Anthropic SDK sends as headers, not in the body. */
@@ -22,6 +24,8 @@ const ANTHROPIC_HEADER_PARAMS = ["betas", "user_profile_id", "workspace_id"]
 const ANTHROPIC_EXTRAS = ["temperature", "top_p", "top_k"]
 const OPENAI_EXTRAS = ["messages[]{role=tool}.name", "messages[]{role=assistant}.annotations"]
 
+const topLevel = (paths: ReadonlySet<string>): Array<string> => [...paths].filter((p) => /^\w+$/.test(p)).sort()
+
 /** Concrete schema paths the SDK does not know (open `.*` nodes and their parents aside). */
 const extras = (schema: ReadonlySet<string>, sdk: ReadonlySet<string>): Array<string> =>
   uncovered(new Set([...schema].filter((p) => !p.endsWith(".*"))), sdk)
@@ -34,6 +38,8 @@ describe("the strict request schemas know every field of the installed SDKs", ()
     const schema = schemaFieldPaths(ChatRequestSchema.ast)
     expect(uncovered(sdk, schema)).toEqual([])
     expect(extras(schema, sdk)).toEqual(OPENAI_EXTRAS.sort())
+    // The fake upstream refuses exactly what the real API does not know.
+    expect([...FAKE_OPENAI_FIELDS].sort()).toEqual(topLevel(sdk))
   })
 
   it("Anthropic messages: the beta MessageCreateParams (@anthropic-ai/sdk)", () => {
@@ -43,6 +49,7 @@ describe("the strict request schemas know every field of the installed SDKs", ()
     const schema = schemaFieldPaths(MessagesRequestSchema.ast)
     expect(uncovered(sdk, schema)).toEqual(ANTHROPIC_HEADER_PARAMS)
     expect(extras(schema, sdk)).toEqual(ANTHROPIC_EXTRAS.sort())
+    expect([...FAKE_ANTHROPIC_FIELDS].sort()).toEqual(topLevel(sdk).filter((p) => !ANTHROPIC_HEADER_PARAMS.includes(p)))
   })
 
   it("Anthropic messages: the GA MessageCreateParams is a subset of what is accepted", () => {
