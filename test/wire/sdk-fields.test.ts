@@ -4,12 +4,12 @@
  * parts and blocks, tools) must be accepted by the strict schemas. When a newer SDK adds a field,
  * a content block type or a tool type, this test names it.
  */
-import { describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { MessagesRequestSchema } from "../../src/wire/anthropic-messages.ts"
 import { ChatRequestSchema } from "../../src/wire/openai-chat.ts"
 import { KNOWN_FIELDS as FAKE_ANTHROPIC_FIELDS } from "../support/fake-anthropic.ts"
 import { KNOWN_PARAMS as FAKE_OPENAI_FIELDS } from "../support/fake-openai.ts"
-import { sdkFieldPaths, schemaFieldPaths, uncovered } from "./sdk-fields.ts"
+import { preloadSdkDeclarations, sdkFieldPaths, schemaFieldPaths, uncovered } from "./sdk-fields.ts"
 
 /** Params the Anthropic SDK sends as headers, not in the body. */
 const ANTHROPIC_HEADER_PARAMS = ["betas", "user_profile_id", "workspace_id"]
@@ -31,6 +31,14 @@ const extras = (schema: ReadonlySet<string>, sdk: ReadonlySet<string>): Array<st
   uncovered(new Set([...schema].filter((p) => !p.endsWith(".*"))), sdk)
 
 describe("the strict request schemas know every field of the installed SDKs", () => {
+  beforeAll(() =>
+    preloadSdkDeclarations([
+      ["openai", "resources/chat/completions/completions.d.ts"],
+      ["@anthropic-ai/sdk", "resources/beta/messages/messages.d.ts"],
+      ["@anthropic-ai/sdk", "resources/messages/messages.d.ts"]
+    ])
+  )
+
   it("OpenAI chat completions: ChatCompletionCreateParams (openai)", () => {
     const sdk = sdkFieldPaths("openai", "resources/chat/completions/completions.d.ts", "ChatCompletionCreateParamsBase")
     expect(sdk.size).toBeGreaterThan(100)

@@ -37,6 +37,37 @@ const packageRoot = (packageName: string): string => {
 
 const declarationFile = (packageName: string, subpath: string): string => path.join(packageRoot(packageName), subpath)
 
+const compilerOptions: ts.CompilerOptions = {
+  strict: true,
+  noEmit: true,
+  skipLibCheck: true,
+  types: [],
+  // No DOM: the SDKs need only the language lib, and the DOM declarations double the work.
+  lib: ["lib.es2022.d.ts"],
+  target: ts.ScriptTarget.ES2022,
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext
+}
+
+let shared: ts.Program | undefined
+
+/**
+ * One program for every declaration file asked for: each new file extends the previous program,
+ * which reuses what it already parsed (the SDKs share most of their files).
+ */
+/** Parses several declaration files in one program, cheaper than one program after the other. */
+export const preloadSdkDeclarations = (entries: ReadonlyArray<readonly [packageName: string, subpath: string]>): void => {
+  const files = entries.map(([packageName, subpath]) => declarationFile(packageName, subpath))
+  shared = ts.createProgram([...(shared?.getRootFileNames() ?? []), ...files], compilerOptions, undefined, shared)
+}
+
+const programWith = (file: string): ts.Program => {
+  if (shared?.getSourceFile(file) !== undefined) return shared
+  const roots = [...(shared?.getRootFileNames() ?? []), file]
+  shared = ts.createProgram(roots, compilerOptions, undefined, shared)
+  return shared
+}
+
 /**
  * Every field path of `typeName` (exported from `subpath` of `packageName`, a `.d.ts` file), to
  * `maxDepth` nested objects.
@@ -48,14 +79,7 @@ export const sdkFieldPaths = (
   maxDepth = 12
 ): Set<string> => {
   const file = declarationFile(packageName, subpath)
-  const program = ts.createProgram([file], {
-    strict: true,
-    noEmit: true,
-    skipLibCheck: true,
-    types: [],
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext
-  })
+  const program = programWith(file)
   const checker = program.getTypeChecker()
   const source = program.getSourceFile(file)
   if (source === undefined) throw new Error(`cannot read ${file}`)
