@@ -256,6 +256,19 @@ const validateSystem = (system: unknown): Refusal | undefined => {
   return undefined
 }
 
+// Fields of the content blocks clients write themselves (sdk-fields.test.ts checks them against
+// the SDK); server-tool blocks are taken as the API returned them.
+export const BLOCK_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  text: ["type", "text", "cache_control", "citations"],
+  image: ["type", "source", "cache_control", "transformations"],
+  document: ["type", "source", "title", "context", "citations", "cache_control"],
+  search_result: ["type", "source", "title", "content", "citations", "cache_control"],
+  tool_use: ["type", "id", "name", "input", "cache_control", "caller", "toolset_name"],
+  tool_result: ["type", "tool_use_id", "content", "is_error", "cache_control", "toolset_name"],
+  thinking: ["type", "thinking", "signature"],
+  redacted_thinking: ["type", "data"]
+}
+
 const validateBlock = (block: unknown, role: string, path: string, legacy: boolean): Refusal | undefined => {
   if (!isRecord(block)) return invalid(`${path}: Input should be a valid dictionary`)
   if (typeof block.type !== "string" || !BLOCK_TYPES.has(block.type)) {
@@ -263,6 +276,9 @@ const validateBlock = (block: unknown, role: string, path: string, legacy: boole
       `${path}: Input tag '${String(block.type)}' found using 'type' does not match any of the expected tags: ${[...BLOCK_TYPES].map((t) => `'${t}'`).join(", ")}`
     )
   }
+  const fields = BLOCK_FIELDS[block.type]
+  const extra = fields === undefined ? undefined : Object.keys(block).find((key) => !fields.includes(key))
+  if (extra !== undefined) return invalid(`${path}.${block.type}.${extra}: Extra inputs are not permitted`)
   switch (block.type) {
     case "text": {
       const refusal = textBlockRefusal(block.text, "messages", `${path}.text`)

@@ -655,6 +655,7 @@ describe("fake Anthropic", () => {
       [{ ...base, thinking: { type: "enabled", budget_tokens: 4000 } }, "`max_tokens` must be greater than `thinking.budget_tokens`"],
       [{ ...base, brand_new: 1 }, "brand_new: Extra inputs are not permitted"],
       [{ ...base, messages: [{ role: "user", content: "hi", name: "x" }] }, "messages.0.name: Extra inputs are not permitted"],
+      [{ ...base, messages: [{ role: "user", content: [{ type: "text", text: "hi", name: "x" }] }] }, "messages.0.content.0.text.name: Extra inputs are not permitted"],
       [{ ...base, messages: [{ role: "tool", content: "hi" }] }, "messages.0.role: Input should be 'user', 'assistant' or 'system'"],
       [{ ...base, tools: [{ name: "f", input_schema: { type: "object" }, eager: true }] }, "tools.0.custom.eager: Extra inputs are not permitted"]
     ]

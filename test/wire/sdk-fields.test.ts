@@ -7,7 +7,7 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { MessagesRequestSchema } from "../../src/wire/anthropic-messages.ts"
 import { ChatRequestSchema } from "../../src/wire/openai-chat.ts"
-import { KNOWN_FIELDS as FAKE_ANTHROPIC_FIELDS } from "../support/fake-anthropic.ts"
+import { BLOCK_FIELDS as FAKE_ANTHROPIC_BLOCK_FIELDS, KNOWN_FIELDS as FAKE_ANTHROPIC_FIELDS } from "../support/fake-anthropic.ts"
 import { KNOWN_PARAMS as FAKE_OPENAI_FIELDS } from "../support/fake-openai.ts"
 import { preloadSdkDeclarations, sdkFieldPaths, schemaFieldPaths, uncovered } from "./sdk-fields.ts"
 
@@ -58,6 +58,11 @@ describe("the strict request schemas know every field of the installed SDKs", ()
     expect(uncovered(sdk, schema)).toEqual(ANTHROPIC_HEADER_PARAMS)
     expect(extras(schema, sdk)).toEqual(ANTHROPIC_EXTRAS.sort())
     expect([...FAKE_ANTHROPIC_FIELDS].sort()).toEqual(topLevel(sdk).filter((p) => !ANTHROPIC_HEADER_PARAMS.includes(p)))
+    for (const [type, fields] of Object.entries(FAKE_ANTHROPIC_BLOCK_FIELDS)) {
+      const prefix = `messages[]{role=user}.content[]{type=${type}}.`
+      const fromSdk = [...sdk].filter((p) => p.startsWith(prefix)).map((p) => p.slice(prefix.length)).filter((p) => /^\w+$/.test(p))
+      expect([...fields].sort(), type).toEqual(fromSdk.sort())
+    }
   })
 
   it("Anthropic messages: the GA MessageCreateParams is a subset of what is accepted", () => {
