@@ -9,6 +9,7 @@
 import { Schema, SchemaIssue } from "effect"
 import {
   type DecodeResult,
+  discriminatedBy,
   JsonObject,
   makeDecoder,
   NonEmptyString,
@@ -264,7 +265,7 @@ export const SERVER_TOOL_TYPES = [
 
 const ServerTool = openStruct({ type: Schema.Literals(SERVER_TOOL_TYPES) })
 
-const Tool = Schema.Union([CustomTool, ServerTool])
+const Tool = discriminatedBy(Schema.Union([CustomTool, ServerTool]), "type", ["custom", ...SERVER_TOOL_TYPES])
 
 const disableParallel = Schema.optionalKey(Schema.Boolean)
 

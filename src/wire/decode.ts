@@ -47,6 +47,13 @@ export const taggedUnion = <const Members extends ReadonlyArray<TaggedMember>>(k
   return Schema.Union(members).annotate({ [discriminatorKey]: discriminator, expected: "an object" })
 }
 
+/**
+ * Marks a union whose members are told apart by `key` although one of them leaves it optional
+ * (an Anthropic custom tool may omit `type: "custom"`), so an unknown value is reported as such.
+ */
+export const discriminatedBy = <S extends Schema.Top>(schema: S, key: string, values: ReadonlyArray<string>): S =>
+  schema.annotate({ [discriminatorKey]: { key, values } satisfies Discriminator }) as S
+
 /** Schema for a JSON object with arbitrary keys (JSON Schema documents, tool inputs). */
 export const JsonObject = Schema.Record(Schema.String, Schema.Unknown).annotate({ expected: "an object" })
 
@@ -249,7 +256,10 @@ const unionProblem = (issue: SchemaIssue.AnyOf, path: ReadonlyArray<PropertyKey>
   const value = valueAt(root, path)
   const annotated = issue.ast.annotations?.[discriminatorKey] as Discriminator | undefined
   // A tag no member has: say so, rather than what an open member (`openStruct`) found wrong.
-  if (annotated !== undefined && Predicate.isObject(value) && !annotated.values.includes(String(value[annotated.key]))) {
+  if (
+    annotated !== undefined && Predicate.isObject(value) && value[annotated.key] != null &&
+    !annotated.values.includes(String(value[annotated.key]))
+  ) {
     return discriminatorProblem(annotated, value, path)
   }
   if (issue.issues.length > 0) {

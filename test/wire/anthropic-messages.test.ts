@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { decodeMessagesRequest } from "../../src/wire/index.ts"
-import { SERVER_BLOCK_TYPES } from "../../src/wire/anthropic-messages.ts"
+import { SERVER_BLOCK_TYPES, SERVER_TOOL_TYPES } from "../../src/wire/anthropic-messages.ts"
 import { anthropicBody } from "./sdk.ts"
 
 const base = { model: "claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] }
@@ -119,7 +119,7 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
       "an unknown server tool",
       { ...base, tools: [{ type: "web_search_20991231", name: "web_search" }] },
       "tools.0.type",
-      "tools.0.type: expected \"custom\" or null"
+      `tools.0.type: expected one of custom, ${SERVER_TOOL_TYPES.join(", ")}`
     ],
     [
       "an unknown tool_choice type",
