@@ -84,6 +84,14 @@ const MESSAGE_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
 }
 const USER_PART_TYPES = new Set(["text", "image_url", "input_audio", "file"])
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
+// Fields of each content part (sdk-fields.test.ts checks them against the SDK).
+export const PART_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  text: ["type", "text", "prompt_cache_breakpoint"],
+  image_url: ["type", "image_url", "prompt_cache_breakpoint"],
+  input_audio: ["type", "input_audio", "prompt_cache_breakpoint"],
+  file: ["type", "file", "prompt_cache_breakpoint"],
+  refusal: ["type", "refusal"]
+}
 
 export const startFakeOpenAI = (options: FakeOptions): Promise<FakeUpstream> =>
   startFake(options, {
@@ -294,6 +302,11 @@ const validateContent = (
         `${partPath}.type`,
         "invalid_value"
       )
+    }
+    const fields = PART_FIELDS[part.type] ?? []
+    const extra = Object.keys(part).find((key) => !fields.includes(key))
+    if (extra !== undefined) {
+      return invalid(`Additional properties are not allowed ('${extra}' was unexpected) - '${partPath}'`, `${partPath}.${extra}`)
     }
     if (part.type === "text" && typeof part.text !== "string") {
       return invalid(`Missing required parameter: '${partPath}.text'.`, `${partPath}.text`, "missing_required_parameter")

@@ -92,6 +92,9 @@ describe("fake OpenAI", () => {
     const unknownInMessage = await chat({ model: "gpt-x", messages: [{ role: "user", content: "x", cache_control: {} }] })
     expect(unknownInMessage.status).toBe(400)
     expect(unknownInMessage.json.error.message).toBe("Additional properties are not allowed ('cache_control' was unexpected) - 'messages[0]'")
+    const unknownInPart = await chat({ model: "gpt-x", messages: [{ role: "user", content: [{ type: "text", text: "x", cache_control: {} }] }] })
+    expect(unknownInPart.status).toBe(400)
+    expect(unknownInPart.json.error.message).toBe("Additional properties are not allowed ('cache_control' was unexpected) - 'messages[0].content[0]'")
   })
 
   it("echoes the last user message with deterministic usage", async () => {

@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { MessagesRequestSchema } from "../../src/wire/anthropic-messages.ts"
 import { ChatRequestSchema } from "../../src/wire/openai-chat.ts"
 import { BLOCK_FIELDS as FAKE_ANTHROPIC_BLOCK_FIELDS, KNOWN_FIELDS as FAKE_ANTHROPIC_FIELDS } from "../support/fake-anthropic.ts"
-import { KNOWN_PARAMS as FAKE_OPENAI_FIELDS } from "../support/fake-openai.ts"
+import { KNOWN_PARAMS as FAKE_OPENAI_FIELDS, PART_FIELDS as FAKE_OPENAI_PART_FIELDS } from "../support/fake-openai.ts"
 import { preloadSdkDeclarations, sdkFieldPaths, schemaFieldPaths, uncovered } from "./sdk-fields.ts"
 
 /** Params the Anthropic SDK sends as headers, not in the body. */
@@ -25,6 +25,10 @@ const ANTHROPIC_EXTRAS = ["temperature", "top_p", "top_k"]
 const OPENAI_EXTRAS = ["messages[]{role=tool}.name", "messages[]{role=assistant}.annotations"]
 
 const topLevel = (paths: ReadonlySet<string>): Array<string> => [...paths].filter((p) => /^\w+$/.test(p)).sort()
+
+/** The direct fields under `prefix`. */
+const childFields = (paths: ReadonlySet<string>, prefix: string): Array<string> =>
+  [...paths].filter((p) => p.startsWith(prefix)).map((p) => p.slice(prefix.length)).filter((p) => /^\w+$/.test(p)).sort()
 
 /** Concrete schema paths the SDK does not know (open `.*` nodes and their parents aside). */
 const extras = (schema: ReadonlySet<string>, sdk: ReadonlySet<string>): Array<string> =>
@@ -48,6 +52,10 @@ describe("the strict request schemas know every field of the installed SDKs", ()
     expect(extras(schema, sdk)).toEqual(OPENAI_EXTRAS.sort())
     // The fake upstream refuses exactly what the real API does not know.
     expect([...FAKE_OPENAI_FIELDS].sort()).toEqual(topLevel(sdk))
+    for (const [type, fields] of Object.entries(FAKE_OPENAI_PART_FIELDS)) {
+      const role = type === "refusal" ? "assistant" : "user"
+      expect([...fields].sort(), type).toEqual(childFields(sdk, `messages[]{role=${role}}.content[]{type=${type}}.`))
+    }
   })
 
   it("Anthropic messages: the beta MessageCreateParams (@anthropic-ai/sdk)", () => {
@@ -59,9 +67,7 @@ describe("the strict request schemas know every field of the installed SDKs", ()
     expect(extras(schema, sdk)).toEqual(ANTHROPIC_EXTRAS.sort())
     expect([...FAKE_ANTHROPIC_FIELDS].sort()).toEqual(topLevel(sdk).filter((p) => !ANTHROPIC_HEADER_PARAMS.includes(p)))
     for (const [type, fields] of Object.entries(FAKE_ANTHROPIC_BLOCK_FIELDS)) {
-      const prefix = `messages[]{role=user}.content[]{type=${type}}.`
-      const fromSdk = [...sdk].filter((p) => p.startsWith(prefix)).map((p) => p.slice(prefix.length)).filter((p) => /^\w+$/.test(p))
-      expect([...fields].sort(), type).toEqual(fromSdk.sort())
+      expect([...fields].sort(), type).toEqual(childFields(sdk, `messages[]{role=user}.content[]{type=${type}}.`))
     }
   })
 
