@@ -113,8 +113,18 @@ const ToolUseBlock = Schema.Struct({
   ...cacheControl
 })
 
-/** Tool result parts the gateway does not read (browser state, tool references): carried whole. */
-const OpaqueToolResultPart = openStruct({ type: Schema.Literals(["browser_state", "tool_reference"]) })
+/**
+ * A client-side tool search's answer (Claude Code's ToolSearch): the named deferred tool is now
+ * loaded into the model's context.
+ */
+const ToolReferenceBlock = Schema.Struct({
+  type: Schema.Literal("tool_reference"),
+  tool_name: NonEmptyString,
+  ...cacheControl
+})
+
+/** Browser tool state, produced by Anthropic's browser toolset: carried whole. */
+const OpaqueToolResultPart = openStruct({ type: Schema.Literal("browser_state") })
 
 const ToolResultBlock = Schema.Struct({
   type: Schema.Literal("tool_result"),
@@ -122,7 +132,9 @@ const ToolResultBlock = Schema.Struct({
   content: Schema.optionalKey(
     Schema.Union([
       Schema.String,
-      Schema.Array(taggedUnion("type", [TextBlock, ImageBlock, DocumentBlock, SearchResultBlock, OpaqueToolResultPart]))
+      Schema.Array(
+        taggedUnion("type", [TextBlock, ImageBlock, DocumentBlock, SearchResultBlock, ToolReferenceBlock, OpaqueToolResultPart])
+      )
     ]).annotate({ expected: "a string or an array of content blocks" })
   ),
   is_error: Schema.optionalKey(Schema.Boolean),

@@ -323,7 +323,7 @@ const validateBlock = (block: unknown, role: string, path: string, legacy: boole
         if (inner.type === "text") {
           const refusal = textBlockRefusal(inner.text, "messages", `${innerPath}.text`)
           if (refusal !== undefined) return refusal
-        } else if (!["image", "document", "search_result"].includes(String(inner.type))) {
+        } else if (!["image", "document", "search_result", "tool_reference", "browser_state"].includes(String(inner.type))) {
           return invalid(`${innerPath}: Input tag '${String(inner.type)}' found using 'type' does not match any of the expected tags`)
         }
       }

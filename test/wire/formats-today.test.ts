@@ -255,6 +255,24 @@ describe("messages -> chat, field by field", () => {
     expect(chat.tools).toEqual([{ type: "function", function: { name: "f", description: "Example inputs:\n{\"a\":1}", parameters: { type: "object" }, strict: true } }])
   })
 
+  it("tells the model which tool a client-side tool search loaded; the deferred tool is listed from the start", () => {
+    const chat = translatedChat({
+      model: "m",
+      max_tokens: 100,
+      tools: [
+        { name: "ToolSearch", input_schema: { type: "object" } },
+        { name: "mcp__notes__lookup", input_schema: { type: "object" }, defer_loading: true }
+      ],
+      messages: [
+        { role: "user", content: "look up my notes" },
+        { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "ToolSearch", input: { query: "notes" }, caller: { type: "direct" } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "tool_reference", tool_name: "mcp__notes__lookup" }] }] }
+      ]
+    })
+    expect(chat.tools?.map((tool) => (tool.type === "function" ? tool.function.name : ""))).toEqual(["ToolSearch", "mcp__notes__lookup"])
+    expect(chat.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "toolu_1", content: "Tool loaded: mcp__notes__lookup", name: "ToolSearch" })
+  })
+
   it("refuses what only Anthropic's servers can do, naming the field", () => {
     const base = { model: "m", max_tokens: 100, messages: [{ role: "user", content: "x" }] }
     expect(refusedChat({ ...base, tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 3 }] }).path).toBe("tools.0.type")

@@ -16,7 +16,9 @@
  * strict), `stream` (with `stream_options.include_usage`). Content: text, images (base64, URL),
  * documents (PDF as a `file` part, plain text and content documents as text and image parts,
  * with the title and context as text), search results (as text), tool_use / tool_result (tool
- * messages, named after the tool that was called; a tool's images follow in a user message).
+ * messages, named after the tool that was called; a tool's images follow in a user message), a
+ * tool search's `tool_reference` results (as "Tool loaded: <name>": the tool itself is already
+ * in the list, as `defer_loading` is dropped).
  *
  * Dropped, because they only tune delivery and the answer is the same: `cache_control`
  * everywhere (OpenAI-compatible upstreams cache prompts on their own), `eager_input_streaming`,
@@ -350,8 +352,12 @@ const toolResultContent = (
   else if (content !== undefined) {
     content.forEach((inner, index) => {
       const innerPath = `${path}.content.${index}`
-      const parts = inner.type === "browser_state" || inner.type === "tool_reference"
+      const parts: Array<ChatUserPart> = inner.type === "browser_state"
         ? refuse(`${innerPath}.type`, `"${inner.type}" tool results come from Anthropic's server-side tools; this model has no equivalent`)
+        : inner.type === "tool_reference"
+        // Deferred tools are sent to this model from the start (defer_loading is dropped), so a
+        // tool search's answer only has to tell the model which tool it found.
+        ? [{ type: "text", text: `Tool loaded: ${inner.tool_name}` }]
         : contentParts(inner as MessagesContentBlock, innerPath) ?? []
       for (const part of parts) {
         if (part.type === "text") texts.push(part.text)
