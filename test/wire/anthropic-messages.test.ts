@@ -71,7 +71,7 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
       "a tool_result with a tool_use block",
       withContent([{ type: "tool_result", tool_use_id: "toolu_01", content: [toolUse] }]),
       "messages.0.content.0.content.0.type",
-      "messages.0.content.0.content.0.type: expected one of text, image, document, search_result, browser_state, tool_reference"
+      "messages.0.content.0.content.0.type: expected one of text, image, document, search_result, tool_reference, browser_state"
     ],
     [
       "a non-boolean is_error",
