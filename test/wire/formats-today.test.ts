@@ -302,7 +302,7 @@ describe("chat -> messages, field by field", () => {
     expect(refusedAnthropic({ reasoning_effort: "extreme" }).path).toBe("reasoning_effort")
   })
 
-  it("drops delivery-only fields: store, service_tier, prompt caching, prediction, metadata, logprobs false, tool message name", () => {
+  it("drops delivery-only fields: store, service_tier, prompt caching, prediction, metadata, verbosity, logprobs false, tool message name", () => {
     const request = translatedAnthropic({
       store: true,
       service_tier: "flex",
@@ -312,6 +312,7 @@ describe("chat -> messages, field by field", () => {
       metadata: { a: "b" },
       logprobs: false,
       modalities: ["text"],
+      verbosity: "low",
       messages: [
         { role: "user", content: [{ type: "text", text: "weather?", prompt_cache_breakpoint: { mode: "explicit" } }] },
         { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: "{}" } }] },
@@ -353,7 +354,6 @@ describe("chat -> messages, field by field", () => {
     expect(refusedAnthropic({ top_logprobs: 3, logprobs: true }).path).toBe("logprobs")
     expect(refusedAnthropic({ logit_bias: { "50256": -100 } }).path).toBe("logit_bias")
     expect(refusedAnthropic({ audio: { format: "wav", voice: "alloy" }, modalities: ["text", "audio"] }).path).toBe("audio")
-    expect(refusedAnthropic({ verbosity: "low" }).path).toBe("verbosity")
     expect(refusedAnthropic({ web_search_options: {} }).path).toBe("web_search_options")
     expect(refusedAnthropic({ functions: [{ name: "f" }] }).path).toBe("functions")
     expect(refusedAnthropic({ tools: [{ type: "custom", custom: { name: "g" } }] }).path).toBe("tools.0")

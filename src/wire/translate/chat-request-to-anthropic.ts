@@ -16,11 +16,12 @@
  * `service_tier`, `prompt_cache_key`, `prompt_cache_retention`, `prompt_cache_options`, parts'
  * `prompt_cache_breakpoint` (cache hints), `prediction` (predicted outputs only speed up the
  * reply), `stream_options` (Anthropic always streams usage), message `name`, image `detail`, tool
- * `strict`, `logprobs: false`, `top_logprobs: 0`, `modalities: ["text"]`, a zero penalty.
+ * `strict`, `logprobs: false`, `top_logprobs: 0`, `modalities: ["text"]`, a zero penalty,
+ * `verbosity` (a hint on how long to answer, not on what; Codex sends it on every request).
  *
  * Refused, naming the field: `seed`, non-zero `presence_penalty` / `frequency_penalty`,
  * `logit_bias`, `logprobs: true` and `top_logprobs` (no log probabilities), `audio` and audio
- * `modalities`, `input_audio` parts and assistant `audio` (no audio in or out), `verbosity`,
+ * `modalities`, `input_audio` parts and assistant `audio` (no audio in or out),
  * `moderation`, `web_search_options`, the legacy `functions` / `function_call` and `function`
  * messages, `custom` tools, tool calls and tool choices (free-form grammars), `file` parts by
  * `file_id` (OpenAI file ids mean nothing to Anthropic) and `n` > 1 (by the schema).
@@ -111,7 +112,6 @@ const refuseUnsupportedParameters = (request: ChatRequest): void => {
   if (request.modalities != null && request.modalities.some((modality) => modality !== "text")) {
     refuse("modalities", "Anthropic models answer with text only; remove it or send [\"text\"]")
   }
-  if (request.verbosity != null) refuse("verbosity", "Anthropic models have no verbosity setting; remove it")
   if (request.moderation != null) refuse("moderation", "OpenAI moderation cannot be applied to Anthropic models; remove it")
   if (request.web_search_options !== undefined) {
     refuse("web_search_options", "web search is not translated to Anthropic models; remove it")
