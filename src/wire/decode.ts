@@ -17,25 +17,42 @@ interface Discriminator {
   readonly values: ReadonlyArray<string>
 }
 
-type TaggedMember = Schema.Struct<Schema.Struct.Fields>
+type TaggedMember = Schema.Top & { readonly DecodingServices: never }
 
-const literalOf = (member: TaggedMember, key: string): string => {
-  const field = member.fields[key]
-  if (field === undefined || field.ast._tag !== "Literal" || !Predicate.isString(field.ast.literal)) {
+/** The string literal(s) the member's `key` field takes (`openStruct` members may take several). */
+const literalsOf = (member: TaggedMember, key: string): Array<string> => {
+  const ast = member.ast
+  const property = ast._tag === "Objects" ? ast.propertySignatures.find((p) => p.name === key) : undefined
+  const type = property?.type
+  const values = type === undefined
+    ? []
+    : type._tag === "Literal"
+    ? [type.literal]
+    : type._tag === "Union"
+    ? type.types.map((t) => (t._tag === "Literal" ? t.literal : undefined))
+    : []
+  if (values.length === 0 || !values.every(Predicate.isString)) {
     throw new Error(`union member has no string literal field "${key}"`)
   }
-  return field.ast.literal
+  return values
 }
 
 /**
- * A union of structs told apart by the literal value of `key`. Effect's union parser already
+ * A union of objects told apart by the literal value of `key`. Effect's union parser already
  * dispatches on such a field; the annotation only improves the error message.
  */
 export const taggedUnion = <const Members extends ReadonlyArray<TaggedMember>>(key: string, members: Members) => {
-  const values = members.map((member) => literalOf(member, key))
+  const values = members.flatMap((member) => literalsOf(member, key))
   const discriminator: Discriminator = { key, values: [...new Set(values)] }
   return Schema.Union(members).annotate({ [discriminatorKey]: discriminator, expected: "an object" })
 }
+
+/**
+ * Marks a union whose members are told apart by `key` although one of them leaves it optional
+ * (an Anthropic custom tool may omit `type: "custom"`), so an unknown value is reported as such.
+ */
+export const discriminatedBy = <S extends Schema.Top>(schema: S, key: string, values: ReadonlyArray<string>): S =>
+  schema.annotate({ [discriminatorKey]: { key, values } satisfies Discriminator }) as S
 
 /** Schema for a JSON object with arbitrary keys (JSON Schema documents, tool inputs). */
 export const JsonObject = Schema.Record(Schema.String, Schema.Unknown).annotate({ expected: "an object" })
@@ -83,12 +100,28 @@ export const numberBetween = (minimum: number, maximum: number) =>
   )
 
 /**
- * Builds a decoder for a request schema. Excess properties are errors at every depth, and only
- * the first problem is reported: a client fixes one field at a time anyway.
+ * An object with the listed fields, which also accepts any other key (its value unchecked). Used
+ * for the parts of a vendor format the gateway carries as a unit without reading inside them
+ * (server tool definitions, server tool results): strict decoding still refuses unknown fields
+ * around them, and a translator refuses or forwards them whole.
+ */
+export const openStruct = <const Fields extends Schema.Struct.Fields>(fields: Fields) =>
+  Schema.StructWithRest(Schema.Struct(fields), [Schema.Record(Schema.String, Schema.Unknown)])
+
+/**
+ * How a decoder treats fields its schema does not name: `"error"` refuses them at every depth
+ * (strict: the gateway reads and translates the whole body), `"ignore"` leaves them out of the
+ * typed value (passthrough: the raw body is forwarded, the vendor judges what it does not model).
+ */
+export type ExcessFields = "error" | "ignore"
+
+/**
+ * Builds a decoder for a request schema. Only the first problem is reported: a client fixes one
+ * field at a time anyway.
  */
 export const makeDecoder = <S extends Schema.Top & { readonly DecodingServices: never }>(
   schema: S,
-  options: { readonly excess?: "error" | "ignore" } = {}
+  options: { readonly excess?: ExcessFields } = {}
 ) => {
   const decode = Schema.decodeUnknownResult(schema, { onExcessProperty: options.excess ?? "error", errors: "first" })
   return (body: unknown): DecodeResult<S["Type"]> => {
@@ -203,24 +236,39 @@ const discriminatorOf = (ast: SchemaAST.Union, input: Readonly<Record<PropertyKe
   return undefined
 }
 
+const discriminatorProblem = (
+  discriminator: Discriminator,
+  input: Readonly<Record<PropertyKey, unknown>>,
+  path: ReadonlyArray<PropertyKey>
+): Problem => {
+  const keyPath = [...path, discriminator.key]
+  return discriminator.key in input
+    ? {
+      path: keyPath,
+      message: discriminator.values.length === 1
+        ? `expected ${JSON.stringify(discriminator.values[0])}`
+        : `expected one of ${discriminator.values.join(", ")}`
+    }
+    : { path: keyPath, message: "required field missing" }
+}
+
 const unionProblem = (issue: SchemaIssue.AnyOf, path: ReadonlyArray<PropertyKey>, root: unknown): Problem => {
+  const value = valueAt(root, path)
+  const annotated = issue.ast.annotations?.[discriminatorKey] as Discriminator | undefined
+  // A tag no member has: say so, rather than what an open member (`openStruct`) found wrong.
+  if (
+    annotated !== undefined && Predicate.isObject(value) && value[annotated.key] != null &&
+    !annotated.values.includes(String(value[annotated.key]))
+  ) {
+    return discriminatorProblem(annotated, value, path)
+  }
   if (issue.issues.length > 0) {
     const candidates = issue.issues.map((inner) => firstProblem(inner, path, root))
     return candidates.reduce((best, next) => (depth(next) > depth(best) ? next : best))
   }
   const input = valueAt(root, path)
   const discriminator = Predicate.isObject(input) ? discriminatorOf(issue.ast, input) : undefined
-  if (discriminator !== undefined && Predicate.isObject(input)) {
-    const keyPath = [...path, discriminator.key]
-    return discriminator.key in input
-      ? {
-        path: keyPath,
-        message: discriminator.values.length === 1
-          ? `expected ${JSON.stringify(discriminator.values[0])}`
-          : `expected one of ${discriminator.values.join(", ")}`
-      }
-      : { path: keyPath, message: "required field missing" }
-  }
+  if (discriminator !== undefined && Predicate.isObject(input)) return discriminatorProblem(discriminator, input, path)
   return { path, message: annotationString(issue.ast.annotations, "message") ?? `expected ${describe(issue.ast)}` }
 }
 

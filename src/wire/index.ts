@@ -1,4 +1,5 @@
-export { type DecodeResult } from "./decode.ts"
+export { type DecodeResult, type ExcessFields } from "./decode.ts"
+export { clampOutputBudget, MIN_THINKING_BUDGET, type OutputBudget } from "./output-budget.ts"
 export {
   type ChatChoice,
   type ChatChunk,
@@ -6,6 +7,9 @@ export {
   type ChatDelta,
   type ChatFinishReason,
   type ChatMessage,
+  type ChatPassthroughRequest,
+  ChatPassthroughSchema,
+  chatPassthroughBody,
   type ChatRequest,
   ChatRequestSchema,
   type ChatResponse,
@@ -13,7 +17,9 @@ export {
   type ChatToolCall,
   type ChatToolCallDelta,
   type ChatUsage,
-  decodeChatRequest
+  decodeChatPassthrough,
+  decodeChatRequest,
+  type PassthroughOptions
 } from "./openai-chat.ts"
 export {
   type AnthropicContentBlock,
@@ -21,10 +27,16 @@ export {
   type AnthropicStopReason,
   type AnthropicStreamEvent,
   type AnthropicUsage,
+  decodeMessagesPassthrough,
   decodeMessagesRequest,
   type MessagesMessage,
+  type MessagesPassthroughRequest,
+  MessagesPassthroughSchema,
+  messagesPassthroughBody,
   type MessagesRequest,
-  MessagesRequestSchema
+  MessagesRequestSchema,
+  SERVER_BLOCK_TYPES,
+  SERVER_TOOL_TYPES
 } from "./anthropic-messages.ts"
 export { newChatCompletionId, newMessageId, newToolUseId, sanitizeToolId } from "./ids.ts"
 export { Untranslatable, type Translation } from "./translate/untranslatable.ts"

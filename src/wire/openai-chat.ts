@@ -24,27 +24,67 @@ const FunctionName = Schema.String.check(
   Schema.isPattern(/^[a-zA-Z0-9_-]{1,64}$/, { expected: "a name matching ^[a-zA-Z0-9_-]{1,64}$" })
 )
 
-const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+const nullable = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
+
+/** Explicit prompt-cache breakpoint on a content part: a caching hint, never changes the answer. */
+const PromptCacheBreakpoint = Schema.Struct({
+  mode: Schema.Literal("explicit"),
+  ttl: Schema.optionalKey(Schema.String)
+})
+
+const cacheBreakpoint = { prompt_cache_breakpoint: Schema.optionalKey(PromptCacheBreakpoint) }
+
+const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String, ...cacheBreakpoint })
 
 const ImageUrlPart = Schema.Struct({
   type: Schema.Literal("image_url"),
   image_url: Schema.Struct({
     url: NonEmptyString,
-    detail: Schema.optionalKey(Schema.Literals(["auto", "low", "high"]))
-  })
+    detail: Schema.optionalKey(Schema.String)
+  }),
+  ...cacheBreakpoint
 })
+
+const InputAudioPart = Schema.Struct({
+  type: Schema.Literal("input_audio"),
+  input_audio: Schema.Struct({ data: Schema.String, format: Schema.String }),
+  ...cacheBreakpoint
+})
+
+const FilePart = Schema.Struct({
+  type: Schema.Literal("file"),
+  file: Schema.Struct({
+    file_data: Schema.optionalKey(Schema.String),
+    file_id: Schema.optionalKey(Schema.String),
+    filename: Schema.optionalKey(Schema.String)
+  }),
+  ...cacheBreakpoint
+})
+
+const RefusalPart = Schema.Struct({ type: Schema.Literal("refusal"), refusal: Schema.String })
 
 const TextContent = Schema.Union([Schema.String, Schema.Array(taggedUnion("type", [TextPart]))]).annotate({
   expected: "a string or an array of text parts"
 })
 
-const UserContent = Schema.Union([Schema.String, Schema.Array(taggedUnion("type", [TextPart, ImageUrlPart]))])
-  .annotate({ expected: "a string or an array of content parts" })
+const UserContent = Schema.Union([
+  Schema.String,
+  Schema.Array(taggedUnion("type", [TextPart, ImageUrlPart, InputAudioPart, FilePart]))
+]).annotate({ expected: "a string or an array of content parts" })
 
-const ToolCall = Schema.Struct({
+const AssistantContent = Schema.Union([Schema.String, Schema.Array(taggedUnion("type", [TextPart, RefusalPart]))])
+  .annotate({ expected: "a string or an array of text and refusal parts" })
+
+const FunctionToolCall = Schema.Struct({
   id: NonEmptyString,
   type: Schema.Literal("function"),
   function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
+})
+
+const CustomToolCall = Schema.Struct({
+  id: NonEmptyString,
+  type: Schema.Literal("custom"),
+  custom: Schema.Struct({ name: Schema.String, input: Schema.String })
 })
 
 const SystemMessage = Schema.Struct({
@@ -67,19 +107,19 @@ const UserMessage = Schema.Struct({
 
 const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
-  content: Schema.optionalKey(Schema.NullOr(TextContent)),
+  content: Schema.optionalKey(Schema.NullOr(AssistantContent)),
   name: Schema.optionalKey(Schema.String),
   refusal: Schema.optionalKey(Schema.NullOr(Schema.String)),
-  tool_calls: Schema.optionalKey(Schema.Array(ToolCall)),
-  // What SDKs serialise when a client appends a returned message to its history as-is.
-  annotations: Schema.optionalKey(Schema.NullOr(Schema.Array(JsonObject))),
-  audio: Schema.optionalKey(Schema.Null),
-  function_call: Schema.optionalKey(Schema.Null)
+  tool_calls: Schema.optionalKey(Schema.Array(taggedUnion("type", [FunctionToolCall, CustomToolCall]))),
+  audio: Schema.optionalKey(Schema.NullOr(Schema.Struct({ id: Schema.String }))),
+  function_call: Schema.optionalKey(Schema.NullOr(Schema.Struct({ name: Schema.String, arguments: Schema.String }))),
+  // Response-only: what SDKs serialise when a client appends a returned message to its history as-is.
+  annotations: Schema.optionalKey(Schema.NullOr(Schema.Array(JsonObject)))
 }).check(
   Schema.makeFilter((message) =>
     // OpenAI itself answers a refusal with `content: null` and the text in `refusal`.
     message.content == null && (message.tool_calls === undefined || message.tool_calls.length === 0) &&
-      message.refusal == null
+      message.refusal == null && message.function_call == null && message.audio == null
       ? { path: ["content"], issue: new SchemaIssue.InvalidValue({ message: "required unless tool_calls is present" }) }
       : undefined
   )
@@ -88,27 +128,77 @@ const AssistantMessage = Schema.Struct({
 const ToolMessage = Schema.Struct({
   role: Schema.Literal("tool"),
   content: TextContent,
-  tool_call_id: NonEmptyString
+  tool_call_id: NonEmptyString,
+  // Not in the SDK's type, but the API accepts it and LangChain sends it on every tool result.
+  name: Schema.optionalKey(Schema.String)
 })
 
-const Message = taggedUnion("role", [SystemMessage, UserMessage, AssistantMessage, ToolMessage, DeveloperMessage])
+/** The legacy result of a `functions` call. */
+const FunctionMessage = Schema.Struct({
+  role: Schema.Literal("function"),
+  content: Schema.NullOr(Schema.String),
+  name: Schema.String
+})
 
-const Tool = Schema.Struct({
-  type: Schema.Literal("function"),
-  function: Schema.Struct({
+const Message = taggedUnion("role", [
+  SystemMessage,
+  UserMessage,
+  AssistantMessage,
+  ToolMessage,
+  DeveloperMessage,
+  FunctionMessage
+])
+
+const FunctionDefinition = Schema.Struct({
+  name: FunctionName,
+  description: Schema.optionalKey(Schema.String),
+  parameters: Schema.optionalKey(ObjectJsonSchema),
+  strict: Schema.optionalKey(Schema.NullOr(Schema.Boolean))
+})
+
+const FunctionTool = Schema.Struct({ type: Schema.Literal("function"), function: FunctionDefinition })
+
+const CustomTool = Schema.Struct({
+  type: Schema.Literal("custom"),
+  custom: Schema.Struct({
     name: FunctionName,
     description: Schema.optionalKey(Schema.String),
-    parameters: Schema.optionalKey(ObjectJsonSchema),
-    strict: Schema.optionalKey(Schema.NullOr(Schema.Boolean))
+    format: Schema.optionalKey(taggedUnion("type", [
+      Schema.Struct({ type: Schema.Literal("text") }),
+      Schema.Struct({
+        type: Schema.Literal("grammar"),
+        grammar: Schema.Struct({ definition: Schema.String, syntax: Schema.String })
+      })
+    ]))
   })
 })
+
+const Tool = taggedUnion("type", [FunctionTool, CustomTool])
 
 const NamedToolChoice = Schema.Struct({
   type: Schema.Literal("function"),
   function: Schema.Struct({ name: FunctionName })
 })
 
-const ToolChoice = Schema.Union([Schema.Literals(["auto", "none", "required"]), NamedToolChoice]).annotate({
+const CustomToolChoice = Schema.Struct({
+  type: Schema.Literal("custom"),
+  custom: Schema.Struct({ name: FunctionName })
+})
+
+const AllowedToolsChoice = Schema.Struct({
+  type: Schema.Literal("allowed_tools"),
+  allowed_tools: Schema.Struct({
+    mode: Schema.Literals(["auto", "required"]),
+    tools: Schema.Array(JsonObject)
+  })
+})
+
+const ToolChoice = Schema.Union([
+  Schema.Literals(["auto", "none", "required"]),
+  NamedToolChoice,
+  CustomToolChoice,
+  AllowedToolsChoice
+]).annotate({
   expected: 'one of auto, none, required or {"type": "function", "function": {"name": ...}}'
 })
 
@@ -135,15 +225,39 @@ const Stop = Schema.Union([
   )
 ]).annotate({ expected: "a string or an array of 1 to 4 strings" })
 
-const nullable = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
+const PredictionText = Schema.Union([Schema.String, Schema.Array(taggedUnion("type", [TextPart]))])
 
+const WebSearchOptions = Schema.Struct({
+  search_context_size: Schema.optionalKey(Schema.String),
+  user_location: nullable(Schema.Struct({
+    type: Schema.Literal("approximate"),
+    approximate: Schema.Struct({
+      city: Schema.optionalKey(Schema.String),
+      country: Schema.optionalKey(Schema.String),
+      region: Schema.optionalKey(Schema.String),
+      timezone: Schema.optionalKey(Schema.String)
+    })
+  }))
+})
+
+const ModerationMode = Schema.Struct({ mode: Schema.String })
+
+/**
+ * The request fields of `ChatCompletionCreateParams` (openai-node, see test/wire/sdk-fields.test.ts
+ * for the check against the installed SDK). Value sets that OpenAI keeps growing (service tiers,
+ * reasoning efforts, voices, cache TTLs) are plain strings: the vendor judges them on passthrough,
+ * and a translator refuses a value it has no equivalent for.
+ */
 export const ChatRequestSchema = Schema.Struct({
   model: NonEmptyString,
   messages: Schema.Array(Message).check(
     Schema.makeFilter((messages: ReadonlyArray<unknown>) => messages.length > 0, { expected: "a non-empty array" })
   ),
   stream: nullable(Schema.Boolean),
-  stream_options: nullable(Schema.Struct({ include_usage: Schema.optionalKey(Schema.Boolean) })),
+  stream_options: nullable(Schema.Struct({
+    include_usage: Schema.optionalKey(Schema.Boolean),
+    include_obfuscation: Schema.optionalKey(Schema.Boolean)
+  })),
   temperature: nullable(numberBetween(0, 2)),
   top_p: nullable(numberBetween(0, 1)),
   max_tokens: nullable(PositiveInt),
@@ -154,11 +268,40 @@ export const ChatRequestSchema = Schema.Struct({
   parallel_tool_calls: Schema.optionalKey(Schema.Boolean),
   response_format: Schema.optionalKey(ResponseFormat),
   user: Schema.optionalKey(Schema.String),
+  safety_identifier: nullable(Schema.String),
   n: Schema.optionalKey(Schema.NullOr(Schema.Literal(1)).annotate({ message: "only n = 1 is supported" })),
   seed: nullable(Int),
   presence_penalty: nullable(numberBetween(-2, 2)),
   frequency_penalty: nullable(numberBetween(-2, 2)),
-  metadata: nullable(Schema.Record(Schema.String, Schema.String))
+  logit_bias: nullable(Schema.Record(Schema.String, numberBetween(-100, 100))),
+  logprobs: nullable(Schema.Boolean),
+  top_logprobs: nullable(Int),
+  metadata: nullable(Schema.Record(Schema.String, Schema.String)),
+  store: nullable(Schema.Boolean),
+  service_tier: nullable(Schema.String),
+  reasoning_effort: nullable(Schema.String),
+  verbosity: nullable(Schema.String),
+  modalities: nullable(Schema.Array(Schema.String)),
+  audio: nullable(Schema.Struct({
+    format: Schema.String,
+    voice: Schema.Union([Schema.String, Schema.Struct({ id: Schema.String })])
+  })),
+  prediction: nullable(Schema.Struct({ type: Schema.Literal("content"), content: PredictionText })),
+  prompt_cache_key: nullable(Schema.String),
+  prompt_cache_retention: nullable(Schema.String),
+  prompt_cache_options: Schema.optionalKey(Schema.Struct({
+    mode: Schema.optionalKey(Schema.String),
+    ttl: Schema.optionalKey(Schema.String)
+  })),
+  moderation: nullable(Schema.Struct({
+    model: Schema.String,
+    policy: nullable(Schema.Struct({ input: nullable(ModerationMode), output: nullable(ModerationMode) }))
+  })),
+  web_search_options: Schema.optionalKey(WebSearchOptions),
+  functions: Schema.optionalKey(Schema.Array(FunctionDefinition.mapFields(({ strict: _, ...fields }) => fields))),
+  function_call: Schema.optionalKey(
+    Schema.Union([Schema.Literals(["none", "auto"]), Schema.Struct({ name: FunctionName })])
+  )
 }).check(
   Schema.makeFilter((request) =>
     request.stream_options != null && request.stream !== true
@@ -172,14 +315,86 @@ export type ChatMessage = ChatRequest["messages"][number]
 export type ChatTextContent = typeof TextContent.Type
 export type ChatUserContent = typeof UserContent.Type
 export type ChatUserPart = Extract<ChatUserContent, ReadonlyArray<unknown>>[number]
+export type ChatAssistantContent = typeof AssistantContent.Type
 export type ChatTool = typeof Tool.Type
+export type ChatFunctionTool = typeof FunctionTool.Type
 export type ChatToolChoice = typeof ToolChoice.Type
 export type ChatResponseFormat = typeof ResponseFormat.Type
 
 const decodeRequest = makeDecoder(ChatRequestSchema)
 
-/** Validates a `/v1/chat/completions` body; a failure names the offending field's path. */
+/**
+ * Validates a `/v1/chat/completions` body strictly: every field of the OpenAI format is accepted,
+ * anything else is refused at any depth (spec 4.1); a failure names the offending field's path.
+ */
 export const decodeChatRequest = (body: unknown): DecodeResult<ChatRequest> => decodeRequest(body)
+
+/**
+ * What the gateway itself reads from a chat request it forwards unchanged: the model, the output
+ * limits it clamps, streaming, the message roles and the tool names. Everything else stays in the
+ * raw body (see `chatPassthroughBody`) for the upstream to judge.
+ */
+export const ChatPassthroughSchema = Schema.Struct({
+  model: NonEmptyString,
+  messages: Schema.Array(
+    taggedUnion("role", ["system", "developer", "user", "assistant", "tool", "function"].map((role) =>
+      Schema.Struct({ role: Schema.Literal(role) })
+    ))
+  ).check(
+    Schema.makeFilter((messages: ReadonlyArray<unknown>) => messages.length > 0, { expected: "a non-empty array" })
+  ),
+  stream: nullable(Schema.Boolean),
+  stream_options: nullable(Schema.Struct({ include_usage: Schema.optionalKey(Schema.Boolean) })),
+  max_tokens: nullable(PositiveInt),
+  max_completion_tokens: nullable(PositiveInt),
+  tools: Schema.optionalKey(Schema.Array(Schema.Struct({
+    type: Schema.String,
+    function: Schema.optionalKey(Schema.Struct({ name: FunctionName }))
+  })))
+})
+
+export type ChatPassthroughRequest = typeof ChatPassthroughSchema.Type
+
+const decodePassthrough = makeDecoder(ChatPassthroughSchema, { excess: "ignore" })
+
+/**
+ * Validates only what the gateway relies on (`ChatPassthroughSchema`) and ignores the rest. For a
+ * chat request bound for an OpenAI-kind provider whose fields the gateway does not police; the
+ * `/v1/chat/completions` route itself stays strict (spec 4.1).
+ */
+export const decodeChatPassthrough = (body: unknown): DecodeResult<ChatPassthroughRequest> => decodePassthrough(body)
+
+export interface PassthroughOptions {
+  /** Upstream model id, replacing the one the client named. */
+  readonly model: string
+  /** The model's output-token cap. */
+  readonly maxTokensCap: number
+}
+
+/**
+ * The chat body to forward to an OpenAI-kind provider: the client's JSON as sent, with the model
+ * id replaced, output limits above the cap clamped to it, and, on a stream, usage always asked
+ * for, so the audit trail has tokens (the pipeline shows the usage chunk to the client only if it
+ * asked too).
+ */
+export const chatPassthroughBody = (
+  raw: Readonly<Record<string, unknown>>,
+  options: PassthroughOptions
+): Record<string, unknown> => {
+  const body: Record<string, unknown> = { ...raw, model: options.model }
+  for (const field of ["max_tokens", "max_completion_tokens"]) {
+    const value = raw[field]
+    if (typeof value === "number" && value > options.maxTokensCap) body[field] = options.maxTokensCap
+  }
+  if (raw["stream"] === true) {
+    const streamOptions = raw["stream_options"]
+    body["stream_options"] = {
+      ...(streamOptions !== null && typeof streamOptions === "object" ? streamOptions : {}),
+      include_usage: true
+    }
+  }
+  return body
+}
 
 export type ChatFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "function_call"
 

@@ -397,8 +397,8 @@ describe("anthropic client -> openai-kind provider", () => {
           { id: "toolu_01brg", type: "function", function: { name: "get_weather", arguments: '{"city":"Bergen"}' } }
         ]
       },
-      { role: "tool", tool_call_id: "toolu_01osl", content: "-2" },
-      { role: "tool", tool_call_id: "toolu_01brg", content: "Error: station offline" },
+      { role: "tool", tool_call_id: "toolu_01osl", content: "-2", name: "get_weather" },
+      { role: "tool", tool_call_id: "toolu_01brg", content: "Error: station offline", name: "get_weather" },
       { role: "user", content: "Here you go." }
     ])
   })

@@ -537,7 +537,8 @@ const chatHistory = (script: Script, upTo: number): Array<JsonBody> => {
     const previous = script.turns[i - 1]
     if (previous !== undefined && previous.calls.length > 0) {
       for (const call of previous.calls) {
-        history.push({ role: "tool", tool_call_id: toolId("openai", call.key), content: TOOL_RESULTS[call.city] })
+        // Tool messages are named after the tool they answer (some OpenAI-compatible upstreams need it).
+        history.push({ role: "tool", tool_call_id: toolId("openai", call.key), content: TOOL_RESULTS[call.city], name: "get_weather" })
       }
     } else if (user !== undefined) {
       history.push({ role: "user", content: user })

@@ -30,8 +30,9 @@ import type {
 export type * from "./fake-common.ts"
 export { countWords } from "./fake-common.ts"
 
-// Fields accepted by every API version; the sampling parameters only exist before 2026-10-21.
-const KNOWN_FIELDS = new Set([
+// Fields accepted by every API version (the beta MessageCreateParams body fields; sdk-fields.test.ts
+// checks the list against the installed SDK); the sampling parameters only exist before 2026-10-21.
+export const KNOWN_FIELDS = new Set([
   "model",
   "messages",
   "max_tokens",
@@ -51,7 +52,12 @@ const KNOWN_FIELDS = new Set([
   "mcp_servers",
   "context_management",
   "cache_control",
-  "inference_geo"
+  "inference_geo",
+  "billing_policy",
+  "compaction",
+  "fallback_credit_token",
+  "fallbacks",
+  "thread"
 ])
 const SAMPLING_FIELDS = new Set(["temperature", "top_p", "top_k"])
 
@@ -75,8 +81,23 @@ const BLOCK_TYPES = new Set([
   "code_execution_tool_result",
   "mcp_tool_use",
   "mcp_tool_result",
-  "container_upload"
+  "container_upload",
+  "bash_code_execution_tool_result",
+  "text_editor_code_execution_tool_result",
+  "tool_search_tool_result",
+  "advisor_tool_result",
+  "mcp_tool_listing",
+  "compaction",
+  "fallback",
+  "tool_addition",
+  "tool_removal"
 ])
+// The beta format has `role: "system"` messages (BetaSystemMessageParam), with their own fields.
+const MESSAGE_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  user: ["role", "content"],
+  assistant: ["role", "content"],
+  system: ["role", "content", "clear_at", "output_config"]
+}
 const TOOL_USE_ID = /^[a-zA-Z0-9_-]+$/
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,128}$/
 // Claude 4.5 and later refuse `temperature` together with `top_p`.
@@ -235,6 +256,19 @@ const validateSystem = (system: unknown): Refusal | undefined => {
   return undefined
 }
 
+// Fields of the content blocks clients write themselves (sdk-fields.test.ts checks them against
+// the SDK); server-tool blocks are taken as the API returned them.
+export const BLOCK_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  text: ["type", "text", "cache_control", "citations"],
+  image: ["type", "source", "cache_control", "transformations"],
+  document: ["type", "source", "title", "context", "citations", "cache_control"],
+  search_result: ["type", "source", "title", "content", "citations", "cache_control"],
+  tool_use: ["type", "id", "name", "input", "cache_control", "caller", "toolset_name"],
+  tool_result: ["type", "tool_use_id", "content", "is_error", "cache_control", "toolset_name"],
+  thinking: ["type", "thinking", "signature"],
+  redacted_thinking: ["type", "data"]
+}
+
 const validateBlock = (block: unknown, role: string, path: string, legacy: boolean): Refusal | undefined => {
   if (!isRecord(block)) return invalid(`${path}: Input should be a valid dictionary`)
   if (typeof block.type !== "string" || !BLOCK_TYPES.has(block.type)) {
@@ -242,6 +276,9 @@ const validateBlock = (block: unknown, role: string, path: string, legacy: boole
       `${path}: Input tag '${String(block.type)}' found using 'type' does not match any of the expected tags: ${[...BLOCK_TYPES].map((t) => `'${t}'`).join(", ")}`
     )
   }
+  const fields = BLOCK_FIELDS[block.type]
+  const extra = fields === undefined ? undefined : Object.keys(block).find((key) => !fields.includes(key))
+  if (extra !== undefined) return invalid(`${path}.${block.type}.${extra}: Extra inputs are not permitted`)
   switch (block.type) {
     case "text": {
       const refusal = textBlockRefusal(block.text, "messages", `${path}.text`)
@@ -286,7 +323,7 @@ const validateBlock = (block: unknown, role: string, path: string, legacy: boole
         if (inner.type === "text") {
           const refusal = textBlockRefusal(inner.text, "messages", `${innerPath}.text`)
           if (refusal !== undefined) return refusal
-        } else if (!["image", "document", "search_result"].includes(String(inner.type))) {
+        } else if (!["image", "document", "search_result", "tool_reference", "browser_state"].includes(String(inner.type))) {
           return invalid(`${innerPath}: Input tag '${String(inner.type)}' found using 'type' does not match any of the expected tags`)
         }
       }
@@ -306,14 +343,22 @@ const validateMessages = (messages: ReadonlyArray<unknown>, legacy: boolean): Re
     const message: unknown = messages[i]
     const path = `messages.${i}`
     if (!isRecord(message)) return invalid(`${path}: Input should be a valid dictionary`)
-    for (const key of Object.keys(message)) {
-      if (key !== "role" && key !== "content") return invalid(`${path}.${key}: Extra inputs are not permitted`)
-    }
     if (message.role === undefined) return invalid(`${path}.role: Field required`)
-    if (message.role !== "user" && message.role !== "assistant") {
-      return invalid(`${path}.role: Input should be 'user' or 'assistant'`)
+    const allowed = typeof message.role === "string" ? MESSAGE_FIELDS[message.role] : undefined
+    if (allowed === undefined) return invalid(`${path}.role: Input should be 'user', 'assistant' or 'system'`)
+    for (const key of Object.keys(message)) {
+      if (!allowed.includes(key)) return invalid(`${path}.${key}: Extra inputs are not permitted`)
     }
     const content: unknown = message.content
+    if (message.role === "system") {
+      if (content === undefined && message.output_config == null) {
+        return invalid(`${path}: a system message needs content or output_config`)
+      }
+      if (content !== undefined && typeof content !== "string" && !Array.isArray(content)) {
+        return invalid(`${path}.content: Input should be a valid string or list`)
+      }
+      continue
+    }
     if (content === undefined) return invalid(`${path}.content: Field required`)
     const isFinalAssistant = i === messages.length - 1 && message.role === "assistant"
     if ((content === "" || (Array.isArray(content) && content.length === 0)) && !isFinalAssistant) {
@@ -324,7 +369,7 @@ const validateMessages = (messages: ReadonlyArray<unknown>, legacy: boolean): Re
     if (typeof content === "string") continue
     if (!Array.isArray(content)) return invalid(`${path}.content: Input should be a valid string or list`)
     for (let j = 0; j < content.length; j++) {
-      const refusal = validateBlock(content[j], message.role, `${path}.content.${j}`, legacy)
+      const refusal = validateBlock(content[j], message.role as string, `${path}.content.${j}`, legacy)
       if (refusal !== undefined) return refusal
     }
   }
@@ -391,6 +436,8 @@ interface Turn {
 const turnsOf = (messages: ReadonlyArray<JsonBody>): Array<Turn> => {
   const turns: Array<Turn> = []
   messages.forEach((message, i) => {
+    // System messages are instructions between turns; they take no part in tool pairing.
+    if (message.role === "system") return
     const blocks = Array.isArray(message.content)
       ? (message.content as Array<JsonBody>).map((block, j) => ({ block, path: `messages.${i}.content.${j}` }))
       : []

@@ -30,7 +30,8 @@ import type {
 export type * from "./fake-common.ts"
 export { countWords } from "./fake-common.ts"
 
-const KNOWN_PARAMS = new Set([
+// The ChatCompletionCreateParams body fields (sdk-fields.test.ts checks them against the SDK).
+export const KNOWN_PARAMS = new Set([
   "model",
   "messages",
   "stream",
@@ -71,8 +72,26 @@ const KNOWN_PARAMS = new Set([
 ])
 
 const ROLES = new Set(["developer", "system", "user", "assistant", "tool", "function"])
+// Fields per message role. `name` on tool messages is not in the SDK's type, but the API accepts
+// it (LangChain sends it); `annotations` is what a client replaying a returned message sends.
+const MESSAGE_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  developer: ["role", "content", "name"],
+  system: ["role", "content", "name"],
+  user: ["role", "content", "name"],
+  assistant: ["role", "content", "name", "refusal", "tool_calls", "audio", "function_call", "annotations"],
+  tool: ["role", "content", "tool_call_id", "name"],
+  function: ["role", "content", "name"]
+}
 const USER_PART_TYPES = new Set(["text", "image_url", "input_audio", "file"])
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
+// Fields of each content part (sdk-fields.test.ts checks them against the SDK).
+export const PART_FIELDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  text: ["type", "text", "prompt_cache_breakpoint"],
+  image_url: ["type", "image_url", "prompt_cache_breakpoint"],
+  input_audio: ["type", "input_audio", "prompt_cache_breakpoint"],
+  file: ["type", "file", "prompt_cache_breakpoint"],
+  refusal: ["type", "refusal"]
+}
 
 export const startFakeOpenAI = (options: FakeOptions): Promise<FakeUpstream> =>
   startFake(options, {
@@ -284,6 +303,11 @@ const validateContent = (
         "invalid_value"
       )
     }
+    const fields = PART_FIELDS[part.type] ?? []
+    const extra = Object.keys(part).find((key) => !fields.includes(key))
+    if (extra !== undefined) {
+      return invalid(`Additional properties are not allowed ('${extra}' was unexpected) - '${partPath}'`, `${partPath}.${extra}`)
+    }
     if (part.type === "text" && typeof part.text !== "string") {
       return invalid(`Missing required parameter: '${partPath}.text'.`, `${partPath}.text`, "missing_required_parameter")
     }
@@ -326,6 +350,11 @@ const validateMessages = (messages: ReadonlyArray<unknown>): Refusal | undefined
         `${path}.role`,
         "invalid_value"
       )
+    }
+    for (const key of Object.keys(message)) {
+      if (!MESSAGE_FIELDS[role]!.includes(key)) {
+        return invalid(`Additional properties are not allowed ('${key}' was unexpected) - '${path}'`, `${path}.${key}`)
+      }
     }
 
     if (role === "tool") {
@@ -381,9 +410,13 @@ const validateMessages = (messages: ReadonlyArray<unknown>): Refusal | undefined
           if (typeof call.id !== "string") {
             return invalid(`Missing required parameter: '${callPath}.id'.`, `${callPath}.id`, "missing_required_parameter")
           }
+          if (call.type === "custom") {
+            ids.add(call.id)
+            continue
+          }
           if (call.type !== "function") {
             return invalid(
-              `Invalid value: '${String(call.type)}'. Supported values are: 'function'.`,
+              `Invalid value: '${String(call.type)}'. Supported values are: 'function' and 'custom'.`,
               `${callPath}.type`,
               "invalid_value"
             )

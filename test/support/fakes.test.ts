@@ -78,6 +78,25 @@ describe("fake OpenAI", () => {
   afterAll(() => fake.close())
   beforeEach(() => fake.reset())
 
+  it("refuses unknown fields at the top and in messages; accepts name on tool messages", async () => {
+    const call = { id: "call_1", type: "function", function: { name: "get_weather", arguments: "{}" } }
+    const loop = [
+      { role: "user", content: "weather?" },
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", tool_call_id: "call_1", content: "sunny", name: "get_weather" }
+    ]
+    expect((await chat({ model: "gpt-x", messages: loop, tools: [weatherTool] })).status).toBe(200)
+    const unknownTop = await chat({ model: "gpt-x", messages: loop, tools: [weatherTool], reasoning: {} })
+    expect(unknownTop.status).toBe(400)
+    expect(unknownTop.json.error.message).toBe("Unrecognized request argument supplied: reasoning")
+    const unknownInMessage = await chat({ model: "gpt-x", messages: [{ role: "user", content: "x", cache_control: {} }] })
+    expect(unknownInMessage.status).toBe(400)
+    expect(unknownInMessage.json.error.message).toBe("Additional properties are not allowed ('cache_control' was unexpected) - 'messages[0]'")
+    const unknownInPart = await chat({ model: "gpt-x", messages: [{ role: "user", content: [{ type: "text", text: "x", cache_control: {} }] }] })
+    expect(unknownInPart.status).toBe(400)
+    expect(unknownInPart.json.error.message).toBe("Additional properties are not allowed ('cache_control' was unexpected) - 'messages[0].content[0]'")
+  })
+
   it("echoes the last user message with deterministic usage", async () => {
     const completion = await client.chat.completions.create({
       model: "gpt-4o-mini",
@@ -600,7 +619,9 @@ describe("fake Anthropic", () => {
     ["temperature with top_p on 4.5", { model: "claude-sonnet-4-5-20250929", max_tokens: 5, messages: user, temperature: 0.5, top_p: 0.9 }, 400, "cannot both be specified"],
     ["empty text block", { model: "m", max_tokens: 5, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] }, 400, "messages: text content blocks must be non-empty"],
     ["empty content", { model: "m", max_tokens: 5, messages: [{ role: "user", content: "" }] }, 400, "must have non-empty content"],
-    ["system role", { model: "m", max_tokens: 5, messages: [{ role: "system", content: "x" }, ...user] }, 400, "messages.0.role: Input should be 'user' or 'assistant'"],
+    // The beta format has system messages inside messages; other roles are still refused.
+    ["tool role", { model: "m", max_tokens: 5, messages: [{ role: "tool", content: "x" }, ...user] }, 400, "messages.0.role: Input should be 'user', 'assistant' or 'system'"],
+    ["a system message with an unknown field", { model: "m", max_tokens: 5, messages: [{ role: "system", content: "x", name: "n" }, ...user] }, 400, "messages.0.name: Extra inputs are not permitted"],
     ["unknown field", { model: "m", max_tokens: 5, messages: user, n: 1 }, 400, "n: Extra inputs are not permitted"],
     ["tool_use without tools", { model: "m", max_tokens: 5, messages: [...user, toolUse, { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "r" }] }] }, 400, "must define tools"],
     ["tool_use without tool_result", { model: "m", max_tokens: 5, tools, messages: [...user, toolUse, ...user] }, 400, "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1"],
@@ -619,6 +640,33 @@ describe("fake Anthropic", () => {
     expect(response.json.request_id).toMatch(/^req_/)
     const next = await client.messages.create({ model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }] })
     expect(next.content).toEqual([{ type: "text", text: "never sent" }])
+  })
+
+  it("accepts system messages inside messages (beta) and refuses what the API refuses", async () => {
+    const base = { model: "claude-x", max_tokens: 4000, messages: [{ role: "user", content: "hi" }] }
+    const withSystem = await messages({
+      ...base,
+      messages: [
+        { role: "user", content: "hi" },
+        { role: "system", content: "<reminder>be brief</reminder>", clear_at: "never" },
+        { role: "assistant", content: "ok" },
+        { role: "user", content: "again" }
+      ]
+    })
+    expect(withSystem.status).toBe(200)
+    const refusals: ReadonlyArray<readonly [unknown, string]> = [
+      [{ ...base, thinking: { type: "enabled", budget_tokens: 4000 } }, "`max_tokens` must be greater than `thinking.budget_tokens`"],
+      [{ ...base, brand_new: 1 }, "brand_new: Extra inputs are not permitted"],
+      [{ ...base, messages: [{ role: "user", content: "hi", name: "x" }] }, "messages.0.name: Extra inputs are not permitted"],
+      [{ ...base, messages: [{ role: "user", content: [{ type: "text", text: "hi", name: "x" }] }] }, "messages.0.content.0.text.name: Extra inputs are not permitted"],
+      [{ ...base, messages: [{ role: "tool", content: "hi" }] }, "messages.0.role: Input should be 'user', 'assistant' or 'system'"],
+      [{ ...base, tools: [{ name: "f", input_schema: { type: "object" }, eager: true }] }, "tools.0.custom.eager: Extra inputs are not permitted"]
+    ]
+    for (const [body, message] of refusals) {
+      const response = await messages(body)
+      expect(response.status).toBe(400)
+      expect(response.json.error).toEqual({ type: "invalid_request_error", message })
+    }
   })
 
   it("refuses unknown paths with not_found_error", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { decodeMessagesRequest } from "../../src/wire/index.ts"
+import { SERVER_BLOCK_TYPES, SERVER_TOOL_TYPES } from "../../src/wire/anthropic-messages.ts"
 import { anthropicBody } from "./sdk.ts"
 
 const base = { model: "claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] }
@@ -19,10 +20,10 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
     ["max_tokens zero", { ...base, max_tokens: 0 }, "max_tokens", "max_tokens: expected a positive integer"],
     ["empty messages", { ...base, messages: [] }, "messages", "messages: expected a non-empty array"],
     [
-      "a system role in messages",
-      { ...base, messages: [{ role: "system", content: "x" }] },
+      "an unknown role in messages",
+      { ...base, messages: [{ role: "tool", content: "x" }] },
       "messages.0.role",
-      "messages.0.role: expected one of user, assistant"
+      "messages.0.role: expected one of user, assistant, system"
     ],
     [
       "an empty text block",
@@ -31,16 +32,16 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
       "messages.0.content.0.text: text content blocks must be non-empty"
     ],
     [
-      "tool_use in a user message",
-      withContent([toolUse]),
+      "an unknown block type",
+      withContent([{ type: "video", url: "https://x" }]),
       "messages.0.content.0.type",
-      "messages.0.content.0.type: expected one of text, image, tool_result"
+      `messages.0.content.0.type: expected one of text, image, document, search_result, tool_use, tool_result, thinking, redacted_thinking, ${SERVER_BLOCK_TYPES.join(", ")}`
     ],
     [
-      "tool_result in an assistant message",
-      withContent([{ type: "tool_result", tool_use_id: "toolu_01" }], "assistant"),
-      "messages.0.content.0.type",
-      "messages.0.content.0.type: expected one of text, tool_use, thinking, redacted_thinking"
+      "an unknown field in a tool_use block",
+      withContent([{ ...toolUse, extra: 1 }], "assistant"),
+      "messages.0.content.0.extra",
+      "messages.0.content.0.extra: unknown field"
     ],
     [
       "an image with an unsupported media type",
@@ -50,9 +51,9 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
     ],
     [
       "an image with an unknown source type",
-      withContent([{ type: "image", source: { type: "file", file_id: "f" } }]),
+      withContent([{ type: "image", source: { type: "s3", key: "f" } }]),
       "messages.0.content.0.source.type",
-      "messages.0.content.0.source.type: expected one of base64, url"
+      "messages.0.content.0.source.type: expected one of base64, url, file"
     ],
     [
       "a tool_use id with a colon",
@@ -67,10 +68,10 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
       "messages.0.content.0.input: expected an object"
     ],
     [
-      "a tool_result with a document block",
-      withContent([{ type: "tool_result", tool_use_id: "toolu_01", content: [{ type: "document", source: {} }] }]),
+      "a tool_result with a tool_use block",
+      withContent([{ type: "tool_result", tool_use_id: "toolu_01", content: [toolUse] }]),
       "messages.0.content.0.content.0.type",
-      "messages.0.content.0.content.0.type: expected one of text, image"
+      "messages.0.content.0.content.0.type: expected one of text, image, document, search_result, tool_reference, browser_state"
     ],
     [
       "a non-boolean is_error",
@@ -115,10 +116,10 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
       "tools.0.input_schema.type: expected \"object\""
     ],
     [
-      "a server tool",
-      { ...base, tools: [{ type: "web_search_20250305", name: "web_search" }] },
+      "an unknown server tool",
+      { ...base, tools: [{ type: "web_search_20991231", name: "web_search" }] },
       "tools.0.type",
-      "tools.0.type: expected \"custom\" or null"
+      `tools.0.type: expected one of custom, ${SERVER_TOOL_TYPES.join(", ")}`
     ],
     [
       "an unknown tool_choice type",
@@ -154,9 +155,9 @@ describe("decodeMessagesRequest rejects, naming the field", () => {
       "an unknown thinking type",
       { ...base, thinking: { type: "on" } },
       "thinking.type",
-      "thinking.type: expected one of enabled, disabled, adaptive"
+      "thinking.type: expected one of enabled, disabled, adaptive, between_tools"
     ],
-    ["an unknown top-level field", { ...base, service_tier: "auto" }, "service_tier", "service_tier: unknown field"]
+    ["an unknown top-level field", { ...base, service_tiers: "auto" }, "service_tiers", "service_tiers: unknown field"]
   ]
   it.each(cases)("%s", (_name, body, path, message) => {
     const result = failure(body)

@@ -69,9 +69,9 @@ describe("messagesRequestToChat", () => {
         content: "Let me check.",
         tool_calls: [{ id: "toolu_1", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }]
       },
-      { role: "tool", tool_call_id: "toolu_1", content: "21C" },
+      { role: "tool", tool_call_id: "toolu_1", content: "21C", name: "weather" },
       { role: "assistant", content: null, tool_calls: [{ id: "toolu_2", type: "function", function: { name: "weather", arguments: "{}" } }] },
-      { role: "tool", tool_call_id: "toolu_2", content: "" }
+      { role: "tool", tool_call_id: "toolu_2", content: "", name: "weather" }
     ])
   })
 
@@ -92,8 +92,8 @@ describe("messagesRequestToChat", () => {
       tools
     })
     expect(request.messages.slice(2)).toEqual([
-      { role: "tool", tool_call_id: "toolu_1", content: "21C\nsunny" },
-      { role: "tool", tool_call_id: "toolu_2", content: "25C" },
+      { role: "tool", tool_call_id: "toolu_1", content: "21C\nsunny", name: "weather" },
+      { role: "tool", tool_call_id: "toolu_2", content: "25C", name: "weather" },
       { role: "user", content: "Here you go:" }
     ])
   })
@@ -114,8 +114,8 @@ describe("messagesRequestToChat", () => {
       tools
     })
     expect(request.messages.slice(2)).toEqual([
-      { role: "tool", tool_call_id: "toolu_1", content: "Error: city not found" },
-      { role: "tool", tool_call_id: "toolu_2", content: "Error" }
+      { role: "tool", tool_call_id: "toolu_1", content: "Error: city not found", name: "weather" },
+      { role: "tool", tool_call_id: "toolu_2", content: "Error", name: "weather" }
     ])
   })
 
@@ -151,7 +151,7 @@ describe("messagesRequestToChat", () => {
       ]
     })
     expect(request.messages.slice(2)).toEqual([
-      { role: "tool", tool_call_id: "toolu_1", content: "Screenshot:" },
+      { role: "tool", tool_call_id: "toolu_1", content: "Screenshot:", name: "weather" },
       {
         role: "user",
         content: [
@@ -193,10 +193,19 @@ describe("messagesRequestToChat", () => {
     expect(ok({ top_k: 40 }, { allowTopK: true }).top_k).toBe(40)
   })
 
-  it("refuses thinking, except disabled", () => {
-    expect(refused({ thinking: { type: "enabled", budget_tokens: 2048 } }).path).toBe("thinking")
-    expect(refused({ thinking: { type: "adaptive" } }).path).toBe("thinking")
+  it("turns thinking into a reasoning effort sized by its budget; adaptive and disabled keep the default", () => {
+    expect(ok({ max_tokens: 32000, thinking: { type: "enabled", budget_tokens: 2048 } }).reasoning_effort).toBe("low")
+    expect(ok({ max_tokens: 32000, thinking: { type: "enabled", budget_tokens: 16384 } }).reasoning_effort).toBe("medium")
+    expect(ok({ max_tokens: 32000, thinking: { type: "enabled", budget_tokens: 31999, display: "summarized" } }).reasoning_effort)
+      .toBe("high")
+    expect(ok({ thinking: { type: "adaptive" } })).not.toHaveProperty("reasoning_effort")
     expect(ok({ thinking: { type: "disabled" } })).not.toHaveProperty("thinking")
+    // output_config.effort says it directly, and wins.
+    expect(ok({ max_tokens: 32000, thinking: { type: "enabled", budget_tokens: 31999 }, output_config: { effort: "low" } }))
+      .toMatchObject({ reasoning_effort: "low" })
+    // A model that does not reason gets neither.
+    expect(ok({ max_tokens: 32000, thinking: { type: "enabled", budget_tokens: 31999 } }, { reasoning: false }))
+      .not.toHaveProperty("reasoning_effort")
   })
 
   it("asks for usage when streaming", () => {

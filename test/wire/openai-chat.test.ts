@@ -23,7 +23,7 @@ describe("decodeChatRequest rejects, naming the field", () => {
       "an unknown role",
       { ...base, messages: [base.messages[0], { role: "bot", content: "x" }] },
       "messages.1.role",
-      "messages.1.role: expected one of system, user, assistant, tool, developer"
+      "messages.1.role: expected one of system, user, assistant, tool, developer, function"
     ],
     ["a missing role", withMessage({ content: "x" }), "messages.0.role", "messages.0.role: required field missing"],
     ["a message that is not an object", withMessage("hi"), "messages.0", "messages.0: expected an object"],
@@ -37,7 +37,7 @@ describe("decodeChatRequest rejects, naming the field", () => {
       "an unknown part type",
       withMessage({ role: "user", content: [{ type: "audio", text: "x" }] }),
       "messages.0.content.0.type",
-      "messages.0.content.0.type: expected one of text, image_url"
+      "messages.0.content.0.type: expected one of text, image_url, input_audio, file"
     ],
     [
       "an image part outside a user message",
@@ -53,9 +53,9 @@ describe("decodeChatRequest rejects, naming the field", () => {
     ],
     [
       "a bad image detail",
-      withMessage({ role: "user", content: [{ type: "image_url", image_url: { url: "https://x", detail: "max" } }] }),
+      withMessage({ role: "user", content: [{ type: "image_url", image_url: { url: "https://x", detail: 5 } }] }),
       "messages.0.content.0.image_url.detail",
-      "messages.0.content.0.image_url.detail: expected one of auto, low, high"
+      "messages.0.content.0.image_url.detail: expected a string"
     ],
     [
       "an assistant message without content or tool_calls",
@@ -89,9 +89,9 @@ describe("decodeChatRequest rejects, naming the field", () => {
     ],
     [
       "a tool call that is not a function",
-      withMessage({ role: "assistant", tool_calls: [{ ...call, type: "custom" }] }),
+      withMessage({ role: "assistant", tool_calls: [{ ...call, type: "hosted" }] }),
       "messages.0.tool_calls.0.type",
-      "messages.0.tool_calls.0.type: expected \"function\""
+      "messages.0.tool_calls.0.type: expected one of function, custom"
     ],
     ["stream not boolean", { ...base, stream: "yes" }, "stream", "stream: expected a boolean or null"],
     [
@@ -102,9 +102,9 @@ describe("decodeChatRequest rejects, naming the field", () => {
     ],
     [
       "an unknown stream option",
-      { ...base, stream: true, stream_options: { include_obfuscation: false } },
-      "stream_options.include_obfuscation",
-      "stream_options.include_obfuscation: unknown field"
+      { ...base, stream: true, stream_options: { include_everything: false } },
+      "stream_options.include_everything",
+      "stream_options.include_everything: unknown field"
     ],
     ["temperature above 2", { ...base, temperature: 2.5 }, "temperature", "temperature: expected a number between 0 and 2"],
     ["negative temperature", { ...base, temperature: -0.1 }, "temperature", "temperature: expected a number between 0 and 2"],
@@ -146,9 +146,9 @@ describe("decodeChatRequest rejects, naming the field", () => {
     ],
     [
       "a non-function tool",
-      { ...base, tools: [{ type: "custom", function: { name: "f" } }] },
+      { ...base, tools: [{ type: "hosted", function: { name: "f" } }] },
       "tools.0.type",
-      "tools.0.type: expected \"function\""
+      "tools.0.type: expected one of function, custom"
     ],
     [
       "an unknown field in a tool",
@@ -197,7 +197,7 @@ describe("decodeChatRequest rejects, naming the field", () => {
       "frequency_penalty: expected a number between -2 and 2"
     ],
     ["non-string metadata", { ...base, metadata: { team: 7 } }, "metadata.team", "metadata.team: expected a string"],
-    ["an unknown top-level field", { ...base, logprobs: true }, "logprobs", "logprobs: unknown field"]
+    ["an unknown top-level field", { ...base, logprob: true }, "logprob", "logprob: unknown field"]
   ]
   it.each(cases)("%s", (_name, body, path, message) => {
     const result = failure(body)

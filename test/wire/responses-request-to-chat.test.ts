@@ -184,7 +184,7 @@ describe("responsesRequestToChat", () => {
       tools,
       tool_choice: { type: "allowed_tools", mode: "required", tools: [{ type: "function", name: "get_time" }] }
     })
-    expect(narrowed.tools?.map((tool) => tool.function.name)).toEqual(["get_time"])
+    expect(narrowed.tools?.map((tool) => (tool.type === "function" ? tool.function.name : tool.custom.name))).toEqual(["get_time"])
     expect(narrowed.tool_choice).toBe("required")
     // Without tools, "auto" and "none" mean nothing to send.
     expect(translate({ model: "m", input: "x", tool_choice: "none" })).not.toHaveProperty("tool_choice")
@@ -252,7 +252,7 @@ describe("responsesRequestToChat", () => {
   it("can drop non-function tools instead of refusing them, but never a forced one", () => {
     const body = { model: "m", input: "x", tools: [{ type: "web_search" }, weatherTool, { type: "custom", name: "apply_patch" }] }
     const chat = translate(body, { model: "o", nonFunctionTools: "drop" })
-    expect(chat.tools?.map((tool) => tool.function.name)).toEqual(["get_weather"])
+    expect(chat.tools?.map((tool) => (tool.type === "function" ? tool.function.name : tool.custom.name))).toEqual(["get_weather"])
     const onlyHosted = translate({ model: "m", input: "x", tools: [{ type: "web_search" }], tool_choice: "auto" }, { model: "o", nonFunctionTools: "drop" })
     expect(onlyHosted).not.toHaveProperty("tools")
     expect(onlyHosted).not.toHaveProperty("tool_choice")

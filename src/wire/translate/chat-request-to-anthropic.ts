@@ -1,20 +1,41 @@
 /**
  * OpenAI chat request -> Anthropic messages request (reference 3.1, 3.3, 3.4, 3.7, 3.8).
  *
- * Choices worth knowing:
- * - `seed` and non-zero penalties are refused: Anthropic has nothing that behaves alike.
- * - `metadata`, message `name`, image `detail` and tool `strict` are dropped: they do not change
- *   what the model writes (metadata stays available to the gateway for logging).
- * - `temperature` above 1 is clamped to 1. With both `temperature` and `top_p`, the one left at its
- *   default (1) is dropped; two non-default values are refused, as current Claude models reject
- *   the pair.
- * - A `user` that looks like an email address or phone number is sent as its SHA-256, since
- *   Anthropic rejects identifying `metadata.user_id` values.
+ * Every field of the chat format is translated, dropped or refused, field by field:
+ *
+ * Translated: `messages` (system and developer messages, wherever they sit, are hoisted into
+ * `system`; tool messages become tool_result blocks; `file` parts become document blocks, or
+ * image blocks for image files; assistant refusal parts become text), `max_completion_tokens` /
+ * `max_tokens`, `temperature` (clamped to 1), `top_p`, `stop`, function `tools`, `tool_choice`
+ * (including `allowed_tools`, which narrows the tool list), `parallel_tool_calls`,
+ * `response_format` (forced-tool emulation, see json-mode.ts), `user` / `safety_identifier`
+ * (`metadata.user_id`), `reasoning_effort` (`output_config.effort`; `minimal` is `low`, `none`
+ * sends no effort), `stream`.
+ *
+ * Dropped, because they only tune delivery and the answer is the same: `metadata`, `store`,
+ * `service_tier`, `prompt_cache_key`, `prompt_cache_retention`, `prompt_cache_options`, parts'
+ * `prompt_cache_breakpoint` (cache hints), `prediction` (predicted outputs only speed up the
+ * reply), `stream_options` (Anthropic always streams usage), message `name`, image `detail`, tool
+ * `strict`, `logprobs: false`, `top_logprobs: 0`, `modalities: ["text"]`, a zero penalty,
+ * `verbosity` (a hint on how long to answer, not on what; Codex sends it on every request).
+ *
+ * Refused, naming the field: `seed`, non-zero `presence_penalty` / `frequency_penalty`,
+ * `logit_bias`, `logprobs: true` and `top_logprobs` (no log probabilities), `audio` and audio
+ * `modalities`, `input_audio` parts and assistant `audio` (no audio in or out),
+ * `moderation`, `web_search_options`, the legacy `functions` / `function_call` and `function`
+ * messages, `custom` tools, tool calls and tool choices (free-form grammars), `file` parts by
+ * `file_id` (OpenAI file ids mean nothing to Anthropic) and `n` > 1 (by the schema).
+ *
+ * Other choices: with both `temperature` and `top_p`, the one left at its default (1) is dropped;
+ * two non-default values are refused, as current Claude models reject the pair. A `user` that
+ * looks like an email address or phone number is sent as its SHA-256, since Anthropic rejects
+ * identifying `metadata.user_id` values.
  */
 import { createHash } from "node:crypto"
 import { Predicate } from "effect"
 import type {
   MessagesAssistantBlock,
+  MessagesDocumentBlock,
   MessagesImageBlock,
   MessagesRequest,
   MessagesTextBlock,
@@ -24,7 +45,14 @@ import type {
   MessagesUserBlock
 } from "../anthropic-messages.ts"
 import { sanitizeToolId } from "../ids.ts"
-import type { ChatMessage, ChatRequest, ChatTextContent, ChatUserContent } from "../openai-chat.ts"
+import type {
+  ChatAssistantContent,
+  ChatFunctionTool,
+  ChatMessage,
+  ChatRequest,
+  ChatTextContent,
+  ChatUserContent
+} from "../openai-chat.ts"
 import { type JsonMode, jsonModeOf, jsonResponseTool } from "./json-mode.ts"
 import { refuse, type Translation, translating } from "./untranslatable.ts"
 
@@ -43,10 +71,13 @@ export const chatRequestToAnthropic = (
     refuseUnsupportedParameters(request)
     const mode = jsonModeOf(request)
     const { system, messages } = conversation(request.messages)
-    const tools = anthropicTools(request, mode)
-    const toolChoice = anthropicToolChoice(request, mode)
+    const allowed = allowedFunctionTools(request)
+    const tools = anthropicTools(allowed, request, mode)
+    const toolChoice = anthropicToolChoice(request, allowed.length > 0, mode)
     const stopSequences = anthropicStopSequences(request.stop)
-    const userId = request.user === undefined || request.user === "" ? undefined : opaqueUserId(request.user)
+    const user = request.safety_identifier ?? request.user
+    const userId = user == null || user === "" ? undefined : opaqueUserId(user)
+    const effort = anthropicEffort(request.reasoning_effort)
     return {
       model: options.model,
       max_tokens: maxTokens(request, options.maxTokensCap),
@@ -57,6 +88,7 @@ export const chatRequestToAnthropic = (
       ...sampling(request),
       ...(stopSequences.length > 0 ? { stop_sequences: stopSequences } : {}),
       ...(userId === undefined ? {} : { metadata: { user_id: userId } }),
+      ...(effort === undefined ? {} : { output_config: { effort } }),
       ...(request.stream === true ? { stream: true } : {})
     }
   })
@@ -68,6 +100,47 @@ const refuseUnsupportedParameters = (request: ChatRequest): void => {
   }
   if (request.frequency_penalty != null && request.frequency_penalty !== 0) {
     refuse("frequency_penalty", "not supported by Anthropic models; remove it or set it to 0")
+  }
+  if (request.logit_bias != null && Object.keys(request.logit_bias).length > 0) {
+    refuse("logit_bias", "Anthropic models cannot bias tokens; remove it")
+  }
+  if (request.logprobs === true) refuse("logprobs", "Anthropic models return no log probabilities; remove it")
+  if (request.top_logprobs != null && request.top_logprobs !== 0) {
+    refuse("top_logprobs", "Anthropic models return no log probabilities; remove it")
+  }
+  if (request.audio != null) refuse("audio", "Anthropic models do not answer with audio; remove it")
+  if (request.modalities != null && request.modalities.some((modality) => modality !== "text")) {
+    refuse("modalities", "Anthropic models answer with text only; remove it or send [\"text\"]")
+  }
+  if (request.moderation != null) refuse("moderation", "OpenAI moderation cannot be applied to Anthropic models; remove it")
+  if (request.web_search_options !== undefined) {
+    refuse("web_search_options", "web search is not translated to Anthropic models; remove it")
+  }
+  if (request.functions !== undefined) {
+    refuse("functions", "the legacy functions API is not translated to Anthropic models; send tools instead")
+  }
+  if (request.function_call !== undefined) {
+    refuse("function_call", "the legacy functions API is not translated to Anthropic models; send tool_choice instead")
+  }
+}
+
+/** Anthropic's efforts are OpenAI's minus the lowest two: `none` asks for no reasoning at all. */
+const anthropicEffort = (effort: string | null | undefined): string | undefined => {
+  switch (effort) {
+    case undefined:
+    case null:
+    case "none":
+      return undefined
+    case "minimal":
+      return "low"
+    case "low":
+    case "medium":
+    case "high":
+    case "xhigh":
+    case "max":
+      return effort
+    default:
+      return refuse("reasoning_effort", `"${effort}" has no Anthropic equivalent (low, medium, high, xhigh, max)`)
   }
 }
 
@@ -105,8 +178,35 @@ const opaqueUserId = (user: string): string =>
 
 // --- tools -----------------------------------------------------------------------------------
 
-const anthropicTools = (request: ChatRequest, mode: JsonMode | undefined): Array<MessagesTool> => {
-  const tools: Array<MessagesTool> = (request.tools ?? []).map((tool, index) => {
+/**
+ * The function tools the model may call, with their index in the request (for error paths):
+ * custom (free-form) tools are refused, and `tool_choice: allowed_tools` narrows the list.
+ */
+const allowedFunctionTools = (request: ChatRequest): Array<{ readonly tool: ChatFunctionTool; readonly index: number }> => {
+  const tools = (request.tools ?? []).map((tool, index) => {
+    if (tool.type === "custom") {
+      return refuse(`tools.${index}`, "custom (free-form) tools have no Anthropic equivalent; send function tools")
+    }
+    return { tool, index }
+  })
+  const choice = request.tool_choice
+  if (typeof choice !== "object" || choice.type !== "allowed_tools") return tools
+  const names = new Set(choice.allowed_tools.tools.flatMap((entry, index) => {
+    const fn = entry["function"]
+    const name = entry["type"] === "function" && typeof fn === "object" && fn !== null ? (fn as Record<string, unknown>)["name"] : undefined
+    return typeof name === "string"
+      ? [name]
+      : refuse(`tool_choice.allowed_tools.tools.${index}`, 'expected {"type": "function", "function": {"name": ...}}')
+  }))
+  return tools.filter(({ tool }) => names.has(tool.function.name))
+}
+
+const anthropicTools = (
+  allowed: ReadonlyArray<{ readonly tool: ChatFunctionTool; readonly index: number }>,
+  request: ChatRequest,
+  mode: JsonMode | undefined
+): Array<MessagesTool> => {
+  const tools: Array<MessagesTool> = allowed.map(({ tool, index }) => {
     if (mode !== undefined && tool.function.name === mode.tool) {
       refuse(`tools.${index}.function.name`, `"${mode.tool}" is reserved for response_format on Anthropic models`)
     }
@@ -122,9 +222,19 @@ const anthropicTools = (request: ChatRequest, mode: JsonMode | undefined): Array
   return tools
 }
 
-const anthropicToolChoice = (request: ChatRequest, mode: JsonMode | undefined): MessagesToolChoice | undefined => {
-  const choice = request.tool_choice
-  const hasClientTools = (request.tools?.length ?? 0) > 0
+const anthropicToolChoice = (
+  request: ChatRequest,
+  hasClientTools: boolean,
+  mode: JsonMode | undefined
+): MessagesToolChoice | undefined => {
+  const requested = request.tool_choice
+  if (typeof requested === "object" && requested.type === "custom") {
+    refuse("tool_choice", "custom (free-form) tools have no Anthropic equivalent")
+  }
+  // allowed_tools has narrowed the tool list already; what remains is its mode.
+  const choice = typeof requested === "object" && requested.type === "allowed_tools"
+    ? requested.allowed_tools.mode
+    : requested as Exclude<typeof requested, { type: "allowed_tools" | "custom" }>
   const parallel = request.parallel_tool_calls === false ? { disable_parallel_tool_use: true } : {}
   if (mode !== undefined) {
     if (typeof choice === "object") return { type: "tool", name: choice.function.name, ...parallel }
@@ -201,6 +311,8 @@ const conversation = (
       case "tool":
         append("user", [], [toolResult(message)])
         break
+      case "function":
+        refuse(`${path}.role`, "legacy function messages are not translated to Anthropic models; send tool messages")
     }
   })
   trimFinalAssistantTurn(turns)
@@ -224,9 +336,47 @@ const textBlocks = (content: ChatTextContent): Array<MessagesTextBlock> => {
 const userBlocks = (content: ChatUserContent, path: string): Array<MessagesUserBlock> => {
   if (typeof content === "string") return hasText(content) ? [textBlock(content)] : []
   return content.flatMap((part, index): Array<MessagesUserBlock> => {
-    if (part.type === "text") return hasText(part.text) ? [textBlock(part.text)] : []
-    return [imageBlock(part.image_url.url, `${path}.${index}.image_url.url`)]
+    const partPath = `${path}.${index}`
+    switch (part.type) {
+      case "text":
+        return hasText(part.text) ? [textBlock(part.text)] : []
+      case "image_url":
+        return [imageBlock(part.image_url.url, `${partPath}.image_url.url`)]
+      case "file":
+        return [fileBlock(part.file, `${partPath}.file`)]
+      case "input_audio":
+        return refuse(`${partPath}`, "audio input is not supported by Anthropic models")
+    }
   })
+}
+
+/** A `file` part: PDFs and plain text become document blocks, images image blocks. */
+const fileBlock = (
+  file: { readonly file_data?: string; readonly file_id?: string; readonly filename?: string },
+  path: string
+): MessagesDocumentBlock | MessagesImageBlock => {
+  if (file.file_data === undefined) {
+    return refuse(file.file_id === undefined ? `${path}.file_data` : `${path}.file_id`, file.file_id === undefined
+      ? "required: Anthropic models need the file's content"
+      : "OpenAI file ids cannot be read by Anthropic models; send the content as file_data")
+  }
+  const dataUri = /^data:([^;,]+);base64,(.+)$/s.exec(file.file_data)
+  if (dataUri === null) return refuse(`${path}.file_data`, "expected a base64 data: URI")
+  const mediaType = (dataUri[1] ?? "").toLowerCase()
+  const data = dataUri[2] ?? ""
+  const title = file.filename === undefined || file.filename === "" ? {} : { title: file.filename }
+  if (mediaType === "application/pdf") {
+    return { type: "document", source: { type: "base64", media_type: "application/pdf", data }, ...title }
+  }
+  if (mediaType === "text/plain") {
+    return {
+      type: "document",
+      source: { type: "text", media_type: "text/plain", data: Buffer.from(data, "base64").toString("utf8") },
+      ...title
+    }
+  }
+  if (imageMediaTypes.has(mediaType)) return imageBlock(file.file_data, `${path}.file_data`)
+  return refuse(`${path}.file_data`, `file type ${mediaType} is not supported by Anthropic models (pdf, plain text, images)`)
 }
 
 const imageMediaTypes = new Set(["image/jpeg", "image/png", "image/gif", "image/webp"])
@@ -252,18 +402,34 @@ const imageBlock = (url: string, path: string): MessagesImageBlock => {
 type AssistantChatMessage = Extract<ChatMessage, { role: "assistant" }>
 type ToolChatMessage = Extract<ChatMessage, { role: "tool" }>
 
+const assistantText = (content: ChatAssistantContent): Array<MessagesTextBlock> => {
+  const texts = typeof content === "string"
+    ? [content]
+    : content.map((part) => (part.type === "text" ? part.text : part.refusal))
+  return texts.filter(hasText).map(textBlock)
+}
+
 const assistantBlocks = (message: AssistantChatMessage, path: string): Array<MessagesAssistantBlock> => {
-  const texts = message.content == null ? [] : textBlocks(message.content)
+  if (message.audio != null) refuse(`${path}.audio`, "audio answers cannot be replayed to Anthropic models")
+  if (message.function_call != null) {
+    refuse(`${path}.function_call`, "the legacy functions API is not translated to Anthropic models; send tool_calls")
+  }
+  const texts = message.content == null ? [] : assistantText(message.content)
   // A refusal replayed from an earlier response is what the model said.
   if (texts.length === 0 && typeof message.refusal === "string" && hasText(message.refusal)) {
     texts.push(textBlock(message.refusal))
   }
-  const toolUses = (message.tool_calls ?? []).map((call, index): MessagesAssistantBlock => ({
-    type: "tool_use",
-    id: sanitizeToolId(call.id),
-    name: call.function.name,
-    input: parseArguments(call.function.arguments, `${path}.tool_calls.${index}.function.arguments`)
-  }))
+  const toolUses = (message.tool_calls ?? []).map((call, index): MessagesAssistantBlock => {
+    if (call.type === "custom") {
+      return refuse(`${path}.tool_calls.${index}`, "custom (free-form) tool calls have no Anthropic equivalent")
+    }
+    return {
+      type: "tool_use",
+      id: sanitizeToolId(call.id),
+      name: call.function.name,
+      input: parseArguments(call.function.arguments, `${path}.tool_calls.${index}.function.arguments`)
+    }
+  })
   return [...texts, ...toolUses]
 }
 

@@ -36,7 +36,14 @@
  * belong to them, `tool_choice` forcing such a tool, file
  * inputs and images by `file_id` (files live at OpenAI), namespaced or async function calls.
  */
-import type { ChatMessage, ChatRequest, ChatResponseFormat, ChatTool, ChatToolChoice, ChatUserPart } from "../openai-chat.ts"
+import type {
+  ChatFunctionTool,
+  ChatMessage,
+  ChatRequest,
+  ChatResponseFormat,
+  ChatToolChoice,
+  ChatUserPart
+} from "../openai-chat.ts"
 import type {
   ReasoningEffort,
   ResponsesFunctionCallOutputItem,
@@ -365,8 +372,8 @@ const toolOutput = (
 const chatTools = (
   request: ResponsesRequest,
   nonFunctionTools: "refuse" | "drop"
-): { tools: Array<ChatTool>; toolChoice: ChatToolChoice | undefined } => {
-  let tools = (request.tools ?? []).flatMap((tool, index): Array<ChatTool> => {
+): { tools: Array<ChatFunctionTool>; toolChoice: ChatToolChoice | undefined } => {
+  let tools = (request.tools ?? []).flatMap((tool, index): Array<ChatFunctionTool> => {
     const path = `tools.${index}`
     if (tool.type !== "function") {
       if (nonFunctionTools === "drop") return []
