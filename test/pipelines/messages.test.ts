@@ -282,16 +282,19 @@ describe("streams", () => {
 
 describe("validation", () => {
   const valid = { model: "claude", max_tokens: 50, messages: [{ role: "user", content: "hi" }] }
-  const cases: Array<{ name: string; body: unknown; field: string }> = [
-    { name: "missing max_tokens", body: { model: "claude", messages: valid.messages }, field: "max_tokens" },
-    { name: "max_tokens not an integer", body: { ...valid, max_tokens: 1.5 }, field: "max_tokens" },
+  // `gateway`: what the gateway itself relies on, refused on every route. The rest only matters
+  // to the format: refused by the gateway when it translates (it must know every field), and
+  // judged by the vendor on passthrough (decisions section 6).
+  const cases: Array<{ name: string; body: Record<string, unknown>; field: string; gateway?: boolean }> = [
+    { name: "missing max_tokens", body: { model: "claude", messages: valid.messages }, field: "max_tokens", gateway: true },
+    { name: "max_tokens not an integer", body: { ...valid, max_tokens: 1.5 }, field: "max_tokens", gateway: true },
     { name: "unknown top-level field", body: { ...valid, frequency_penalty: 0.5 }, field: "frequency_penalty" },
     { name: "unknown field in a message", body: { ...valid, messages: [{ role: "user", content: "hi", name: "bob" }] }, field: "messages.0.name" },
     // The beta format has system messages inside messages; other roles are refused.
-    { name: "tool role in messages", body: { ...valid, messages: [{ role: "tool", content: "hi" }] }, field: "messages.0.role" },
+    { name: "tool role in messages", body: { ...valid, messages: [{ role: "tool", content: "hi" }] }, field: "messages.0.role", gateway: true },
     { name: "empty text block", body: { ...valid, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] }, field: "messages.0.content.0.text" },
     { name: "temperature above 1", body: { ...valid, temperature: 1.5 }, field: "temperature" },
-    { name: "empty messages", body: { ...valid, messages: [] }, field: "messages" },
+    { name: "empty messages", body: { ...valid, messages: [] }, field: "messages", gateway: true },
     {
       name: "tool_use id with a dot",
       body: { ...valid, messages: [{ role: "assistant", content: [{ type: "tool_use", id: "functions.x:0", name: "x", input: {} }] }] },
@@ -300,13 +303,28 @@ describe("validation", () => {
     { name: "tool without input_schema", body: { ...valid, tools: [{ name: "lookup" }] }, field: "tools.0.input_schema" }
   ]
 
-  it.each(cases)("$name -> 400 validation_failed naming $field, nothing sent upstream", async ({ body, field }) => {
-    const response = await post(body)
+  it.each(cases)("$name -> 400 validation_failed naming $field when translating, nothing sent upstream", async ({ body, field }) => {
+    const response = await post({ ...body, model: "gpt" })
     expect(response.status).toBe(400)
     const envelope = response.json()
     expect(envelope).toMatchObject({ status: 400, error: "validation_failed", request_id: response.headers.get("request-id"), details: { field } })
     expect(envelope.message).toContain(field)
+    expect(openaiFake.requests).toHaveLength(0)
+  })
+
+  it.each(cases.filter((c) => c.gateway))("$name -> refused by the gateway on passthrough too", async ({ body, field }) => {
+    const response = await post(body)
+    expect(response.status).toBe(400)
+    expect(response.json()).toMatchObject({ error: "validation_failed", details: { field } })
     expect(anthropicFake.requests).toHaveLength(0)
+  })
+
+  it.each(cases.filter((c) => !c.gateway))("$name -> judged by the vendor on passthrough: its 400, not to be retried", async ({ body }) => {
+    const response = await post(body)
+    expect(response.status).toBe(400)
+    expect(response.headers.get("x-should-retry")).toBe("false")
+    expect(response.json()).toMatchObject({ error: "validation_failed", details: { provider: "up-anthropic", upstream_status: 400 } })
+    expect(anthropicFake.requests).toHaveLength(1)
   })
 
   it("the message names the offending field once, then says what is wrong with it", async () => {

@@ -131,7 +131,8 @@ const invalid = (message: string): Refusal => anthropicError(400, "invalid_reque
 
 const refuse = (req: RecordedRequest, options: FakeOptions): Refusal | undefined => {
   const pathname = req.path.split("?")[0]
-  if (req.method !== "POST" || pathname !== "/v1/messages") return anthropicError(404, "not_found_error", "Not Found")
+  const counting = pathname === "/v1/messages/count_tokens"
+  if (req.method !== "POST" || (pathname !== "/v1/messages" && !counting)) return anthropicError(404, "not_found_error", "Not Found")
   // The API takes the key from `x-api-key` or, as the 2026 SDK majors send it, from a Bearer
   // token; when both are present `x-api-key` wins.
   const xApiKey = req.headers["x-api-key"]
@@ -148,6 +149,13 @@ const refuse = (req: RecordedRequest, options: FakeOptions): Refusal | undefined
   }
   const body = req.body
   if (!isRecord(body)) return invalid("There was an error parsing the body of your request: expected a JSON object")
+  // count_tokens has no scenarios: it is answered here, with the words of what it was given.
+  if (counting) {
+    if (typeof body.model !== "string" || !Array.isArray(body.messages)) return invalid("model and messages: Field required")
+    if ("max_tokens" in body || "stream" in body) return invalid(`${"max_tokens" in body ? "max_tokens" : "stream"}: Extra inputs are not permitted`)
+    const text = JSON.stringify([body.system ?? "", body.messages, body.tools ?? []])
+    return { status: 200, body: { input_tokens: Math.max(1, countWords(text)) } }
+  }
   return validateBody(body, version, options)
 }
 

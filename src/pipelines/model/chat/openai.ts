@@ -4,36 +4,31 @@
  * text received.
  */
 import { Effect, Stream } from "effect"
-import type { ResolvedModel } from "../../../services/catalog/ModelCatalog.ts"
 import type { ChatStreamItem, OpenAIClient } from "../../../services/providers/clients.ts"
-import type { ChatRequest } from "../../../wire/openai-chat.ts"
-import type { Adapter, ClientEvent } from "../adapter.ts"
+import { chatPassthroughBody, type ChatRequest } from "../../../wire/openai-chat.ts"
+import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordChatUsage } from "../usage.ts"
 
-/** The request as the upstream gets it: the provider's model id, max_tokens clamped to the model's cap. */
-export const passthroughBody = (chat: ChatRequest, resolved: ResolvedModel): Record<string, unknown> => {
-  const body: Record<string, unknown> = { ...chat, model: resolved.model.id }
-  const cap = resolved.model.max_tokens
-  if (typeof chat.max_tokens === "number" && chat.max_tokens > cap) body.max_tokens = cap
-  if (typeof chat.max_completion_tokens === "number" && chat.max_completion_tokens > cap) body.max_completion_tokens = cap
-  if (chat.stream === true) {
-    // Usage is always asked for, so the audit trail has tokens; the client only sees it if it asked too.
-    body.stream_options = { ...(chat.stream_options ?? {}), include_usage: true }
-  }
-  return body
-}
+/**
+ * The body the client sent, with the provider's model id and the caps applied: fields the
+ * gateway does not model still reach the provider, which judges its own format.
+ */
+const passthroughBody = ({ raw, resolved }: AdapterContext) =>
+  chatPassthroughBody(raw, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
 
 export const chatToOpenAI: Adapter<ChatRequest, OpenAIClient> = {
-  complete: (client, chat, { resolved, state }) =>
-    Effect.map(client.complete(passthroughBody(chat, resolved)), (completion) => {
+  complete: (client, _, context) =>
+    Effect.map(client.complete(passthroughBody(context)), (completion) => {
+      const { state } = context
       recordChatUsage(state, completion.usage)
       const id = typeof completion.id === "string" && completion.id.startsWith("chatcmpl-")
         ? completion.id
         : `chatcmpl-${completion.id ?? state.requestId}`
       return { ...completion, id }
     }),
-  stream: (client, chat, { resolved, state }) =>
-    Effect.map(client.stream(passthroughBody(chat, resolved)), (upstream) => {
+  stream: (client, chat, context) =>
+    Effect.map(client.stream(passthroughBody(context)), (upstream) => {
+      const { state } = context
       const clientWantsUsage = chat.stream_options?.include_usage === true
       let heldUsage: string | undefined
       return upstream.pipe(

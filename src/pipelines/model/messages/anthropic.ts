@@ -4,24 +4,27 @@
  * `message_delta` events are merged into one (see below).
  */
 import { Effect, Stream } from "effect"
-import type { ResolvedModel } from "../../../services/catalog/ModelCatalog.ts"
+import { decodedOrFail } from "../../../domain/validation.ts"
 import type { Headers } from "effect/http/Headers"
 import type { AnthropicClient, AnthropicHeaders } from "../../../services/providers/clients.ts"
 import type {
   AnthropicStreamEvent,
   MessageDeltaEvent,
   MessageDeltaUsage,
-  MessagesRequest
+  MessagesPassthroughRequest
 } from "../../../wire/anthropic-messages.ts"
+import { messagesPassthroughBody } from "../../../wire/anthropic-messages.ts"
 import { type AuditUsage, auditUsageFromAnthropic, emptyAuditUsage } from "../../../wire/translate/usage.ts"
-import type { Adapter, ClientEvent } from "../adapter.ts"
+import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordAuditUsage } from "../usage.ts"
 
-const passthroughBody = (request: MessagesRequest, resolved: ResolvedModel): Record<string, unknown> => ({
-  ...request,
-  model: resolved.model.id,
-  max_tokens: Math.min(request.max_tokens, resolved.model.max_tokens)
-})
+/**
+ * The body the client sent, with the provider's model id, `max_tokens` clamped to the model's
+ * cap and a thinking budget kept below it (or a 400 naming both when none fits): fields the
+ * gateway does not model, betas included, still reach the provider, which judges its format.
+ */
+const passthroughBody = ({ raw, resolved }: AdapterContext) =>
+  decodedOrFail(messagesPassthroughBody(raw, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens }))
 
 /** The client's version and betas go upstream with its body: the vendor judges its own format. */
 export const forwardedAnthropicHeaders = (headers: Headers): AnthropicHeaders => ({
@@ -47,15 +50,17 @@ const mergeDeltas = (held: MessageDeltaEvent, next: MessageDeltaEvent): MessageD
   return { ...next, delta, usage }
 }
 
-export const messagesToAnthropic: Adapter<MessagesRequest, AnthropicClient> = {
-  complete: (client, request, { resolved, state, headers }) =>
-    Effect.map(client.complete(passthroughBody(request, resolved), forwardedAnthropicHeaders(headers)), (response) => {
+export const messagesToAnthropic: Adapter<MessagesPassthroughRequest, AnthropicClient> = {
+  complete: (client, _, context) =>
+    Effect.flatMap(passthroughBody(context), (body) => client.complete(body, forwardedAnthropicHeaders(context.headers))).pipe(Effect.map((response) => {
+      const { state } = context
       recordAuditUsage(state, auditUsageFromAnthropic(response.usage))
       const id = typeof response.id === "string" && response.id.startsWith("msg_") ? response.id : `msg_${response.id}`
       return { ...response, id }
-    }),
-  stream: (client, request, { resolved, state, headers }) =>
-    Effect.map(client.stream(passthroughBody(request, resolved), forwardedAnthropicHeaders(headers)), (upstream) => {
+    })),
+  stream: (client, _, context) =>
+    Effect.flatMap(passthroughBody(context), (body) => client.stream(body, forwardedAnthropicHeaders(context.headers))).pipe(Effect.map((upstream) => {
+      const { state } = context
       let usage = emptyAuditUsage
       // Some Anthropic-compatible upstreams send message_delta more than once. Clients are owed the
       // documented sequence (one message_delta, right before message_stop), and a client that adds
@@ -84,5 +89,5 @@ export const messagesToAnthropic: Adapter<MessagesRequest, AnthropicClient> = {
         }),
         Stream.flattenIterable
       )
-    })
+    }))
 }

@@ -1,13 +1,14 @@
 /** The Anthropic Messages client format (docs/decisions.md section 6): `POST /v1/messages`. */
 import { toEnvelope } from "../../../domain/errors.ts"
-import { decodeMessagesRequest, type MessagesRequest } from "../../../wire/anthropic-messages.ts"
+import { decodeMessagesPassthrough, type MessagesPassthroughRequest } from "../../../wire/anthropic-messages.ts"
 import { namedFrame } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
 import { messagesToAnthropic } from "./anthropic.ts"
 import { messagesToOpenAI } from "./openai.ts"
 
-export const messagesFormat: ClientFormat<MessagesRequest> = {
-  decode: decodeMessagesRequest,
+export const messagesFormat: ClientFormat<MessagesPassthroughRequest> = {
+  // What the gateway relies on; a translating adapter decodes the whole body strictly.
+  decode: decodeMessagesPassthrough,
   adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI },
   framer: (state) => ({
     frame: (event) => namedFrame(event.event ?? "message", event.data),

@@ -4,7 +4,8 @@
  */
 import { Effect, Result, Stream } from "effect"
 import type { OpenAIClient } from "../../../services/providers/clients.ts"
-import type { MessagesRequest } from "../../../wire/anthropic-messages.ts"
+import { decodedOrFail } from "../../../domain/validation.ts"
+import { decodeMessagesRequest, type MessagesPassthroughRequest } from "../../../wire/anthropic-messages.ts"
 import { ChatToAnthropicStream } from "../../../wire/translate/chat-to-anthropic-stream.ts"
 import { messagesRequestToChat } from "../../../wire/translate/messages-request-to-chat.ts"
 import { chatResponseToAnthropic } from "../../../wire/translate/responses.ts"
@@ -13,16 +14,18 @@ import type { Adapter, AdapterContext } from "../adapter.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
 import { eventOf } from "./anthropic.ts"
 
-const translated = (request: MessagesRequest, { resolved }: AdapterContext) => {
-  const result = messagesRequestToChat(request, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
-  return Result.isFailure(result)
-    ? Effect.fail(untranslatable(result.failure))
-    : Effect.succeed(result.success as unknown as Record<string, unknown>)
-}
+/** Translation needs every field known: the client's body is decoded strictly, then translated. */
+const translated = ({ raw, resolved }: AdapterContext) =>
+  Effect.flatMap(decodedOrFail(decodeMessagesRequest(raw)), (request) => {
+    const result = messagesRequestToChat(request, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
+    return Result.isFailure(result)
+      ? Effect.fail(untranslatable(result.failure))
+      : Effect.succeed(result.success as unknown as Record<string, unknown>)
+  })
 
-export const messagesToOpenAI: Adapter<MessagesRequest, OpenAIClient> = {
+export const messagesToOpenAI: Adapter<MessagesPassthroughRequest, OpenAIClient> = {
   complete: (client, request, context) =>
-    translated(request, context).pipe(
+    translated(context).pipe(
       Effect.flatMap(client.complete),
       Effect.map((completion) => {
         if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
@@ -30,7 +33,7 @@ export const messagesToOpenAI: Adapter<MessagesRequest, OpenAIClient> = {
       })
     ),
   stream: (client, request, context) =>
-    translated(request, context).pipe(
+    translated(context).pipe(
       Effect.flatMap(client.stream),
       Effect.map((upstream) => {
         const machine = new ChatToAnthropicStream({ model: request.model })
