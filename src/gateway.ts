@@ -3,6 +3,7 @@
  * the services and pipelines it names.
  */
 import { Clock, Effect, Layer } from "effect"
+import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
@@ -87,20 +88,36 @@ export const adminThrottleLayer = (config: GatewayConfig) =>
     ? AdminThrottle.layerMemory()
     : AdminThrottle.layerRedis().pipe(Layer.provide(RedisClient.layer(config.redis)))
 
+/**
+ * Where spool files go: `server.data_dir`, else the SQLite store's directory, else ./data for a
+ * Postgres store; none for an in-memory store (nothing outlives the process there anyway).
+ */
+export const dataDirOf = (config: GatewayConfig): string | undefined => {
+  if (config.server.data_dir !== undefined) return config.server.data_dir
+  if (!config.store.startsWith("sqlite:")) return "./data"
+  const file = config.store.slice("sqlite:".length)
+  return file === "" || file === ":memory:" ? undefined : dirname(file)
+}
+
 export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
+  const dataDir = dataDirOf(config)
+  const audit = overrides.audit ??
+    Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size, dataDir })
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
     adminThrottleLayer(config),
-    Credits.layer,
+    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
-    overrides.audit ?? Audit.makeLayer({ flushInterval: config.audit.flush_interval_ms, batchSize: config.audit.batch_size }),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth })
   ).pipe(
+    // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed
+    // (or spooled) after everything that appends to it has stopped.
+    Layer.provideMerge(audit),
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
   )

@@ -148,7 +148,7 @@ const creditsAdd = Command.make(
     if (amount <= 0) return yield* Console.error("modelgate: credits must be a positive integer")
     const config = yield* readConfig()
     const balance = yield* Effect.flatMap(Credits, (credits) => credits.topup({ amount, actor: "cli", note: Option.getOrNull(note) })).pipe(
-      Effect.provide(Credits.layer.pipe(Layer.provideMerge(coreLayer(config))))
+      Effect.provide(Credits.layer({ replica: false }).pipe(Layer.provideMerge(coreLayer(config))))
     )
     yield* print({ credits: balance })
   })

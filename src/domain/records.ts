@@ -98,6 +98,18 @@ export interface CreditMovement {
   readonly note?: string | null
 }
 
+/** An open charge: held until its request ends, by the replica `owner` (decisions section 10). */
+export interface Reservation {
+  readonly request_id: string
+  readonly owner: string
+  readonly amount: number
+  readonly key_id: string | null
+  readonly model: string | null
+  readonly method: string | null
+  readonly endpoint: string | null
+  readonly created_at: string
+}
+
 export interface ConnectionRecord {
   readonly id: number
   readonly name: string

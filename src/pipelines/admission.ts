@@ -40,10 +40,19 @@ export const admitCosts = (options: {
       if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
     }
     yield* Effect.acquireRelease(
-      credits.reserve({ amount: options.credits, key_id: key.id, request_id: state.requestId, model: options.model }, key.budget),
+      credits.reserve({
+        amount: options.credits,
+        key_id: key.id,
+        request_id: state.requestId,
+        model: options.model,
+        method: state.method,
+        endpoint: state.endpoint
+      }, key.budget),
       (charge, exit) => {
-        if (charge === undefined || !owesRefund(outcomeOf(exit))) return Effect.void
-        return Effect.andThen(credits.refund(charge, REFUND_NOTE), Effect.sync(() => {
+        if (charge === undefined) return Effect.void
+        const outcome = outcomeOf(exit)
+        if (!owesRefund(outcome)) return credits.settle(charge)
+        return Effect.andThen(credits.refund(charge, outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`), Effect.sync(() => {
           state.audit.credits -= charge.amount
         }))
       }

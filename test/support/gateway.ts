@@ -10,6 +10,7 @@ import { resolveConfig } from "../../src/services/config/load.ts"
 import type { GatewayConfig } from "../../src/services/config/schema.ts"
 import { Audit } from "../../src/services/audit/Audit.ts"
 import { ApiKeys } from "../../src/services/keys/ApiKeys.ts"
+import { Credits } from "../../src/services/credits/Credits.ts"
 import { Store } from "../../src/services/store/Store.ts"
 import { stringify } from "yaml"
 
@@ -20,6 +21,7 @@ export interface TestGateway {
   readonly config: GatewayConfig
   readonly store: Store["Service"]
   readonly audit: Audit["Service"]
+  readonly credits: Credits["Service"]
   /** Creates a key through the same service the admin API uses; returns the full key and its id. */
   readonly createKey: (input?: Partial<Parameters<ApiKeys["Service"]["create"]>[0]>) => Promise<{ key: string; id: string }>
   readonly admin: (method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<Response>
@@ -58,6 +60,7 @@ export const startGateway = async (
     config,
     store,
     audit,
+    credits: Context.get(context, Credits),
     createKey: async (input = {}) => {
       const created = await Effect.runPromise(keys.create({ name: "test", ...input }))
       return { key: created.key, id: created.record.id }

@@ -1,11 +1,22 @@
 /**
- * The audit trail (docs/decisions.md section 8): one record per request, appended to an in-memory
- * buffer on the request path and written to the store in batches by a background fiber. The
- * layer's finalizer writes whatever is left, so a graceful stop (SIGTERM/SIGINT) loses nothing.
+ * The audit trail (docs/decisions.md sections 8 and 10): one record per request, appended to an
+ * in-memory buffer on the request path and written to the store in batches by a background fiber.
+ *
+ * Faults: a batch the store refuses stays buffered and is retried with exponential backoff and
+ * jitter, with one log line when the outage starts and one when it ends. The layer's finalizer
+ * writes whatever is left; what the store still refuses then is spooled to the data directory
+ * and written by the next start, so a graceful stop loses nothing, store up or down. A SIGKILL
+ * loses what was buffered: at most one flush interval of records (more during an outage).
  */
-import { Context, Deferred, Duration, Effect, Layer, Semaphore } from "effect"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Semaphore } from "effect"
 import type { AuditRecord } from "../../domain/records.ts"
+import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
+import { spoolPath, takeSpool, writeSpool } from "../durability/spool.ts"
 import { Store } from "../store/Store.ts"
+
+export const AUDIT_SPOOL_FILE = "audit-spool.jsonl"
+/** How long a stop waits for the store before spooling what is left. */
+const STOP_WRITE_TIMEOUT = Duration.seconds(3)
 
 /** Beyond this many unwritten records (store down for a long time) the oldest are dropped, loudly. */
 const MAX_BUFFERED = 200_000
@@ -33,6 +44,8 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
     readonly flushInterval: Duration.Input
     readonly batchSize: number
     readonly maxBuffered?: number
+    /** The data directory for the stop-time spool; none: a stop with the store down loses the buffer (logged). */
+    readonly dataDir?: string | undefined
   }) =>
     Layer.effect(
       Audit,
@@ -54,31 +67,81 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
           )
         })
 
+        const outage = outageTracker()
+        const spool = options.dataDir === undefined ? undefined : spoolPath(options.dataDir, AUDIT_SPOOL_FILE)
+        if (spool !== undefined) {
+          // Records a previous stop could not write go first: they are the oldest.
+          const taken = takeSpool<AuditRecord>(spool)
+          if (taken.items.length > 0 || taken.skipped > 0) {
+            buffer = taken.items
+            yield* Effect.logInfo(
+              `audit: took back ${taken.items.length} spooled records from ${spool}` +
+                (taken.skipped > 0 ? ` (${taken.skipped} unreadable lines skipped)` : "")
+            )
+          }
+        }
+
+        /** Writes batches until the buffer is empty (true) or the store refuses one (false). */
         const writeAll = Effect.gen(function*() {
           while (buffer.length > 0) {
             const batch = buffer.slice(0, options.batchSize)
             const written = yield* store.appendAudit(batch).pipe(
               Effect.as(true),
-              Effect.catch((error) => Effect.as(Effect.logError("audit write failed; will retry", error), false))
+              Effect.catch((error) =>
+                Effect.as(
+                  outage.failed()
+                    ? Effect.logError(`audit records cannot be written (${error.message}); ${buffer.length} buffered, retrying with backoff`)
+                    : Effect.void,
+                  false
+                )
+              )
             )
-            if (!written) return
+            if (!written) return false
             buffer = buffer.slice(batch.length)
           }
+          const lasted = outage.succeeded()
+          if (lasted !== undefined) yield* Effect.logInfo(`audit records are written again after ${Math.round(lasted)} ms`)
+          return true
         })
         // Serialise writers so the periodic flush and an explicit flush never write a record twice.
         const lock = yield* Semaphore.make(1)
-        const flush = lock.withPermits(1)(writeAll)
+        const write = lock.withPermits(1)(writeAll)
+        const flush = Effect.asVoid(write)
 
         const loop = Effect.gen(function*() {
+          let attempt = 0
           while (true) {
-            yield* Deferred.await(wake).pipe(Effect.timeoutOption(options.flushInterval))
+            if (outage.down) yield* Effect.sleep(Duration.millis(backoffDelayMs(attempt++, DEFAULT_BACKOFF)))
+            else {
+              attempt = 0
+              yield* Deferred.await(wake).pipe(Effect.timeoutOption(options.flushInterval))
+            }
             wake = yield* Deferred.make<void>()
-            yield* flush
+            yield* write
           }
         })
         const context = yield* Effect.context<never>()
-        yield* Effect.forkScoped(loop)
-        yield* Effect.addFinalizer(() => flush)
+        const writer = yield* Effect.forkScoped(loop)
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function*() {
+            yield* Fiber.interrupt(writer)
+            // Not waiting for a write stuck on a frozen store: what it may still write later is
+            // also spooled, and written twice at worst, never lost.
+            yield* Effect.ignore(abandonAfter(writeAll, STOP_WRITE_TIMEOUT))
+            if (buffer.length === 0) return
+            const left = buffer
+            if (spool === undefined) {
+              return yield* Effect.logError(`audit: ${left.length} records could not be written and there is no data directory to spool them to`)
+            }
+            yield* Effect.try(() => writeSpool(spool, left)).pipe(
+              Effect.andThen(Effect.sync(() => {
+                buffer = []
+              })),
+              Effect.andThen(Effect.logWarning(`audit: ${left.length} records spooled to ${spool}; the next start writes them`)),
+              Effect.catch((error) => Effect.logError(`audit: could not spool ${left.length} records to ${spool}`, error))
+            )
+          })
+        )
 
         return Audit.of({
           append: (record) => {

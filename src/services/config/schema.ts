@@ -83,7 +83,12 @@ export const GatewayConfig = Schema.Struct({
       /** An idle keep-alive connection is closed after this long. */
       keep_alive_timeout_ms: def(PositiveInt, 65_000),
       /** Open connections allowed per client address; 0 = no cap (behind a proxy every client is the proxy). */
-      max_connections_per_client: def(NonNegativeInt, 0)
+      max_connections_per_client: def(NonNegativeInt, 0),
+      /**
+       * Where spool files go (audit records and credit movements a stop could not write). Default:
+       * the SQLite store's directory, else ./data; none for an in-memory store.
+       */
+      data_dir: Schema.optional(Schema.NonEmptyString)
     }),
     {}
   ),
@@ -125,6 +130,8 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
+  /** Reservations (decisions section 10): a dead replica's open charges are refunded after this lease. */
+  credits: def(Schema.Struct({ reservation_lease_seconds: def(PositiveInt, 30) }), {}),
   /** `POST /v1/messages/count_tokens`: free unless an operator prices it. */
   count_tokens: def(Schema.Struct({ credits: def(NonNegativeInt, 0) }), {}),
   audit: def(

@@ -21,6 +21,7 @@ import type {
   CreditMovement,
   LedgerEntry,
   LedgerKind,
+  Reservation,
   WorkspaceRecord
 } from "../../domain/records.ts"
 import { migrationsFor } from "./migrations.ts"
@@ -60,6 +61,12 @@ export type UsageDimension = "day" | "key" | "model"
  */
 export const MAX_POOL_CREDITS = Number.MAX_SAFE_INTEGER
 
+export interface ReservationOwner {
+  readonly owner: string
+  readonly method: string | null
+  readonly endpoint: string | null
+}
+
 export interface UsageRow {
   readonly day?: string
   readonly key_id?: string | null
@@ -89,13 +96,28 @@ export interface StoreShape {
    * commit on the hot path): count it against the key's budget when `budget` is set, then charge
    * `charge.amount` credits with its ledger row. A used-up budget charges nothing; a pool that
    * cannot pay leaves the budget counted (the request was admitted that far) and reports the
-   * balance it found.
+   * balance it found. With `reservation`, a charge (which must carry its request id) is also
+   * held open in the same transaction, owned by that replica, until `settleReservation` or
+   * `refundReservation` ends it.
    */
   readonly admitPaid: (input: {
     readonly keyId: string
     readonly budget: boolean
     readonly charge: CreditMovement | undefined
+    readonly reservation?: ReservationOwner | undefined
   }) => Effect.Effect<AdmitResult, SqlError>
+  /** The request ended and keeps its charge: the reservation goes. Idempotent; false when none was open. */
+  readonly settleReservation: (requestId: string) => Effect.Effect<boolean, SqlError>
+  /**
+   * The request ended and gets its charge back, in one transaction with its ledger row. Idempotent:
+   * only the first call for a request id (whoever makes it) refunds; the rest return undefined.
+   */
+  readonly refundReservation: (requestId: string, actor: string, note: string) => Effect.Effect<Reservation | undefined, SqlError>
+  /** Writes this replica's lease (epoch ms); reservations it owns are safe from others until then. */
+  readonly renewReplica: (id: string, leaseUntil: number) => Effect.Effect<void, SqlError>
+  readonly removeReplica: (id: string) => Effect.Effect<void, SqlError>
+  /** Open reservations whose owner is not `self` and has no lease valid at `now` (epoch ms). */
+  readonly orphanedReservations: (self: string, now: number, limit: number) => Effect.Effect<ReadonlyArray<Reservation>, SqlError>
   /**
    * Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row;
    * undefined, and nothing changed, when the pool would pass MAX_POOL_CREDITS.
@@ -201,6 +223,17 @@ const rowToLedger = (row: Record<string, unknown>): LedgerEntry => ({
   request_id: (row.request_id as string | null) ?? null,
   model: (row.model as string | null) ?? null,
   note: (row.note as string | null) ?? null
+})
+
+const rowToReservation = (row: Record<string, unknown>): Reservation => ({
+  request_id: String(row.request_id),
+  owner: String(row.owner),
+  amount: num(row.amount),
+  key_id: (row.key_id as string | null) ?? null,
+  model: (row.model as string | null) ?? null,
+  method: (row.method as string | null) ?? null,
+  endpoint: (row.endpoint as string | null) ?? null,
+  created_at: String(row.created_at)
 })
 
 const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
@@ -328,7 +361,7 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
           : sql.withTransaction(
             Effect.forEach(lastUsed, ([id, ts]) => sql`UPDATE api_keys SET last_used_at = ${ts} WHERE id = ${id}`, { discard: true })
           ),
-      admitPaid: ({ keyId, budget, charge }) => {
+      admitPaid: ({ keyId, budget, charge, reservation }) => {
         const amount = charge?.amount ?? 0
         const availableNow = Effect.map(getWorkspace, (w) => ({ _tag: "Insufficient" as const, available: w.credits }))
         if (dialect === "postgres") {
@@ -349,8 +382,14 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
                 SELECT ${ts}, ${DEFAULT_WORKSPACE}, 'charge', ${-amount}, credits, ${charge?.actor ?? keyId},
                        ${charge?.key_id ?? null}, ${charge?.request_id ?? null}, ${charge?.model ?? null}, ${charge?.note ?? null}
                 FROM c RETURNING seq
+              ), r AS (
+                INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at)
+                SELECT ${charge?.request_id ?? null}, ${reservation?.owner ?? ""}, ${amount}, ${charge?.key_id ?? null},
+                       ${charge?.model ?? null}, ${reservation?.method ?? null}, ${reservation?.endpoint ?? null}, ${ts}
+                FROM c WHERE ${reservation !== undefined && charge?.request_id != null}
+                RETURNING 1
               )
-              -- l runs although nothing reads it: data-modifying CTEs always execute, exactly once.
+              -- l and r run although nothing reads them: data-modifying CTEs always execute, exactly once.
               SELECT EXISTS (SELECT 1 FROM b) AS budget_ok, (SELECT credits FROM c) AS balance`,
             (rows): Effect.Effect<AdmitResult, SqlError> => {
               const row = rows[0]!
@@ -368,7 +407,7 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
         // without the SqlClient's per-statement machinery (two thirds of the cost of the hot path
         // of every paid request). Holding the client's connection lease meanwhile means no
         // SqlClient transaction can be open across an await while it runs.
-        return Effect.scoped(Effect.andThen(sql.reserve, admitPaidSqlite(sqlite!, { keyId, budget, charge })))
+        return Effect.scoped(Effect.andThen(sql.reserve, admitPaidSqlite(sqlite!, { keyId, budget, charge, reservation })))
       },
       addCredits: (kind, movement) =>
         sql.withTransaction(
@@ -381,6 +420,40 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
             yield* writeLedger(kind, movement.amount, balance, movement)
             return balance
           })
+        ),
+      settleReservation: (requestId) =>
+        Effect.map(sql`DELETE FROM credit_reservations WHERE request_id = ${requestId} RETURNING request_id`, (rows) => rows.length > 0),
+      refundReservation: (requestId, actor, note) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            // The delete decides who refunds: concurrent callers (the owner's outbox, sweepers on
+            // other replicas) serialise on the row, and only the one that removed it goes on.
+            const rows = yield* sql<Record<string, unknown>>`DELETE FROM credit_reservations WHERE request_id = ${requestId} RETURNING *`
+            if (rows.length === 0) return undefined
+            const reservation = rowToReservation(rows[0]!)
+            const updated = yield* sql<{ credits: unknown }>`UPDATE workspaces SET credits = credits + ${reservation.amount}
+              WHERE id = ${DEFAULT_WORKSPACE} RETURNING credits`
+            yield* writeLedger("refund", reservation.amount, num(updated[0]!.credits), {
+              amount: reservation.amount,
+              actor,
+              key_id: reservation.key_id,
+              request_id: reservation.request_id,
+              model: reservation.model,
+              note
+            })
+            return reservation
+          })
+        ),
+      renewReplica: (id, leaseUntil) =>
+        sql`INSERT INTO replicas (id, lease_until, started_at) VALUES (${id}, ${leaseUntil}, ${new Date().toISOString()})
+            ON CONFLICT (id) DO UPDATE SET lease_until = excluded.lease_until`.pipe(Effect.asVoid),
+      removeReplica: (id) => sql`DELETE FROM replicas WHERE id = ${id}`.pipe(Effect.asVoid),
+      orphanedReservations: (self, now, limit) =>
+        Effect.map(
+          sql<Record<string, unknown>>`SELECT r.* FROM credit_reservations r LEFT JOIN replicas p ON p.id = r.owner
+            WHERE r.owner <> ${self} AND (p.id IS NULL OR p.lease_until < ${now})
+            ORDER BY r.created_at LIMIT ${limit}`,
+          (rows) => rows.map(rowToReservation)
         ),
       ledger: (query) =>
         Effect.map(
@@ -543,7 +616,12 @@ export const makeStore = (dialect: "sqlite" | "postgres") =>
 
 const admitPaidSqlite = (
   raw: SqliteDatabase["Service"],
-  input: { readonly keyId: string; readonly budget: boolean; readonly charge: CreditMovement | undefined }
+  input: {
+    readonly keyId: string
+    readonly budget: boolean
+    readonly charge: CreditMovement | undefined
+    readonly reservation: ReservationOwner | undefined
+  }
 ): Effect.Effect<AdmitResult, SqlError> =>
   Effect.try({
     try: (): AdmitResult => {
@@ -566,11 +644,20 @@ const admitPaidSqlite = (
             return { _tag: "Insufficient", available: Number(pool.credits) }
           }
           const balance = Number(rows[0]!.credits)
+          const ts = new Date().toISOString()
           prepare(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model, note)
             VALUES (?, ?, 'charge', ?, ?, ?, ?, ?, ?, ?)`).run(
-            new Date().toISOString(), DEFAULT_WORKSPACE, -charge.amount, balance, charge.actor,
+            ts, DEFAULT_WORKSPACE, -charge.amount, balance, charge.actor,
             charge.key_id ?? null, charge.request_id ?? null, charge.model ?? null, charge.note ?? null
           )
+          const reservation = input.reservation
+          if (reservation !== undefined && charge.request_id != null) {
+            prepare(`INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?)`).run(
+              charge.request_id, reservation.owner, charge.amount, charge.key_id ?? null, charge.model ?? null,
+              reservation.method, reservation.endpoint, ts
+            )
+          }
           return { _tag: "Admitted", balance }
         })()
         db.exec("COMMIT")

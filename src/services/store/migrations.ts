@@ -139,8 +139,37 @@ const sqlTools = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * Open credit reservations (decisions section 10): a charge stays here, owned by the replica that
+ * took it, until its request ends (settled: the row goes; refunded: the row goes with a refund
+ * ledger row). `replicas` holds each live replica's lease; a reservation whose owner's lease has
+ * lapsed belongs to a dead replica and is refunded by a live one.
+ */
+const reservations = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE credit_reservations (
+      request_id TEXT PRIMARY KEY,
+      owner TEXT NOT NULL,
+      amount ${big} NOT NULL,
+      key_id TEXT,
+      model TEXT,
+      method TEXT,
+      endpoint TEXT,
+      created_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX credit_reservations_owner ON credit_reservations (owner)`,
+    `CREATE TABLE replicas (
+      id TEXT PRIMARY KEY,
+      lease_until ${big} NOT NULL,
+      started_at TEXT NOT NULL
+    )`
+  ])
+}
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),
-  "3_sql_tools": sqlTools(dialect)
+  "3_sql_tools": sqlTools(dialect),
+  "4_credit_reservations": reservations(dialect)
 })

@@ -195,6 +195,50 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
       }))
     })
 
+    it("holds a charge as a reservation owned by its replica until it is settled or refunded, once", async () => {
+      await run(Effect.gen(function*() {
+        const store = yield* Store
+        yield* store.addCredits("topup", { amount: 50, actor: "test" })
+        const owner = { owner: "rep_a", method: "POST", endpoint: "/v1/chat/completions" }
+        const admit = (request_id: string) =>
+          store.admitPaid({ keyId: "key_r", budget: false, charge: { amount: 4, actor: "key_r", key_id: "key_r", request_id, model: "m" }, reservation: owner })
+        const before = (yield* store.getWorkspace).credits
+        yield* admit("req_r1")
+        yield* admit("req_r2")
+        yield* admit("req_r3")
+        expect((yield* store.getWorkspace).credits).toBe(before - 12)
+        // Settled: kept, and a later refund (a retry, a sweeper) does nothing.
+        expect(yield* store.settleReservation("req_r1")).toBe(true)
+        expect(yield* store.settleReservation("req_r1")).toBe(false)
+        expect(yield* store.refundReservation("req_r1", "key_r", "late")).toBeUndefined()
+        // Refunded once, however many ask at the same time.
+        const refunds = yield* Effect.all(
+          Array.from({ length: 5 }, () => store.refundReservation("req_r2", "key_r", "provider failed")),
+          { concurrency: "unbounded" }
+        )
+        expect(refunds.filter((r) => r !== undefined)).toHaveLength(1)
+        expect(refunds.find((r) => r !== undefined)).toMatchObject({ request_id: "req_r2", owner: "rep_a", amount: 4, key_id: "key_r", endpoint: "/v1/chat/completions" })
+        expect(yield* store.settleReservation("req_r2")).toBe(false)
+        expect((yield* store.getWorkspace).credits).toBe(before - 8)
+        expect((yield* store.ledger({ limit: 10, request_id: "req_r2" })).map((e) => [e.kind, e.amount])).toEqual([["refund", 4], ["charge", -4]])
+
+        // Orphans: open reservations of replicas whose lease lapsed (or never was), never one's own.
+        const now = Date.now()
+        yield* store.renewReplica("rep_a", now + 10_000)
+        expect(yield* store.orphanedReservations("rep_b", now, 10)).toEqual([])
+        yield* store.renewReplica("rep_a", now - 1)
+        expect((yield* store.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
+        expect(yield* store.orphanedReservations("rep_a", now, 10)).toEqual([])
+        yield* store.removeReplica("rep_a")
+        expect((yield* store.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
+        yield* store.refundReservation("req_r3", "replica:rep_b", "replica_lost")
+        expect(yield* store.orphanedReservations("rep_b", now, 10)).toEqual([])
+
+        const ledger = yield* store.ledger({ limit: 1000 })
+        expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe((yield* store.getWorkspace).credits)
+      }))
+    })
+
     it("leaves the budget counted when the pool cannot pay", async () => {
       await run(Effect.gen(function*() {
         const store = yield* Store
