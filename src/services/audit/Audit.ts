@@ -122,6 +122,8 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
         })
         const context = yield* Effect.context<never>()
         const writer = yield* Effect.forkScoped(loop)
+        // Spooled records are written at once, not after a flush interval.
+        if (buffer.length > 0) Deferred.doneUnsafe(wake, Effect.void)
         yield* Effect.addFinalizer(() =>
           Effect.gen(function*() {
             yield* Fiber.interrupt(writer)

@@ -42,4 +42,52 @@ describe("Audit", () => {
     expect(dropLines).toHaveLength(1)
     expect(dropLines[0]).toContain("dropped 1 oldest records")
   })
+
+  it("retries a refused batch with backoff, logging once when the outage starts and once when it ends", async () => {
+    const logs: Array<string> = []
+    const logger = Logger.layer([Logger.make(({ message }) => void logs.push(String(message)))])
+    let attempts = 0
+    let down = true
+    const flakyStore = Layer.effect(
+      Store,
+      Effect.map(Store, (store) =>
+        Store.of({
+          ...store,
+          appendAudit: (records) =>
+            Effect.suspend(() => {
+              attempts++
+              return down
+                ? Effect.fail(new SqlError({ reason: classifySqliteError(new Error("down"), { message: "down", operation: "appendAudit" }) }))
+                : store.appendAudit(records)
+            })
+        }))
+    ).pipe(Layer.provideMerge(Store.layerMemory))
+    const stored = await Effect.runPromise(
+      Effect.gen(function*() {
+        const audit = yield* Audit
+        for (let n = 0; n < 5; n++) audit.append(record(n))
+        yield* Effect.sleep("1500 millis")
+        const attemptsWhileDown = attempts
+        down = false
+        const store = yield* Store
+        let items = 0
+        // The next retry is at most one (capped, jittered) backoff away.
+        for (let waited = 0; waited < 5000 && items < 5; waited += 50) {
+          yield* Effect.sleep("50 millis")
+          items = (yield* store.queryAudit({ limit: 100 })).items.length
+        }
+        return { attemptsWhileDown, items }
+      }).pipe(
+        Effect.provide(Audit.makeLayer({ flushInterval: "10 millis", batchSize: 1000 }).pipe(Layer.provideMerge(flakyStore))),
+        Effect.provide(logger),
+        Effect.scoped
+      )
+    )
+    // Without backoff a 10 ms flush interval makes ~150 attempts in 1.5 s; with it, a handful.
+    expect(stored.attemptsWhileDown).toBeGreaterThan(2)
+    expect(stored.attemptsWhileDown).toBeLessThan(15)
+    expect(stored.items).toBe(5)
+    expect(logs.filter((line) => line.includes("cannot be written"))).toHaveLength(1)
+    expect(logs.filter((line) => line.includes("written again"))).toHaveLength(1)
+  })
 })
