@@ -25,7 +25,8 @@ import { StatelessMcp } from "./services/mcp/StatelessMcp.ts"
 import { Connections } from "./services/sql/Connections.ts"
 import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
 import { SqlTools } from "./services/sql/SqlTools.ts"
-import { closeIdleConnectionsOnShutdown, layerNodeServer } from "./http/server.ts"
+import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
+import { Drain } from "./pipelines/drain.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
@@ -113,7 +114,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
-    Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth })
+    Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
+    Drain.layer
   ).pipe(
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed
     // (or spooled) after everything that appends to it has stopped.
@@ -131,7 +133,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     keepAliveTimeoutMs: config.server.keep_alive_timeout_ms,
     maxConnectionsPerClient: config.server.max_connections_per_client
   })
-  const gateway = closeIdleConnectionsOnShutdown.pipe(
+  const gateway = drainOnShutdown(config.server.shutdown_grace_seconds).pipe(
     Layer.provideMerge(httpLayer(config)),
     Layer.provideMerge(server),
     Layer.provideMerge(requestServices)

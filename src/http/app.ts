@@ -30,6 +30,7 @@ import {
   type RequestState,
   toAuditRecord
 } from "../pipelines/request.ts"
+import { CUT_BY_SHUTDOWN, Drain } from "../pipelines/drain.ts"
 import { Audit } from "../services/audit/Audit.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { protocolRefusal } from "./protocol.ts"
@@ -60,6 +61,7 @@ type RoutesContext<Routes extends ReadonlyArray<Route<any>>> = Routes[number] ex
 export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(routes: Routes, options: AppOptions) =>
   Effect.gen(function*() {
     const audit = yield* Audit
+    const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     const match = makeRouteTable<RoutesContext<Routes>>(routes)
 
     const dispatch = (request: HttpServerRequest, state: RequestState) => {
@@ -102,7 +104,12 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         clientAddr: clientAddress(request, options.trustProxy),
         client: clientAttribution(request.headers)
       })
-      // Added first, so it runs last: the record sees the refunds and releases before it.
+      if (drain !== undefined) {
+        // Counted until its scope closes (a stream's when the stream ends): what a drain waits for.
+        drain.requestStarted()
+        yield* Scope.addFinalizer(state.scope, Effect.sync(drain.requestEnded))
+      }
+      // Added before the charge and slot, so it runs after them: the record sees the refunds and releases.
       yield* Scope.addFinalizerExit(state.scope, (exit) =>
         Effect.sync(() => {
           const outcome = outcomeOf(exit)
@@ -123,9 +130,10 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
           return Effect.andThen(log, finish(state, errorResponse(error, state), error))
         }),
-        // The client went away before an answer: still one record, with nginx's 499 convention.
+        // The client went away before an answer: still one record, with nginx's 499 convention;
+        // or a drain's grace ran out and the server cut it (refunded, recorded as the server's doing).
         // (Closing a scope twice does nothing, so a request that was already ended keeps its outcome.)
-        Effect.onInterrupt(() => endRequest(state, CLIENT_LEFT))
+        Effect.onInterrupt(() => endRequest(state, drain?.cutting() === true ? CUT_BY_SHUTDOWN : CLIENT_LEFT))
       )
     })
   })

@@ -6,7 +6,7 @@
  * and an optional cap of open connections per client address.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import { readFileSync } from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
@@ -23,6 +23,7 @@ import {
   ValidationFailed
 } from "../domain/errors.ts"
 import { Audit } from "../services/audit/Audit.ts"
+import { Drain } from "../pipelines/drain.ts"
 import { makeRequestState, type RequestState, toAuditRecord } from "../pipelines/request.ts"
 import { errorHeaders } from "./responses.ts"
 
@@ -115,7 +116,10 @@ export const layerNodeServer = (options: ServerOptions) =>
   Layer.unwrap(Effect.gen(function*() {
     const audit = yield* Audit
     const append: Append = (state, status, slug) => audit.append(toAuditRecord(state, status, slug))
+    const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     let current: Http.Server | undefined
+    // Answers whose headers are not written yet: a drain that starts meanwhile still closes them.
+    const unanswered = new Set<Http.ServerResponse>()
     const create = () => {
       const serverOptions: Http.ServerOptions = {
         keepAliveTimeout: options.keepAliveTimeoutMs,
@@ -131,6 +135,14 @@ export const layerNodeServer = (options: ServerOptions) =>
         ? Https.createServer({ ...serverOptions, cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) })
         : Http.createServer(serverOptions)
       current = server
+      // Registered before Effect's own request listener, so it runs first.
+      server.on("request", (_request: Http.IncomingMessage, response: Http.ServerResponse) => {
+        if (drain?.draining()) response.setHeader("connection", "close")
+        unanswered.add(response)
+        const answered = () => unanswered.delete(response)
+        response.once("finish", answered)
+        response.once("close", answered)
+      })
       // The last exchange on each socket, to tell a request that timed out from the unread rest
       // of a body whose request was already answered (401 before reading, say).
       const lastExchange = new WeakMap<Duplex, { readonly request: Http.IncomingMessage; readonly response: Http.ServerResponse }>()
@@ -180,33 +192,61 @@ export const layerNodeServer = (options: ServerOptions) =>
       }
       return server
     }
-    return Layer.succeed(NodeServerHandle, { server: () => current }).pipe(
+    const closeAnswers = () => {
+      for (const response of unanswered) if (!response.headersSent) response.setHeader("connection", "close")
+    }
+    return Layer.succeed(NodeServerHandle, { server: () => current, closeAnswers }).pipe(
       Layer.provideMerge(NodeHttpServer.layer(create, { host: options.host, port: options.port, gracefulShutdownTimeout: `${options.shutdownGraceSeconds} seconds` }))
     )
   }))
 
 /** The Node server under the Effect one, for the shutdown behaviour Effect's layer does not cover. */
-export class NodeServerHandle extends Context.Service<NodeServerHandle, { readonly server: () => Http.Server | undefined }>()(
-  "modelgate/NodeServerHandle"
-) {}
+export class NodeServerHandle extends Context.Service<NodeServerHandle, {
+  readonly server: () => Http.Server | undefined
+  /** Marks every answer not yet started `Connection: close`. */
+  readonly closeAnswers: () => void
+}>()("modelgate/NodeServerHandle") {}
 
 /**
- * Must be released before the HTTP app stops serving (so: built on top of it). While the server
- * waits for in-flight answers, keep-alive connections that fall idle are closed as they do, so a
- * stop does not wait out the grace period for clients that merely kept their sockets open.
+ * The graceful stop (decisions section 10). Must be released before the HTTP app stops serving
+ * (so: built on top of it). It stops accepting connections; from then on every answer, including
+ * those of requests already in flight, says `Connection: close`, so no client sends another
+ * request on a connection that is about to close. Keep-alive connections that fall idle are
+ * closed as they do, so a stop does not wait out the grace period for clients that merely kept
+ * their sockets open. It then waits for the requests in flight, at most `graceSeconds`; what is
+ * still open then is cut (src/pipelines/drain.ts): streams end with an in-band 503
+ * `dependency_unavailable` error, and everything cut is refunded and audited with that slug.
  */
-export const closeIdleConnectionsOnShutdown = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const handle = yield* NodeServerHandle
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        const server = handle.server()
-        if (!server) return
-        server.closeIdleConnections()
-        const timer = setInterval(() => server.closeIdleConnections(), 50)
-        timer.unref()
-        server.once("close", () => clearInterval(timer))
-      })
-    )
-  })
-)
+export const drainOnShutdown = (graceSeconds: number) =>
+  Layer.effectDiscard(
+    Effect.gen(function*() {
+      const handle = yield* NodeServerHandle
+      const drain = yield* Drain
+      const waitForRequests = (until: number) =>
+        Effect.gen(function*() {
+          while (drain.inFlight() > 0 && Date.now() < until) yield* Effect.sleep(Duration.millis(20))
+        })
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function*() {
+          drain.begin()
+          handle.closeAnswers()
+          const server = handle.server()
+          if (server) {
+            if (server.listening) server.close()
+            server.closeIdleConnections()
+            const timer = setInterval(() => server.closeIdleConnections(), 50)
+            timer.unref()
+            server.once("close", () => clearInterval(timer))
+          }
+          yield* waitForRequests(Date.now() + graceSeconds * 1000)
+          if (drain.inFlight() === 0) return
+          yield* Effect.logWarning(
+            `shutdown grace of ${graceSeconds} s ran out with ${drain.inFlight()} requests in flight: ending them (503 dependency_unavailable, refunded)`
+          )
+          yield* drain.cutNow
+          // Long enough for a cut stream to send its error frame and end its request.
+          yield* waitForRequests(Date.now() + 2000)
+        })
+      )
+    })
+  )

@@ -4,9 +4,10 @@
  * Python SDK treat a later keep-alive as an empty event); Anthropic and Responses frames always
  * carry their `event:` line, which their SDKs dispatch on.
  */
-import { Effect, Stream } from "effect"
+import { Effect, Option, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { type ApiError, slugOf, statusOf } from "../domain/errors.ts"
+import { Drain, shutdownCut } from "./drain.ts"
 import { CLIENT_LEFT, CurrentRequest, endRequest, type Outcome } from "./request.ts"
 
 export const json = (body: unknown, status = 200): HttpServerResponse.HttpServerResponse =>
@@ -19,7 +20,8 @@ export const namedFrame = (event: string, data: string): string => `event: ${eve
 /**
  * A 200 event stream that ends its request when it ends: completed (outcome 200), failed after
  * the headers (the failure goes in-band as `failureFrames`, and a 5xx is refunded), or the client
- * left (499). The HTTP app leaves a streamed answer's request open for this.
+ * left (499). The HTTP app leaves a streamed answer's request open for this. A stream still open
+ * when a graceful stop's grace runs out is failed with the shutdown error (src/pipelines/drain.ts).
  */
 export const eventStreamResponse = <E extends ApiError>(
   frames: Stream.Stream<string, E>,
@@ -29,8 +31,12 @@ export const eventStreamResponse = <E extends ApiError>(
     const state = yield* CurrentRequest
     state.audit.stream = true
     let failure: ApiError | undefined
-    const body = frames.pipe(
-      Stream.catch((error: E) => {
+    const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
+    const cuttable: Stream.Stream<string, ApiError> = drain === undefined
+      ? frames
+      : frames.pipe(Stream.interruptWhen(Effect.andThen(drain.cut, Effect.fail(shutdownCut()))))
+    const body = cuttable.pipe(
+      Stream.catch((error: ApiError) => {
         failure = error
         return Stream.make(failureFrames(error))
       }),
