@@ -46,6 +46,11 @@ export interface RedisClientShape {
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>
   ) => Effect.Effect<unknown, DependencyUnavailable>
+  /**
+   * Calls `listener` each time the connection is ready again after it was lost (a restarted Redis
+   * may have lost its data: holders of leases put theirs back at once). Returns the unsubscribe.
+   */
+  readonly onReconnect: (listener: () => void) => () => void
   /** Anything else with the node-redis client, under the same deadline and error mapping. */
   readonly use: <A>(f: (client: NodeRedisClient) => Promise<A>) => Effect.Effect<A, DependencyUnavailable>
 }
@@ -81,6 +86,8 @@ const make = Effect.fnUntraced(function*(url: string, options: RedisClientOption
 
   // Logged on transitions only: a down Redis makes node-redis report every reconnect attempt.
   let connected = false
+  let everConnected = false
+  const reconnectListeners = new Set<() => void>()
   const open = (): NodeRedisClient => {
     const client = createClient({
       url,
@@ -99,6 +106,8 @@ const make = Effect.fnUntraced(function*(url: string, options: RedisClientOption
       if (connected) return
       connected = true
       runLog(Effect.logInfo(`redis connected at ${target}`))
+      if (everConnected) for (const listener of reconnectListeners) listener()
+      everConnected = true
     })
     // The promise settles once ready, or when the client is closed while still retrying.
     client.connect().catch(() => undefined)
@@ -197,7 +206,11 @@ const make = Effect.fnUntraced(function*(url: string, options: RedisClientOption
     )
   }
 
-  return RedisClient.of({ target, command, evalScript, use })
+  const onReconnect = (listener: () => void) => {
+    reconnectListeners.add(listener)
+    return () => void reconnectListeners.delete(listener)
+  }
+  return RedisClient.of({ target, command, evalScript, onReconnect, use })
 })
 
 const waitReady = (client: NodeRedisClient) =>

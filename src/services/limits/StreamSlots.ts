@@ -11,8 +11,11 @@
  * - `layerRedis`: a sorted set per key (`modelgate:streams:<key>`) of slot ids scored by lease
  *   expiry (Redis server time, ms). The acquire script prunes expired leases, counts, and adds
  *   atomically, so concurrent acquires on any number of replicas never exceed the cap. While a
- *   slot is held a heartbeat renews its lease every lease/3; if the process dies, its slots
- *   lapse within one lease. The key expires with its last lease, so nothing accumulates.
+ *   slot is held a heartbeat renews its lease every lease/3 (re-adding it if it is gone); if the
+ *   process dies, its slots lapse within one lease. The key expires with its last lease, so
+ *   nothing accumulates. A Redis restarted without persistence comes back empty: every holder
+ *   beats as soon as the connection is ready again, and at the latest at its next beat, so the
+ *   cap holds again within one renewal interval (decisions section 10).
  */
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Fiber, Layer, type Scope } from "effect"
@@ -110,6 +113,13 @@ export class StreamSlots extends Context.Service<StreamSlots, StreamSlotsShape>(
         const acquireScript = redisScript(ACQUIRE_LUA)
         const heartbeatScript = redisScript(HEARTBEAT_LUA)
         const held = new Set<Slot>()
+        /** Each held slot's heartbeat, to run at once when Redis comes back. */
+        const beats = new Map<Slot, Effect.Effect<void>>()
+        const context = yield* Effect.context<never>()
+        const unsubscribe = redis.onReconnect(() => {
+          for (const beat of beats.values()) Effect.runFork(Effect.provideContext(beat, context))
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(unsubscribe))
 
         // Giving back what is still held on shutdown frees the slots now rather than a lease later.
         yield* Effect.addFinalizer(() =>
@@ -144,6 +154,7 @@ export class StreamSlots extends Context.Service<StreamSlots, StreamSlotsShape>(
                 if (released) return Effect.void
                 released = true
                 held.delete(slot)
+                beats.delete(slot)
                 return Fiber.interrupt(beating).pipe(
                   Effect.andThen(redis.command(["ZREM", redisKey, id])),
                   Effect.catch((error) =>
@@ -154,6 +165,7 @@ export class StreamSlots extends Context.Service<StreamSlots, StreamSlotsShape>(
               }).pipe(Effect.uninterruptible)
           }
           held.add(slot)
+          beats.set(slot, heartbeat)
           return slot
         }, Effect.uninterruptible)
 
