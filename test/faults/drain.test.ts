@@ -35,7 +35,10 @@ beforeAll(async () => {
   dir = tempDir("modelgate-drain-")
   const scripted = scriptedProviders([{ name: "up", kind: "openai" }], {
     // Streams say one word and then go quiet for far longer than the grace; plain answers take 400 ms.
-    openai: (call) => call.stream ? { events: [{ event: chunk("hello") }, { delay: "60 seconds" }] } : { respond: completion, delay: "400 millis" }
+    openai: (call) =>
+      call.stream
+        ? { events: [{ event: chunk("hello") }, { delay: "60 seconds" }] }
+        : { respond: completion, delay: JSON.stringify(call.body.messages).includes("stuck") ? "60 seconds" : "400 millis" }
   })
   gw = await startGateway(
     testConfig({
@@ -75,6 +78,12 @@ describe("a graceful stop", () => {
     const streams = await Promise.all(Array.from({ length: 3 }, () => openStream(url, key, { model: "paid" })))
     const streamIds = streams.map((s) => expectOpen(s).requestId)
     const texts = streams.map((s) => expectOpen(s).finish())
+    // A plain request whose provider will not answer before the grace runs out.
+    const stuck = fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "paid", messages: [{ role: "user", content: "stuck" }] })
+    }).then((r) => ({ status: r.status, id: r.headers.get("x-request-id") }), (error: Error) => ({ status: 0, id: null, error }))
 
     // Keep-alive clients that keep sending until the gateway is gone.
     const agent = new Http.Agent({ keepAlive: true, maxSockets: 4 })
@@ -96,6 +105,8 @@ describe("a graceful stop", () => {
     const stopTook = Date.now() - stoppedAt
     await Promise.all(clients)
     agent.destroy()
+    // Cut at the end of the grace: answered 503 by the server as it stops.
+    expect((await stuck).status).toBe(503)
 
     // The drain waited out the grace for the streams, then cut them, and did not hang on.
     expect(stopTook).toBeGreaterThanOrEqual(GRACE_SECONDS * 1000 - 50)
@@ -125,8 +136,12 @@ describe("a graceful stop", () => {
       }
       const answered = results.filter((r) => r.status !== undefined).length + streamIds.length
       expect(records.filter((r) => r.error !== null || r.status === 200).length).toBeGreaterThanOrEqual(answered)
+      // The stuck request: refunded and recorded as the server's cut.
+      const cut = records.filter((r) => r.status === 503)
+      expect(cut).toHaveLength(1)
+      expect(cut[0]).toMatchObject({ error: "dependency_unavailable", credits: 0 })
       const refunds = db.prepare("SELECT request_id FROM credit_ledger WHERE kind = 'refund'").all() as Array<{ request_id: string }>
-      expect(refunds.map((r) => r.request_id).sort()).toEqual([...streamIds].sort())
+      expect(refunds.map((r) => r.request_id).sort()).toEqual([...streamIds, cut[0]!.request_id].sort())
       const { credits } = db.prepare("SELECT credits FROM workspaces").get() as { credits: number }
       const { total } = db.prepare("SELECT SUM(amount) AS total FROM credit_ledger").get() as { total: number }
       expect(total).toBe(credits)

@@ -93,11 +93,20 @@ export class Credits extends Context.Service<Credits, {
           spoolPath: replica && options.dataDir !== undefined ? spoolPath(options.dataDir, SPOOL_FILE) : undefined
         })
 
+        /**
+         * Postgres can freeze (a partition), and a query on a frozen connection can neither answer
+         * nor be interrupted: the attempt is abandoned after `inlineTimeout` and the outbox takes
+         * over. SQLite is in this process and cannot: its attempt runs on the request's own fiber,
+         * with no hand-over to a second one on the hot path.
+         */
+        const attempt = (movement: PendingMovement) =>
+          store.dialect === "sqlite" ? apply(movement) : abandonAfter(apply(movement), inlineTimeout)
+
         /** Once inline (unless the store is known to be down), else queued; idempotent either way. */
         const end = (movement: PendingMovement): Effect.Effect<void> =>
           outbox.down()
             ? Effect.sync(() => outbox.enqueue(movement))
-            : abandonAfter(apply(movement), inlineTimeout).pipe(
+            : attempt(movement).pipe(
               Effect.catch(() => Effect.sync(() => outbox.enqueue(movement)))
             )
 

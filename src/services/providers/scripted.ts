@@ -37,7 +37,11 @@ export type Script = {
   readonly anthropicCount?: (call: ScriptedCall) => ScriptedAnswer<{ readonly input_tokens: number }, never>
 }
 
-const pause = (delay: Duration.Input | undefined) => (delay === undefined ? Effect.void : Effect.sleep(delay))
+/**
+ * Interruptible like the real clients' waits (upstream-http.ts): the HTTP server runs handlers
+ * uninterruptibly, and a client leaving or a drain cutting the request must end the wait.
+ */
+const pause = (delay: Duration.Input | undefined) => (delay === undefined ? Effect.void : Effect.interruptible(Effect.sleep(delay)))
 
 const answerOf = <Response, Event>(answer: ScriptedAnswer<Response, Event>, call: ScriptedCall) =>
   Effect.andThen(pause("delay" in answer ? answer.delay : undefined), () => {
