@@ -32,6 +32,8 @@ import {
 } from "../pipelines/request.ts"
 import { CUT_BY_SHUTDOWN, Drain } from "../pipelines/drain.ts"
 import { Audit } from "../services/audit/Audit.ts"
+import { storeUnavailable } from "../services/credits/Credits.ts"
+import { isStoreOutage } from "../services/store/Store.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { protocolRefusal } from "./protocol.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"
@@ -54,6 +56,15 @@ const clientAddress = (request: HttpServerRequest, trustProxy: boolean): string 
     if (forwarded) return forwarded.split(",")[0]!.trim()
   }
   return Option.getOrNull(request.remoteAddress)
+}
+
+/** A store outage anywhere in the cause, as a typed failure or as a defect (services that `orDie` store errors). */
+const storeOutageIn = (cause: Cause.Cause<unknown>): unknown => {
+  for (const reason of cause.reasons) {
+    const value = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
+    if (isStoreOutage(value)) return value
+  }
+  return undefined
 }
 
 type RoutesContext<Routes extends ReadonlyArray<Route<any>>> = Routes[number] extends Route<infer R> ? R : never
@@ -124,8 +135,13 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           // answer can reach it, so the interruption goes on to onInterrupt, which records it.
           if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
           const failure = Cause.findErrorOption(cause)
+          const outage = storeOutageIn(cause)
           const error: ApiError = Option.isSome(failure) && isApiError(failure.value)
             ? failure.value
+            // One store-failure policy for every route, the admin API included: an unreachable
+            // store is 503 dependency_unavailable, whichever service ran into it.
+            : outage !== undefined
+            ? storeUnavailable(outage)
             : new InternalError({ message: "internal error; quote the request id when reporting it" })
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
           return Effect.andThen(log, finish(state, errorResponse(error, state), error))

@@ -89,6 +89,16 @@ describe.skipIf(!canRunPostgres)("credit movements through a store outage", () =
       expect(replies.filter((r) => r.status === 200)).toHaveLength(10)
       // Nothing could be written: every movement waits in the outbox.
       expect(gw.credits.pending()).toBe(20)
+      if (fault === "killed") {
+        // One store-failure policy: every route that needs the store says so, the admin API included.
+        const paid = await chat(gw.url, key, { model: "paid", messages: [{ role: "user", content: "during" }] })
+        expect([paid.status, paid.body?.error]).toEqual([503, "dependency_unavailable"])
+        for (const [method, path] of [["GET", "/api-keys"], ["GET", "/workspace"], ["GET", "/workspace/ledger"], ["GET", "/audit"], ["GET", "/usage"], ["POST", "/api-keys"]] as const) {
+          const reply = await gw.admin(method, path, method === "POST" ? { name: "during the outage" } : undefined)
+          const body = await reply.json() as { error: string; details?: { dependency?: string } }
+          expect([path, reply.status, body.error, body.details?.dependency]).toEqual([path, 503, "dependency_unavailable", "store"])
+        }
+      }
 
       if (fault === "killed") await pg.start()
       else pg.thaw()

@@ -7,7 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import * as Migrator from "effect/sql/Migrator"
 import { SqlClient } from "effect/sql/SqlClient"
-import { classifySqliteError, SqlError } from "effect/sql/SqlError"
+import { classifySqliteError, isSqlError, SqlError } from "effect/sql/SqlError"
 import type {
   ApiKeyRecord,
   ConnectionRecord,
@@ -28,6 +28,12 @@ import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient, SqliteDatabase } from "./sqlite-client.ts"
 
 export const DEFAULT_WORKSPACE = "ws_default"
+
+/** Reasons that mean the store cannot be reached or does not answer in time (not a bug in a query). */
+const OUTAGE_REASONS = new Set(["ConnectionError", "AuthenticationError", "StatementTimeoutError", "LockTimeoutError"])
+
+/** True for a store error that is an outage: the answer is 503 dependency_unavailable, not 500. */
+export const isStoreOutage = (u: unknown): u is SqlError => isSqlError(u) && OUTAGE_REASONS.has(u.reason._tag)
 
 export type KeyPatch = Partial<
   Pick<
