@@ -332,4 +332,32 @@ describe("time from the clock layer", () => {
     expect(response.status).toBe(401)
     expect(((await response.json()) as { error: string }).error).toBe("key_inactive")
   })
+
+  it("an MCP session past its TTL is session_expired, without waiting", async () => {
+    const { key } = await gateway.createKey({ tools_enabled: true })
+    const rpc = (body: unknown, session?: string) =>
+      fetch(`${gateway.url}/v1/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...(session === undefined ? {} : { "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" })
+        },
+        body: JSON.stringify(body)
+      })
+    const init = await rpc({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } }
+    })
+    const session = init.headers.get("mcp-session-id")!
+    expect(session).toMatch(/^mcp_/)
+    expect((await rpc({ jsonrpc: "2.0", id: 2, method: "ping" }, session)).status).toBe(200)
+    offset = 2 * 60 * 60 * 1000
+    const late = await rpc({ jsonrpc: "2.0", id: 3, method: "ping" }, session)
+    expect(late.status).toBe(404)
+    expect(((await late.json()) as { error: string }).error).toBe("session_expired")
+  })
 })

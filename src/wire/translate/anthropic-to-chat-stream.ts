@@ -1,5 +1,5 @@
 /**
- * Anthropic stream events in, OpenAI chat chunks out (reference 3.9A).
+ * Anthropic stream events in, OpenAI chat chunks out (docs/wire-translation.md 3.9A).
  *
  * - Tool calls get their own counter: Anthropic block indices count text blocks too.
  * - A tool called without arguments still gets `"{}"`, so the client's concatenation parses.

@@ -1,5 +1,5 @@
 /**
- * OpenAI chat request -> Anthropic messages request (reference 3.1, 3.3, 3.4, 3.7, 3.8).
+ * OpenAI chat request -> Anthropic messages request (docs/wire-translation.md 3.1, 3.3, 3.4, 3.7, 3.8).
  *
  * Every field of the chat format is translated, dropped or refused, field by field:
  *

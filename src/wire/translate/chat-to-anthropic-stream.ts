@@ -1,5 +1,5 @@
 /**
- * OpenAI chat chunks in, Anthropic stream events out (reference 3.9B).
+ * OpenAI chat chunks in, Anthropic stream events out (docs/wire-translation.md 3.9B).
  *
  * Anthropic content blocks are sequential and cannot be reopened, while OpenAI-compatible
  * upstreams may interleave fragments of parallel tool calls. So one block is open at a time and

@@ -1,5 +1,5 @@
 /**
- * OpenAI JSON mode on Anthropic models, by forced-tool emulation (reference 3.7, strategy 2): the
+ * OpenAI JSON mode on Anthropic models, by forced-tool emulation (docs/wire-translation.md 3.7, strategy 2): the
  * request gains a tool whose input schema is the wanted JSON shape, the model is made to call it,
  * and the tool's input comes back to the client as the message content with finish `stop`.
  */

@@ -1,5 +1,5 @@
 /**
- * Anthropic messages request -> OpenAI chat request (reference 3.2, 3.3, 3.4, 3.8).
+ * Anthropic messages request -> OpenAI chat request (docs/wire-translation.md 3.2, 3.3, 3.4, 3.8).
  *
  * Every field of the messages format (betas included) is translated, dropped or refused:
  *

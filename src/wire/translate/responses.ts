@@ -1,5 +1,5 @@
 /**
- * Non-streaming responses, both ways (reference 3.4-3.7). These read what an upstream returned,
+ * Non-streaming responses, both ways (docs/wire-translation.md 3.4-3.7). These read what an upstream returned,
  * so they tolerate the gaps OpenAI-compatible servers leave (no usage, no ids, no finish reason).
  */
 import { Predicate } from "effect"
