@@ -211,9 +211,10 @@ export class NodeServerHandle extends Context.Service<NodeServerHandle, {
  * The graceful stop (decisions section 10). Must be released before the HTTP app stops serving
  * (so: built on top of it). It stops accepting connections; from then on every answer, including
  * those of requests already in flight, says `Connection: close`, so no client sends another
- * request on a connection that is about to close. Keep-alive connections that fall idle are
- * closed as they do, so a stop does not wait out the grace period for clients that merely kept
- * their sockets open. It then waits for the requests in flight, at most `graceSeconds`; what is
+ * request on a connection that is about to close. Idle keep-alive connections are not closed
+ * under a client that may be sending on them; they are closed once the requests in flight are
+ * done, so a stop never waits out their keep-alive timeout either. It waits for the requests in
+ * flight at most `graceSeconds`; what is
  * still open then is cut (src/pipelines/drain.ts): streams end with an in-band 503
  * `dependency_unavailable` error, and everything cut is refunded and audited with that slug.
  */
@@ -231,21 +232,22 @@ export const drainOnShutdown = (graceSeconds: number) =>
           drain.begin()
           handle.closeAnswers()
           const server = handle.server()
-          if (server) {
-            if (server.listening) server.close()
-            server.closeIdleConnections()
-            const timer = setInterval(() => server.closeIdleConnections(), 50)
-            timer.unref()
-            server.once("close", () => clearInterval(timer))
-          }
+          // No new connections; idle keep-alive sockets are left open while requests finish: a
+          // client may be sending on one this very moment, and closing it under that request
+          // would reset it. Whatever arrives on them is answered with Connection: close.
+          if (server?.listening) server.close()
           yield* waitForRequests(Date.now() + graceSeconds * 1000)
-          if (drain.inFlight() === 0) return
-          yield* Effect.logWarning(
-            `shutdown grace of ${graceSeconds} s ran out with ${drain.inFlight()} requests in flight: ending them (503 dependency_unavailable, refunded)`
-          )
-          yield* drain.cutNow
-          // Long enough for a cut stream to send its error frame and end its request.
-          yield* waitForRequests(Date.now() + 2000)
+          if (drain.inFlight() > 0) {
+            yield* Effect.logWarning(
+              `shutdown grace of ${graceSeconds} s ran out with ${drain.inFlight()} requests in flight: ending them (503 dependency_unavailable, refunded)`
+            )
+            yield* drain.cutNow
+            // Long enough for a cut stream to send its error frame and end its request.
+            yield* waitForRequests(Date.now() + 2000)
+          }
+          // Sockets still idle now sent nothing during the drain: close them, so the stop does
+          // not wait out their keep-alive timeout.
+          server?.closeIdleConnections()
         })
       )
     })
