@@ -32,7 +32,7 @@ export const spawnGateway = (configPath: string, env: Record<string, string> = {
     })
     let output = ""
     const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)))
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 15_000)
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 45_000)
     const onData = (chunk: Buffer) => {
       output += chunk.toString()
       const match = /listening on (http:\/\/[^\s]+)/.exec(output)
