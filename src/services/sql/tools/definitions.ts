@@ -1,12 +1,35 @@
 /**
  * What `tools/list` shows for the six SQL tools: JSON Schemas for arguments and results, and
  * annotations. The schemas use only keywords that mean the same in draft-07 and 2020-12 and
- * carry no `$schema`, because MCP clients validate with whatever draft their validator
- * defaults to (the TypeScript SDK's Ajv is draft-07).
+ * carry no `$schema` and no `$ref`, because MCP clients validate with whatever draft their
+ * validator defaults to (the TypeScript SDK's Ajv is draft-07).
  *
- * The server never relies on a client having validated: arguments are decoded again with the
- * Effect schemas of arguments.ts, which must accept exactly what these describe.
+ * Input schemas are derived from the Effect schemas of arguments.ts, which the server decodes
+ * every call with, so the two cannot drift: Effect's own generator (`toJsonSchemaDocument`) with
+ * excess properties refused, references inlined, and every keyword checked against the portable
+ * subset, so a future argument that needs a draft-specific keyword fails at start-up instead of
+ * being advertised. Output schemas stay hand-written: they describe the results the tools build,
+ * which are never decoded, so there is no second copy for them to drift from.
  */
+import { Schema } from "effect"
+import {
+  DescribeArgs,
+  ExplainArgs,
+  HistoryArgs,
+  ListConnectionsArgs,
+  ListTablesArgs,
+  runArgs,
+  type ToolLimits
+} from "./arguments.ts"
+
+export {
+  DEFAULT_HISTORY_LIMIT,
+  DEFAULT_MAX_ROWS,
+  DEFAULT_TIMEOUT_MS,
+  MAX_HISTORY_LIMIT,
+  MIN_TIMEOUT_MS,
+  type ToolLimits
+} from "./arguments.ts"
 
 export type SqlToolName =
   | "sql_list_connections"
@@ -42,34 +65,92 @@ export interface McpToolDefinition {
   readonly annotations: ToolAnnotations
 }
 
-/** The server-side limits the descriptions quote, so a model knows them before it asks. */
-export interface ToolLimits {
-  readonly maxRowsCap: number
-  readonly timeoutMsCap: number
-}
-
-export const DEFAULT_MAX_ROWS = 1000
-export const DEFAULT_TIMEOUT_MS = 30_000
-export const MIN_TIMEOUT_MS = 100
-export const DEFAULT_HISTORY_LIMIT = 20
-export const MAX_HISTORY_LIMIT = 100
-
-const string = (description: string) => ({ type: "string", description })
-const integer = (description: string) => ({ type: "integer", description })
 const stringArray = { type: "array", items: { type: "string" } }
 
-const connectionId = {
-  type: "integer",
-  minimum: 1,
-  description: "Id of the database connection, as listed by sql_list_connections."
+/** Keywords that mean the same in draft-07 and 2020-12 (numeric `exclusiveMinimum` since draft-06, `items` as one schema). */
+const PORTABLE_KEYWORDS = new Set([
+  "type",
+  "properties",
+  "required",
+  "additionalProperties",
+  "items",
+  "enum",
+  "const",
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "minLength",
+  "maxLength",
+  "pattern",
+  "minItems",
+  "maxItems",
+  "uniqueItems",
+  "anyOf",
+  "oneOf",
+  "allOf",
+  "not",
+  "title",
+  "description"
+])
+
+type Json = { readonly [keyword: string]: unknown }
+
+const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * A generated schema with its references inlined and every keyword checked against the portable
+ * subset. Throws on anything else: that is a change to arguments.ts this file must learn about,
+ * and the tools' tests build these at start-up.
+ */
+const portable = (schema: unknown, definitions: Json, path: string, expanding: ReadonlyArray<string>): Json => {
+  if (!isObject(schema)) throw new Error(`${path}: a JSON Schema must be an object here, got ${JSON.stringify(schema)}`)
+  const ref = schema.$ref
+  if (typeof ref === "string") {
+    const name = ref.startsWith("#/$defs/") ? decodeURIComponent(ref.slice("#/$defs/".length)) : undefined
+    if (name === undefined || !(name in definitions)) throw new Error(`${path}: unresolvable $ref ${ref}`)
+    if (expanding.includes(name)) throw new Error(`${path}: recursive $ref ${ref} cannot be inlined`)
+    const { $ref: _, ...siblings } = schema
+    return portable({ ...(definitions[name] as Json), ...siblings }, definitions, path, [...expanding, name])
+  }
+  const out: Record<string, unknown> = {}
+  for (const [keyword, value] of Object.entries(schema)) {
+    if (!PORTABLE_KEYWORDS.has(keyword)) throw new Error(`${path}: keyword ${keyword} is not portable between drafts`)
+    const at = `${path}/${keyword}`
+    switch (keyword) {
+      case "properties":
+        out[keyword] = Object.fromEntries(
+          Object.entries(value as Json).map(([name, sub]) => [name, portable(sub, definitions, `${at}/${name}`, expanding)])
+        )
+        break
+      case "items":
+      case "not":
+        out[keyword] = portable(value, definitions, at, expanding)
+        break
+      case "additionalProperties":
+        out[keyword] = typeof value === "boolean" ? value : portable(value, definitions, at, expanding)
+        break
+      case "anyOf":
+      case "oneOf":
+      case "allOf":
+        out[keyword] = (value as ReadonlyArray<unknown>).map((sub, i) => portable(sub, definitions, `${at}/${i}`, expanding))
+        break
+      default:
+        out[keyword] = value
+    }
+  }
+  return out
 }
 
-const input = (properties: Record<string, unknown>, required: ReadonlyArray<string>): JsonSchemaObject => ({
-  type: "object",
-  properties,
-  ...(required.length > 0 ? { required } : {}),
-  additionalProperties: false
-})
+/** The advertised `inputSchema` of an argument schema: a closed object, `properties` always present. */
+export const inputSchemaOf = (args: Schema.Top): JsonSchemaObject => {
+  const document = Schema.toJsonSchemaDocument(args, { onExcessProperty: "error" })
+  const schema = portable(document.schema, document.definitions, "#", [])
+  if (schema.type !== "object" || schema.additionalProperties !== false) {
+    throw new Error(`an inputSchema must be a closed object, got ${JSON.stringify(schema)}`)
+  }
+  return { ...schema, type: "object", properties: isObject(schema.properties) ? schema.properties : {} }
+}
 
 const output = (properties: Record<string, unknown>, required: ReadonlyArray<string>): JsonSchemaObject => ({
   type: "object",
@@ -175,15 +256,13 @@ const runOutput: JsonSchemaObject = {
 }
 
 export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefinition> => {
-  const defaultRows = Math.min(DEFAULT_MAX_ROWS, limits.maxRowsCap)
-  const defaultTimeout = Math.max(MIN_TIMEOUT_MS, Math.min(DEFAULT_TIMEOUT_MS, limits.timeoutMsCap))
   return [
     {
       name: "sql_list_connections",
       title: "List database connections",
       description: "Lists the database connections this API key may use, with its role on each: " +
         "read (list, describe, explain, history, read-only statements) or edit (also writes and DDL).",
-      inputSchema: input({}, []),
+      inputSchema: inputSchemaOf(ListConnectionsArgs),
       outputSchema: output({ connections: { type: "array", items: connectionEntry } }, ["connections"]),
       annotations: readOnly("List database connections")
     },
@@ -191,10 +270,7 @@ export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefini
       name: "sql_list_tables",
       title: "List tables",
       description: "Lists the tables and views of one schema of a connection, with the engine's row estimates.",
-      inputSchema: input({
-        connection_id: connectionId,
-        schema: { type: "string", minLength: 1, description: "Defaults to the connection's default schema." }
-      }, ["connection_id"]),
+      inputSchema: inputSchemaOf(ListTablesArgs),
       outputSchema: output({ tables: { type: "array", items: tableEntry } }, ["tables"]),
       annotations: readOnly("List tables")
     },
@@ -202,11 +278,7 @@ export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefini
       name: "sql_describe",
       title: "Describe a table",
       description: "Describes one table or view: columns, indexes and foreign keys.",
-      inputSchema: input({
-        connection_id: connectionId,
-        name: { type: "string", minLength: 1, description: "Table or view name, exactly as stored (no quoting)." },
-        schema: { type: "string", minLength: 1, description: "Defaults to the connection's default schema." }
-      }, ["connection_id", "name"]),
+      inputSchema: inputSchemaOf(DescribeArgs),
       outputSchema: output({
         schema: { type: "string" },
         name: { type: "string" },
@@ -224,15 +296,7 @@ export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefini
         "access and similar statements are refused for every role. Bind values with `params` " +
         "($1, $2... on Postgres, ? on MySQL) instead of writing them into the statement. BIGINT and " +
         "NUMERIC values come back as strings, binary values as base64.",
-      inputSchema: input({
-        connection_id: connectionId,
-        statement: string("One SQL statement."),
-        params: { type: "array", description: "Positional parameter values." },
-        max_rows: integer(`Rows to return at most; default ${defaultRows}, clamped to 1..${limits.maxRowsCap}.`),
-        timeout_ms: integer(
-          `Statement deadline in milliseconds; default ${defaultTimeout}, clamped to ${MIN_TIMEOUT_MS}..${limits.timeoutMsCap}.`
-        )
-      }, ["connection_id", "statement"]),
+      inputSchema: inputSchemaOf(runArgs(limits)),
       outputSchema: runOutput,
       annotations: {
         title: "Run a SQL statement",
@@ -248,11 +312,7 @@ export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefini
       description: "Shows the engine's plan for one statement (pass the statement without EXPLAIN). " +
         "With analyze the statement really runs inside a transaction that is rolled back; analyzing a " +
         "write needs the edit role.",
-      inputSchema: input({
-        connection_id: connectionId,
-        statement: string("The statement to explain, without EXPLAIN."),
-        analyze: { type: "boolean", description: "Run the statement and report actual timings (default false)." }
-      }, ["connection_id", "statement"]),
+      inputSchema: inputSchemaOf(ExplainArgs),
       outputSchema: output({ plan: { description: "The engine's plan, as it reports it." } }, ["plan"]),
       annotations: readOnly("Explain a SQL statement")
     },
@@ -260,10 +320,7 @@ export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefini
       name: "sql_history",
       title: "Statement history",
       description: "The statements this API key ran with sql_run on a connection, newest first.",
-      inputSchema: input({
-        connection_id: connectionId,
-        limit: integer(`Items to return; default ${DEFAULT_HISTORY_LIMIT}, clamped to 1..${MAX_HISTORY_LIMIT}.`)
-      }, ["connection_id"]),
+      inputSchema: inputSchemaOf(HistoryArgs),
       outputSchema: output({ items: { type: "array", items: historyEntry } }, ["items"]),
       annotations: readOnly("Statement history")
     }

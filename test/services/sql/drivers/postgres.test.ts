@@ -1,16 +1,13 @@
-/** The Postgres driver against the machine's real Postgres, in a database of its own. */
-import { assert, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+/**
+ * The Postgres driver against the machine's real Postgres, in a database of its own: the shared
+ * driver contract (contract.ts), then what only Postgres does.
+ */
+import { assert } from "@effect/vitest"
+import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
-import {
-  makeSqlDriver,
-  type RunInput,
-  type RunResult,
-  type SqlDriver
-} from "../../../../src/services/sql/drivers/SqlDrivers.ts"
+import { makeSqlDriver } from "../../../../src/services/sql/drivers/SqlDrivers.ts"
 import { createPostgresDatabase } from "../../../support/databases.ts"
-
-class Db extends Context.Service<Db, { readonly driver: SqlDriver; readonly url: string }>()("test/PostgresDriverDb") {}
+import { authorCount, DriverDb, driverContract, read, rowsOf, scalar, write } from "./contract.ts"
 
 const FIXTURES = [
   `CREATE TABLE authors (id bigint PRIMARY KEY, name text NOT NULL UNIQUE, email text,
@@ -32,189 +29,52 @@ const FIXTURES = [
      '1 day 02:03:04.5', '{1, 9007199254740993}', NULL)`
 ]
 
-const DbLayer = Layer.effect(
-  Db,
-  Effect.gen(function*() {
-    const database = yield* Effect.acquireRelease(
-      Effect.promise(() => createPostgresDatabase("mg_drv_pg")),
-      (created) => Effect.promise(() => created.drop())
-    )
-    const driver = yield* makeSqlDriver({ dialect: "postgres", url: database.url })
-    for (const statement of FIXTURES) {
-      yield* driver.run({ statement, params: [], mode: "write", maxRows: 10, timeoutMs: 30_000 })
-    }
-    return { driver, url: database.url }
-  })
-)
-
-const read = (statement: string, params: ReadonlyArray<unknown> = [], extra: Partial<RunInput> = {}) =>
-  Db.use(({ driver }) =>
-    driver.run({ statement, params, mode: "read", maxRows: 1000, timeoutMs: 10_000, ...extra }))
-
-const write = (statement: string, params: ReadonlyArray<unknown> = []) =>
-  Db.use(({ driver }) =>
-    driver.run({ statement, params, mode: "write", maxRows: 1000, timeoutMs: 10_000 }))
-
-const rowsOf = (result: RunResult) => {
-  assert.strictEqual(result.kind, "rows")
-  return result.kind === "rows" ? result : assert.fail("expected rows")
-}
-
-const scalar = (statement: string, params: ReadonlyArray<unknown> = []) =>
-  Effect.map(read(statement, params), (result) => Object.values(rowsOf(result).rows[0] ?? {})[0])
-
-const authorCount = scalar("SELECT count(*) FROM authors")
-
-/** Polls until `check` holds or the deadline passes; server-side cleanup is asynchronous. */
-const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, timeoutMs = 3_000) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + timeoutMs
-    while (Date.now() < deadline) {
-      if (yield* check) return true
-      yield* Effect.sleep("50 millis")
-    }
-    return yield* check
-  })
-
-layer(DbLayer, { excludeTestServices: true, timeout: "120 seconds" })("Postgres driver", (it) => {
-  it.effect("returns rows with their columns and types", () =>
-    Effect.gen(function*() {
-      const result = rowsOf(yield* read("SELECT id, name FROM authors ORDER BY id"))
-      assert.deepStrictEqual(result.columns, [{ name: "id", type: "bigint" }, { name: "name", type: "text" }])
-      assert.deepStrictEqual(result.rows, [{ id: "1", name: "Ada" }, { id: "2", name: "Grace" }, {
-        id: "3",
-        name: "Barbara"
-      }])
-      assert.strictEqual(result.row_count, 3)
-      assert.isFalse(result.truncated)
-      assert.isTrue(result.duration_ms >= 0)
-
-      const empty = rowsOf(yield* read("SELECT id FROM authors WHERE false"))
-      assert.deepStrictEqual(empty.columns, [{ name: "id", type: "bigint" }])
-      assert.strictEqual(empty.row_count, 0)
-
-      // Statements a cursor cannot hold still return their rows.
-      const shown = rowsOf(yield* read("SHOW server_encoding"))
-      assert.deepStrictEqual(shown.rows, [{ server_encoding: "UTF8" }])
-    }))
-
-  it.effect("returns affected rows for writes and DDL, and RETURNING rows", () =>
-    Effect.gen(function*() {
-      assert.deepInclude(yield* write("CREATE TABLE scratch (id int PRIMARY KEY, v text)"), {
-        kind: "affected",
-        affected_rows: 0
-      })
-      assert.deepInclude(yield* write("INSERT INTO scratch SELECT g, 'v' FROM generate_series(1, 5) AS g"), {
-        kind: "affected",
-        affected_rows: 5
-      })
-      assert.deepInclude(yield* write("UPDATE scratch SET v = 'w' WHERE id > $1", [2]), {
-        kind: "affected",
-        affected_rows: 3
-      })
-      const deleted = rowsOf(yield* write("DELETE FROM scratch WHERE id <= $1 RETURNING id", [2]))
-      assert.deepStrictEqual(deleted.rows, [{ id: 1 }, { id: 2 }])
-      assert.strictEqual(yield* scalar("SELECT count(*) FROM scratch"), "3")
-      // Refused inside a transaction block, so it runs on its own.
-      assert.deepInclude(yield* write("VACUUM scratch"), { kind: "affected", affected_rows: 0 })
-      yield* write("DROP TABLE scratch")
-    }))
-
-  it.effect("binds parameters as data, never as SQL", () =>
-    Effect.gen(function*() {
-      const hostile = "x'; DROP TABLE authors; --"
-      assert.strictEqual(yield* scalar("SELECT $1::text", [hostile]), hostile)
-      assert.strictEqual(yield* scalar("SELECT count(*) FROM authors WHERE name = $1", ["x' OR '1'='1"]), "0")
-      yield* write("INSERT INTO authors (id, name) VALUES ($1, $2)", [90, hostile])
-      assert.strictEqual(yield* scalar("SELECT name FROM authors WHERE id = $1", [90]), hostile)
-      assert.strictEqual(yield* authorCount, "4")
-      yield* write("DELETE FROM authors WHERE id = $1", [90])
-
-      // JSON values: numbers compare with bigint and numeric columns, arrays feed ANY().
-      const byIds = rowsOf(yield* read("SELECT name FROM authors WHERE id = ANY($1) ORDER BY id", [[1, 3]]))
-      assert.deepStrictEqual(byIds.rows, [{ name: "Ada" }, { name: "Barbara" }])
-      assert.strictEqual(yield* scalar("SELECT title FROM books WHERE price = $1", [12.5]), "Notes")
-      assert.deepStrictEqual(yield* scalar("SELECT $1::jsonb", [{ k: [1, "two"] }]), { k: [1, "two"] })
-      const awkward = ["a\"b", "c\\d", null, "NULL", "{x,y}", ""]
-      assert.deepStrictEqual(yield* scalar("SELECT $1::text[]", [awkward]), awkward)
-      assert.deepStrictEqual(yield* scalar("SELECT $1::int[]", [[[1, 2], [3, 4]]]), [[1, 2], [3, 4]])
-    }))
-
-  it.effect("stops at max_rows through a cursor and reports truncation", () =>
-    Effect.gen(function*() {
-      const capped = rowsOf(yield* read("SELECT id, pad FROM big ORDER BY id", [], { maxRows: 10 }))
-      assert.strictEqual(capped.row_count, 10)
-      assert.isTrue(capped.truncated)
-      assert.deepStrictEqual(capped.rows.map((row) => row.id), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-
-      const exact = rowsOf(yield* read("SELECT id FROM big WHERE id <= 10", [], { maxRows: 10 }))
-      assert.isFalse(exact.truncated)
-
-      // A server-side counter: every row the executor produces draws from the sequence.
-      yield* Db.use(({ driver }) =>
-        driver.run({
-          statement: "SELECT id, nextval('produced_rows') FROM big",
-          params: [],
-          mode: "write",
-          maxRows: 25,
-          timeoutMs: 10_000
-        }))
-      assert.strictEqual(yield* scalar("SELECT last_value FROM produced_rows"), "26")
-    }))
-
-  it.effect("cancels a statement past its timeout and leaves nothing running", () =>
-    Effect.gen(function*() {
-      const token = `mg_timeout_${randomBytes(6).toString("hex")}`
-      const started = Date.now()
-      const error = yield* Effect.flip(read(`SELECT pg_sleep(20) /* ${token} */`, [], { timeoutMs: 300 }))
-      assert.strictEqual(error._tag, "SqlQueryTimeout")
-      assert.isBelow(Date.now() - started, 3_000)
-      const running = scalar(
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
-        [token]
-      )
-      assert.isTrue(yield* eventually(Effect.map(running, (count) => count === "0")))
-      // The pool replaced the destroyed session.
-      assert.strictEqual(yield* scalar("SELECT 1"), 1)
-    }))
-
-  it.effect("read mode makes the engine refuse writes, whatever the statement", () =>
-    Effect.gen(function*() {
-      for (
-        const statement of [
+const makeFixture = Effect.gen(function*() {
+  const database = yield* Effect.acquireRelease(
+    Effect.promise(() => createPostgresDatabase("mg_drv_pg")),
+    (created) => Effect.promise(() => created.drop())
+  )
+  const driver = yield* makeSqlDriver({ dialect: "postgres", url: database.url })
+  for (const statement of FIXTURES) {
+    yield* driver.run({ statement, params: [], mode: "write", maxRows: 10, timeoutMs: 30_000 })
+  }
+  return {
+    driver,
+    url: database.url,
+    defaultSchema: "public",
+    dialect: "postgres" as const,
+    sql: {
+      param: (n: number) => `$${n}`,
+      textType: "text",
+      echoText: "SELECT $1::text",
+      sleep: (token: string) => `SELECT pg_sleep(20) /* ${token} */`,
+      running: "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+      tableCount: "SELECT count(*) FROM pg_class WHERE relname = $1",
+      readOnly: {
+        writes: [
           "INSERT INTO authors (id, name) VALUES (50, 'Mallory')",
           "WITH gone AS (DELETE FROM authors RETURNING *) SELECT count(*) FROM gone",
           "CREATE TABLE sneaky (x int)",
           "SELECT nextval('produced_rows')"
-        ]
-      ) {
-        const error = yield* Effect.flip(read(statement))
-        assert.deepInclude(error, { _tag: "SqlQueryFailed", code: "25006" }, statement)
-      }
-      const stacked = yield* Effect.flip(read("SELECT 1; DELETE FROM authors"))
-      assert.deepInclude(stacked, { _tag: "SqlQueryFailed", code: "42601" })
-      assert.strictEqual(yield* authorCount, "3")
-      assert.strictEqual(yield* scalar("SELECT count(*) FROM pg_class WHERE relname = 'sneaky'"), "0")
-    }))
-
-  it.effect("encodes values for JSON", () =>
-    Effect.gen(function*() {
-      const result = rowsOf(yield* read("SELECT * FROM kinds"))
-      assert.deepStrictEqual(result.rows[0], {
-        i8: "9007199254740993",
-        n: "12345678901234567890.123456789",
-        b: "3q2+7w==",
-        j: { a: [1, 2, { b: null }] },
-        ts: "2024-02-29T23:59:59.123456Z",
-        t: "2024-02-29T23:59:59.5",
-        d: "2024-02-29",
-        iv: "P1DT2H3M4.5S",
-        a: ["1", "9007199254740993"],
-        nothing: null
-      })
-      assert.deepStrictEqual(
-        result.columns.map((column) => column.type),
-        [
+        ],
+        refusal: { code: "25006" },
+        stackedCode: "42601"
+      },
+      estimates: "exact" as const,
+      kinds: {
+        row: {
+          i8: "9007199254740993",
+          n: "12345678901234567890.123456789",
+          b: "3q2+7w==",
+          j: { a: [1, 2, { b: null }] },
+          ts: "2024-02-29T23:59:59.123456Z",
+          t: "2024-02-29T23:59:59.5",
+          d: "2024-02-29",
+          iv: "P1DT2H3M4.5S",
+          a: ["1", "9007199254740993"],
+          nothing: null
+        },
+        types: [
           "bigint",
           "numeric",
           "bytea",
@@ -226,7 +86,66 @@ layer(DbLayer, { excludeTestServices: true, timeout: "120 seconds" })("Postgres 
           "bigint[]",
           "text"
         ]
-      )
+      },
+      unreachable: (secret: string) => [
+        `postgres://postgres:${secret}@127.0.0.1:1/test`,
+        `postgres://nobody_${randomBytes(3).toString("hex")}:${secret}@127.0.0.1:5432/test`
+      ]
+    }
+  }
+})
+
+driverContract("Postgres driver", makeFixture, (it) => {
+  it.effect("returns the rows of statements a cursor cannot hold", () =>
+    Effect.gen(function*() {
+      const shown = rowsOf(yield* read("SHOW server_encoding"))
+      assert.deepStrictEqual(shown.rows, [{ server_encoding: "UTF8" }])
+    }))
+
+  it.effect("returns RETURNING rows, and runs what a transaction block refuses on its own", () =>
+    Effect.gen(function*() {
+      assert.deepInclude(yield* write("CREATE TABLE scratch_returning (id int PRIMARY KEY, v text)"), {
+        kind: "affected",
+        affected_rows: 0
+      })
+      assert.deepInclude(yield* write("INSERT INTO scratch_returning SELECT g, 'v' FROM generate_series(1, 5) AS g"), {
+        kind: "affected",
+        affected_rows: 5
+      })
+      const deleted = rowsOf(yield* write("DELETE FROM scratch_returning WHERE id <= $1 RETURNING id", [2]))
+      assert.deepStrictEqual(deleted.rows, [{ id: 1 }, { id: 2 }])
+      assert.strictEqual(yield* scalar("SELECT count(*) FROM scratch_returning"), "3")
+      // Refused inside a transaction block, so it runs on its own.
+      assert.deepInclude(yield* write("VACUUM scratch_returning"), { kind: "affected", affected_rows: 0 })
+      yield* write("DROP TABLE scratch_returning")
+    }))
+
+  it.effect("binds JSON values: arrays feed ANY() and typed arrays, objects jsonb", () =>
+    Effect.gen(function*() {
+      const byIds = rowsOf(yield* read("SELECT name FROM authors WHERE id = ANY($1) ORDER BY id", [[1, 3]]))
+      assert.deepStrictEqual(byIds.rows, [{ name: "Ada" }, { name: "Barbara" }])
+      assert.deepStrictEqual(yield* scalar("SELECT $1::jsonb", [{ k: [1, "two"] }]), { k: [1, "two"] })
+      const awkward = ["a\"b", "c\\d", null, "NULL", "{x,y}", ""]
+      assert.deepStrictEqual(yield* scalar("SELECT $1::text[]", [awkward]), awkward)
+      assert.deepStrictEqual(yield* scalar("SELECT $1::int[]", [[[1, 2], [3, 4]]]), [[1, 2], [3, 4]])
+    }))
+
+  it.effect("stops the executor at max_rows through a cursor", () =>
+    Effect.gen(function*() {
+      // A server-side counter: every row the executor produces draws from the sequence.
+      yield* DriverDb.use(({ driver }) =>
+        driver.run({
+          statement: "SELECT id, nextval('produced_rows') FROM big",
+          params: [],
+          mode: "write",
+          maxRows: 25,
+          timeoutMs: 10_000
+        }))
+      assert.strictEqual(yield* scalar("SELECT last_value FROM produced_rows"), "26")
+    }))
+
+  it.effect("encodes arrays, points, bits, timestamp edges and intervals for JSON", () =>
+    Effect.gen(function*() {
       const odd = rowsOf(yield* read("SELECT ARRAY[[1, 2], [3, NULL]] AS grid, point(1, 2) AS p, B'101' AS bits"))
       assert.deepStrictEqual(odd.rows[0], { grid: [[1, 2], [3, null]], p: "\\x3ff00000000000004000000000000000", bits: "101" })
 
@@ -253,27 +172,9 @@ layer(DbLayer, { excludeTestServices: true, timeout: "120 seconds" })("Postgres 
       for (const row of intervals.rows) assert.strictEqual(row.v, row.text)
     }))
 
-  it.effect("lists tables and views with row estimates", () =>
-    Effect.gen(function*() {
-      const { driver } = yield* Db
-      const tables = yield* driver.listTables(undefined)
-      const byName = new Map(tables.map((table) => [table.name, table]))
-      assert.deepStrictEqual(byName.get("authors"), {
-        schema: "public",
-        name: "authors",
-        kind: "table",
-        rows_estimate: byName.get("authors")?.rows_estimate ?? -1
-      })
-      assert.strictEqual(byName.get("author_names")?.kind, "view")
-      assert.strictEqual(byName.get("big")?.rows_estimate, 100_000)
-      assert.isTrue(tables.every((table) => table.rows_estimate >= 0))
-      assert.deepStrictEqual(yield* driver.listTables("no_such_schema"), [])
-      assert.deepStrictEqual(yield* driver.listTables("public' OR '1'='1"), [])
-    }))
-
   it.effect("describes columns, keys, indexes and foreign keys", () =>
     Effect.gen(function*() {
-      const { driver } = yield* Db
+      const { driver } = yield* DriverDb
       const books = yield* driver.describe(undefined, "books")
       assert.deepStrictEqual(books, {
         schema: "public",
@@ -311,7 +212,7 @@ layer(DbLayer, { excludeTestServices: true, timeout: "120 seconds" })("Postgres 
 
   it.effect("explains with and without analyze, and an analyzed write leaves no trace", () =>
     Effect.gen(function*() {
-      const { driver } = yield* Db
+      const { driver } = yield* DriverDb
       const explain = (statement: string, analyze: boolean, mode: "read" | "write", params: Array<unknown> = []) =>
         driver.explain({ statement, params, analyze, mode, timeoutMs: 10_000 })
       const plain = (yield* explain("SELECT * FROM authors WHERE id = $1", false, "read", [1])).plan as Array<
@@ -335,7 +236,7 @@ layer(DbLayer, { excludeTestServices: true, timeout: "120 seconds" })("Postgres 
 
   it.effect("resets each session and replaces the ones that timed out", () =>
     Effect.gen(function*() {
-      const { url } = yield* Db
+      const { url } = yield* DriverDb
       const single = yield* makeSqlDriver({ dialect: "postgres", url, poolSize: 1 })
       const run = (statement: string, mode: "read" | "write" = "read", timeoutMs = 5_000) =>
         Effect.map(single.run({ statement, params: [], mode, maxRows: 10, timeoutMs }), (result) =>
@@ -352,29 +253,9 @@ layer(DbLayer, { excludeTestServices: true, timeout: "120 seconds" })("Postgres 
       assert.notStrictEqual(yield* run("SELECT pg_backend_pid()"), pid)
     }).pipe(Effect.scoped))
 
-  it.effect("reports an unreachable server without leaking the password", () =>
-    Effect.gen(function*() {
-      const secret = "s3cr3t-pa55word"
-      for (
-        const url of [
-          `postgres://postgres:${secret}@127.0.0.1:1/test`,
-          `postgres://nobody_${randomBytes(3).toString("hex")}:${secret}@127.0.0.1:5432/test`
-        ]
-      ) {
-        const driver = yield* makeSqlDriver({ dialect: "postgres", url })
-        const error = yield* Effect.flip(
-          driver.run({ statement: "SELECT 1", params: [], mode: "read", maxRows: 1, timeoutMs: 5_000 })
-        )
-        assert.strictEqual(error._tag, "SqlConnectionUnreachable")
-        assert.notInclude(error.message, secret)
-        assert.notInclude(JSON.stringify(error), secret)
-        assert.notInclude(String(error), secret)
-      }
-    }).pipe(Effect.scoped))
-
   it.effect("reports the server version", () =>
     Effect.gen(function*() {
-      const { driver } = yield* Db
+      const { driver } = yield* DriverDb
       const info = yield* driver.serverInfo
       assert.strictEqual(info.flavor, "postgres")
       assert.match(info.version, /^\d+/)
