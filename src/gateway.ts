@@ -33,18 +33,21 @@ import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
-import { Store } from "./services/store/Store.ts"
+import { AuditRepo } from "./services/store/AuditRepo.ts"
+import { CreditsRepo } from "./services/store/CreditsRepo.ts"
+import { StoreLayer } from "./services/store/StoreLayer.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides {
-  readonly store?: ReturnType<typeof Store.layerFromUrl> | undefined
+  /** Every store repository at once (for example `StoreLayer.fromUrl`, or one with a repository swapped). */
+  readonly store?: ReturnType<typeof StoreLayer.fromUrl> | undefined
   /** The provider clients (for example `scriptedProviders` from services/providers/scripted.ts). */
   readonly providers?: Layer.Layer<Providers> | undefined
   /** Rate limiter and stream slots together. */
   readonly limits?: Layer.Layer<RateLimiter | StreamSlots> | undefined
   /** The audit trail (for example `Audit.layerCollect()`); it may use the store. */
-  readonly audit?: Layer.Layer<Audit, never, Store> | undefined
+  readonly audit?: Layer.Layer<Audit, never, AuditRepo> | undefined
   /** Time for key expiry, rotation grace and session TTLs (for example a TestClock). */
   readonly clock?: Clock.Clock | undefined
   /** Where `api_key_env` names are looked up; main passes the process environment. */
@@ -53,8 +56,8 @@ export interface GatewayOverrides {
 
 /** Store plus the services every entry point (server and CLI) shares. */
 export const coreLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
-  const store = Layer.effectDiscard(Effect.flatMap(Store, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? Store.layerFromUrl(config.store))
+  const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
+    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store))
   )
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

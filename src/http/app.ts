@@ -33,7 +33,7 @@ import {
 import { CUT_BY_SHUTDOWN, Drain } from "../pipelines/drain.ts"
 import { Audit } from "../services/audit/Audit.ts"
 import { storeUnavailable } from "../services/credits/Credits.ts"
-import { isStoreOutage } from "../services/store/Store.ts"
+import { isStoreOutage } from "../services/store/StoreError.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { protocolRefusal } from "./protocol.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"

@@ -62,10 +62,10 @@ const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 
 /** The books once the store answers again: ledger = balance, open reservations, audit records of `ids`. */
 const books = async (ids: ReadonlyArray<string>) => {
-  const ledger = await run(gw.store.ledger({ limit: 100_000 }))
-  const balance = (await run(gw.store.getWorkspace)).credits
+  const ledger = await run(gw.store.credits.ledger({ limit: 100_000 }))
+  const balance = (await run(gw.store.credits.getWorkspace)).credits
   await run(gw.audit.flush)
-  const audit = (await run(gw.store.queryAudit({ limit: 100_000 }))).items as ReadonlyArray<AuditRecord>
+  const audit = (await run(gw.store.audit.queryAudit({ limit: 100_000 }))).items as ReadonlyArray<AuditRecord>
   const ours = audit.filter((r) => ids.includes(r.request_id))
   return { ledgerSum: ledger.reduce((sum, e) => sum + e.amount, 0), balance, ours, ledger }
 }
@@ -75,7 +75,7 @@ describe.skipIf(!canRunPostgres)("credit movements through a store outage", () =
     it(`settles and refunds every in-flight request once Postgres is back (${fault})`, async () => {
       const { key } = await gw.createKey()
       expect((await chat(gw.url, key, { model: "paid", messages: [{ role: "user", content: "warm" }] })).status).toBe(200)
-      const before = (await run(gw.store.getWorkspace)).credits
+      const before = (await run(gw.store.credits.getWorkspace)).credits
 
       const called = calls.length
       const inFlight = Array.from({ length: 20 }, (_, i) =>
@@ -112,7 +112,7 @@ describe.skipIf(!canRunPostgres)("credit movements through a store outage", () =
       // One record per answered request, and /usage (the audit's credits) agrees with the ledger.
       expect(ours).toHaveLength(20)
       expect(ours.reduce((sum, r) => sum + r.credits, 0)).toBe(10 * PRICE)
-      expect(await run(gw.store.orphanedReservations("nobody", Date.now() + 3_600_000, 100))).toEqual([])
+      expect(await run(gw.store.credits.orphanedReservations("nobody", Date.now() + 3_600_000, 100))).toEqual([])
     }, 45_000)
   }
 })

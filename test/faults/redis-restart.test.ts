@@ -86,10 +86,10 @@ describe.skipIf(!canRunRedis)("a Redis restart without persistence", () => {
 
     // The books: the ledger sums to the balance, and every refusal was recorded once.
     await Effect.runPromise(gw.audit.flush)
-    const ledger = await Effect.runPromise(gw.store.ledger({ limit: 10_000 }))
-    const balance = (await Effect.runPromise(gw.store.getWorkspace)).credits
+    const ledger = await Effect.runPromise(gw.store.credits.ledger({ limit: 10_000 }))
+    const balance = (await Effect.runPromise(gw.store.credits.getWorkspace)).credits
     expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe(balance)
-    const records = (await Effect.runPromise(gw.store.queryAudit({ limit: 10_000 }))).items
+    const records = (await Effect.runPromise(gw.store.audit.queryAudit({ limit: 10_000 }))).items
     for (const id of answered) expect(records.filter((r) => r.request_id === id && r.status === 429)).toHaveLength(1)
   }, 30_000)
 })

@@ -230,7 +230,7 @@ describe("connections and grants", () => {
       const keys: any = await (await gw.admin("GET", "/api-keys")).json()
       expect(keys.data.some((k: { name: string }) => k.name === "x")).toBe(false)
 
-      const audit = JSON.stringify(await Effect.runPromise(gw.store.queryAudit({ limit: 1000 })))
+      const audit = JSON.stringify(await Effect.runPromise(gw.store.audit.queryAudit({ limit: 1000 })))
       expect(audit).not.toContain("s3cret")
     } finally {
       await gw.close()

@@ -37,7 +37,7 @@ describe("audit trail", () => {
       expect(records[0]!.client_addr).toMatch(/127\.0\.0\.1/)
       expect(records[0]!.duration_ms).toBeGreaterThanOrEqual(0)
     }
-    const everything = JSON.stringify(await Effect.runPromise(gw.store.queryAudit({ limit: 1000 })))
+    const everything = JSON.stringify(await Effect.runPromise(gw.store.audit.queryAudit({ limit: 1000 })))
     expect(everything).not.toContain(key)
     expect(everything).not.toContain("very-secret-name-xyz")
   })

@@ -88,7 +88,7 @@ describe("authentication", () => {
     const { key, id } = await gw.createKey()
     expect((await call({ "x-api-key": key })).status).toBe(200)
     // Another replica's revoke: it bumps the shared change counter but cannot clear our cache.
-    await Effect.runPromise(gw.store.updateKey(id, { is_active: false }))
+    await Effect.runPromise(gw.store.keys.updateKey(id, { is_active: false }))
     const started = Date.now()
     let status = 200
     while (status === 200 && Date.now() - started < 2000) {
@@ -102,15 +102,15 @@ describe("authentication", () => {
   it("does not hit the store for every request (cache)", async () => {
     const { key } = await gw.createKey()
     let lookups = 0
-    const original = gw.store.findKeyByHash
-    ;(gw.store as { findKeyByHash: typeof original }).findKeyByHash = (hash) => {
+    const original = gw.store.keys.findKeyByHash
+    ;(gw.store.keys as { findKeyByHash: typeof original }).findKeyByHash = (hash) => {
       lookups++
       return original(hash)
     }
     try {
       for (let i = 0; i < 20; i++) expect((await call({ "x-api-key": key })).status).toBe(200)
     } finally {
-      ;(gw.store as { findKeyByHash: typeof original }).findKeyByHash = original
+      ;(gw.store.keys as { findKeyByHash: typeof original }).findKeyByHash = original
     }
     expect(lookups).toBeLessThanOrEqual(2)
   })

@@ -1,7 +1,8 @@
 /** Every error, on every path, is the spec's envelope with both request-id headers. */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Store } from "../../src/services/store/Store.ts"
+import { CreditsRepo } from "../../src/services/store/CreditsRepo.ts"
+import { StoreLayer } from "../../src/services/store/StoreLayer.ts"
 import { ADMIN_TOKEN, auditFor, startGateway, type TestGateway } from "../support/gateway.ts"
 import { chunkedUpload, rawExchange } from "../support/http.ts"
 
@@ -120,9 +121,9 @@ describe("unexpected failures", () => {
     // A store whose workspace read dies: the kind of failure no client caused.
     const gw = await startGateway(undefined, {
       store: Layer.effect(
-        Store,
-        Effect.map(Store, (store) => ({ ...store, getWorkspace: Effect.die(new Error("disk on fire")) }))
-      ).pipe(Layer.provide(Store.layerMemory))
+        CreditsRepo,
+        Effect.map(CreditsRepo, (credits) => ({ ...credits, getWorkspace: Effect.die(new Error("disk on fire")) }))
+      ).pipe(Layer.provideMerge(StoreLayer.memory))
     })
     try {
       const response = await gw.admin("GET", "/workspace")

@@ -389,7 +389,7 @@ describe("a client that goes away", () => {
 
   /** Records of requests whose client left before any answer; the client never saw their ids. */
   const gaveUpRecords = async () => {
-    const page = await Effect.runPromise(Effect.andThen(gw.audit.flush, gw.store.queryAudit({ limit: 1000 })))
+    const page = await Effect.runPromise(Effect.andThen(gw.audit.flush, gw.store.audit.queryAudit({ limit: 1000 })))
     return page.items.filter((r) => r.error === "client_closed_request" && !r.stream)
   }
 
@@ -435,7 +435,7 @@ describe("a client that goes away", () => {
 
 describe("secrets", () => {
   it("never shows the provider's key, nor the wrong one configured, in any response or audit record", async () => {
-    const everything = JSON.stringify(await Effect.runPromise(gw.store.queryAudit({ limit: 1000 })))
+    const everything = JSON.stringify(await Effect.runPromise(gw.store.audit.queryAudit({ limit: 1000 })))
     expect(seen.length).toBeGreaterThan(10)
     for (const text of [...seen, everything]) {
       expect(text).not.toContain(UPSTREAM_KEY)

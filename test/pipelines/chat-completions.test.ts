@@ -491,7 +491,7 @@ describe("the built-in echo model", () => {
 
 describe("secrets", () => {
   it("never shows the provider's key in any response or audit record", async () => {
-    const everything = JSON.stringify(await Effect.runPromise(gw.store.queryAudit({ limit: 1000 })))
+    const everything = JSON.stringify(await Effect.runPromise(gw.store.audit.queryAudit({ limit: 1000 })))
     expect(seen.length).toBeGreaterThan(5)
     for (const text of [...seen, everything]) {
       expect(text).not.toContain(UPSTREAM_KEY)

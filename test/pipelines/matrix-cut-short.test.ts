@@ -82,7 +82,7 @@ const auditOf = async (requestId: string) => {
   const deadline = Date.now() + 5000
   for (;;) {
     await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.queryAudit({ key_id: keyId, limit: 100 }))
+    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 100 }))
     const record = page.items.find((r) => r.request_id === requestId)
     if (record !== undefined || Date.now() > deadline) return record
     await new Promise((resolve) => setTimeout(resolve, 20))

@@ -617,7 +617,7 @@ const auditRecords = async (keyId: string, count: number) => {
   const deadline = Date.now() + 5000
   for (;;) {
     await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.queryAudit({ key_id: keyId, limit: 100 }))
+    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 100 }))
     if (page.items.length >= count || Date.now() > deadline) return [...page.items].reverse()
     await new Promise((resolve) => setTimeout(resolve, 20))
   }

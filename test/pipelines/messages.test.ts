@@ -98,7 +98,7 @@ const auditOf = async (requestId: string) => {
   const deadline = Date.now() + 5000
   for (;;) {
     await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.queryAudit({ key_id: keyId, limit: 200 }))
+    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 200 }))
     const records = page.items.filter((r) => r.request_id === requestId)
     if (records.length > 0 || Date.now() > deadline) return records
     await new Promise((resolve) => setTimeout(resolve, 20))

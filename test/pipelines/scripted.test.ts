@@ -98,7 +98,7 @@ beforeEach(() => {
   offset = 0
 })
 
-const balance = async () => (await Effect.runPromise(gateway.store.getWorkspace)).credits
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
 const recordOf = async (requestId: string | null) => {
   // The record is the request scope's last finalizer: written when the answer or the stream ended.
   for (let i = 0; i < 100; i++) {

@@ -11,7 +11,12 @@ import type { GatewayConfig } from "../../src/services/config/schema.ts"
 import { Audit } from "../../src/services/audit/Audit.ts"
 import { ApiKeys } from "../../src/services/keys/ApiKeys.ts"
 import { Credits } from "../../src/services/credits/Credits.ts"
-import { Store } from "../../src/services/store/Store.ts"
+import { AuditRepo } from "../../src/services/store/AuditRepo.ts"
+import { ConnectionsRepo } from "../../src/services/store/ConnectionsRepo.ts"
+import { CreditsRepo } from "../../src/services/store/CreditsRepo.ts"
+import { KeysRepo } from "../../src/services/store/KeysRepo.ts"
+import { McpSessionsRepo } from "../../src/services/store/McpSessionsRepo.ts"
+import { SqlHistoryRepo } from "../../src/services/store/SqlHistoryRepo.ts"
 import { stringify } from "yaml"
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789"
@@ -19,7 +24,15 @@ export const ADMIN_TOKEN = "test-admin-token-0123456789"
 export interface TestGateway {
   readonly url: string
   readonly config: GatewayConfig
-  readonly store: Store["Service"]
+  /** The store's repositories, the same instances the gateway's services use. */
+  readonly store: {
+    readonly keys: KeysRepo["Service"]
+    readonly credits: CreditsRepo["Service"]
+    readonly audit: AuditRepo["Service"]
+    readonly connections: ConnectionsRepo["Service"]
+    readonly mcpSessions: McpSessionsRepo["Service"]
+    readonly sqlHistory: SqlHistoryRepo["Service"]
+  }
   readonly audit: Audit["Service"]
   readonly credits: Credits["Service"]
   /** Creates a key through the same service the admin API uses; returns the full key and its id. */
@@ -52,7 +65,14 @@ export const startGateway = async (
   const server = Context.get(context, HttpServer.HttpServer)
   const address = server.address as unknown as { port: number }
   const url = `http://127.0.0.1:${address.port}`
-  const store = Context.get(context, Store)
+  const store = {
+    keys: Context.get(context, KeysRepo),
+    credits: Context.get(context, CreditsRepo),
+    audit: Context.get(context, AuditRepo),
+    connections: Context.get(context, ConnectionsRepo),
+    mcpSessions: Context.get(context, McpSessionsRepo),
+    sqlHistory: Context.get(context, SqlHistoryRepo)
+  }
   const audit = Context.get(context, Audit)
   const keys = Context.get(context, ApiKeys)
   return {
@@ -82,6 +102,6 @@ export const startGateway = async (
 /** The audit records of one request, after making sure the buffer reached the store. */
 export const auditFor = async (gateway: TestGateway, requestId: string) => {
   await Effect.runPromise(gateway.audit.flush)
-  const page = await Effect.runPromise(gateway.store.queryAudit({ limit: 1000 }))
+  const page = await Effect.runPromise(gateway.store.audit.queryAudit({ limit: 1000 }))
   return page.items.filter((r) => r.request_id === requestId)
 }

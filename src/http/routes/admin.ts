@@ -7,7 +7,7 @@ import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
 import { NotFound, ValidationFailed } from "../../domain/errors.ts"
 import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
-import type { UsageDimension } from "../../services/store/Store.ts"
+import type { UsageDimension } from "../../services/store/AuditRepo.ts"
 import { testConnection } from "./connection-test.ts"
 import type { AdminAuth } from "./admin-auth.ts"
 import { Audit } from "../../services/audit/Audit.ts"
@@ -15,7 +15,8 @@ import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } fr
 import { Connections, toConnectionView } from "../../services/sql/Connections.ts"
 import { KeyCache } from "../../services/auth/KeyCache.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
-import { Store } from "../../services/store/Store.ts"
+import { AuditRepo } from "../../services/store/AuditRepo.ts"
+import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
 import { Credits } from "../../services/credits/Credits.ts"
 import { readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
@@ -211,13 +212,13 @@ export const adminRoutes = (options: AdminOptions) => {
       return HttpServerResponse.empty({ status: 204 })
     }))),
     route("GET", "/workspace", admin(Effect.gen(function*() {
-      const workspace = yield* Effect.orDie((yield* Store).getWorkspace)
+      const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       return json(workspace)
     }))),
     route("POST", "/workspace/credits", admin(Effect.gen(function*() {
       const input = yield* body(TopUp)
       const balance = yield* (yield* Credits).topup({ amount: input.credits, actor: "admin", note: input.note ?? null })
-      const workspace = yield* Effect.orDie((yield* Store).getWorkspace)
+      const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       return json({ ...workspace, credits: balance })
     }))),
     route("GET", "/workspace/ledger", admin(Effect.gen(function*() {
@@ -225,7 +226,7 @@ export const adminRoutes = (options: AdminOptions) => {
       const url = new URL(request.url, "http://local")
       const params = yield* decodeStrict(LedgerQuery)(Object.fromEntries(url.searchParams))
       const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
-      const items = yield* Effect.orDie((yield* Store).ledger({
+      const items = yield* Effect.orDie((yield* CreditsRepo).ledger({
         before_seq: params.cursor,
         limit,
         request_id: params.request_id,
@@ -242,7 +243,7 @@ export const adminRoutes = (options: AdminOptions) => {
       const until = yield* isoParam("until", params.until)
       const groupBy = yield* groupByParam(params.group_by)
       yield* (yield* Audit).flush
-      const rows = yield* Effect.orDie((yield* Store).usage({ since, until, key_id: params.key_id, group_by: groupBy }))
+      const rows = yield* Effect.orDie((yield* AuditRepo).usage({ since, until, key_id: params.key_id, group_by: groupBy }))
       return json({ since: since ?? null, until: until ?? null, group_by: groupBy ?? ["key", "model"], data: rows })
     }))),
     route("GET", "/audit", admin(Effect.gen(function*() {
@@ -254,7 +255,7 @@ export const adminRoutes = (options: AdminOptions) => {
       const until = yield* isoParam("until", params.until)
       // Records still in the write buffer belong in the answer: an operator reads what happened, not what was flushed.
       yield* (yield* Audit).flush
-      const page = yield* Effect.orDie((yield* Store).queryAudit({
+      const page = yield* Effect.orDie((yield* AuditRepo).queryAudit({
         key_id: params.key_id,
         status: params.status,
         error: params.error,

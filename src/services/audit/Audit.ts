@@ -12,7 +12,7 @@ import { Context, Deferred, Duration, Effect, Fiber, Layer, Semaphore } from "ef
 import type { AuditRecord } from "../../domain/records.ts"
 import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { spoolPath, takeSpool, writeSpool } from "../durability/spool.ts"
-import { Store } from "../store/Store.ts"
+import { AuditRepo } from "../store/AuditRepo.ts"
 
 export const AUDIT_SPOOL_FILE = "audit-spool.jsonl"
 /** How long a stop waits for the store before spooling what is left. */
@@ -50,7 +50,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
     Layer.effect(
       Audit,
       Effect.gen(function*() {
-        const store = yield* Store
+        const store = yield* AuditRepo
         let buffer: Array<AuditRecord> = []
         let wake = yield* Deferred.make<void>()
         const maxBuffered = options.maxBuffered ?? MAX_BUFFERED

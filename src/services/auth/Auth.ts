@@ -11,7 +11,7 @@ import { type DependencyUnavailable, KeyInactive, Unauthorized } from "../../dom
 import { storeUnavailable } from "../credits/Credits.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { hashKey, KEY_PATTERN } from "../keys/key-material.ts"
-import { Store } from "../store/Store.ts"
+import { KeysRepo } from "../store/KeysRepo.ts"
 import { KeyCache } from "./KeyCache.ts"
 
 export interface AuthShape {
@@ -47,7 +47,7 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
   static readonly layer = Layer.effect(
     Auth,
     Effect.gen(function*() {
-      const store = yield* Store
+      const store = yield* KeysRepo
       const cache = yield* KeyCache
       let lastUsed = new Map<string, string>()
 

@@ -5,7 +5,7 @@
  */
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import type { ApiKeyRecord } from "../../domain/records.ts"
-import { Store } from "../store/Store.ts"
+import { KeysRepo } from "../store/KeysRepo.ts"
 
 const MAX_ENTRIES = 50_000
 
@@ -21,7 +21,7 @@ export class KeyCache extends Context.Service<KeyCache, KeyCacheShape>()("modelg
     Layer.effect(
       KeyCache,
       Effect.gen(function*() {
-        const store = yield* Store
+        const store = yield* KeysRepo
         const entries = new Map<string, ApiKeyRecord | null>()
         let seenVersion = yield* Effect.orElseSucceed(store.keyChangeVersion, () => -1)
         const poll = Effect.gen(function*() {

@@ -17,7 +17,7 @@ import type { CreditMovement, Reservation } from "../../domain/records.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
 import { spoolPath } from "../durability/spool.ts"
-import { MAX_POOL_CREDITS, Store } from "../store/Store.ts"
+import { CreditsRepo, MAX_POOL_CREDITS } from "../store/CreditsRepo.ts"
 import { makeOutbox, type PendingMovement, SPOOL_FILE } from "./Outbox.ts"
 
 export interface Charge {
@@ -76,7 +76,7 @@ export class Credits extends Context.Service<Credits, {
     Layer.effect(
       Credits,
       Effect.gen(function*() {
-        const store = yield* Store
+        const store = yield* CreditsRepo
         const audit = Option.getOrUndefined(yield* Effect.serviceOption(Audit))
         const replicaId = `rep_${randomBytes(8).toString("hex")}`
         const leaseMs = Math.max(300, Math.round((options.leaseSeconds ?? 30) * 1000))

@@ -12,7 +12,7 @@
  * finished one.
  */
 import { Deferred, Duration, Effect, Fiber, type Scope } from "effect"
-import type { SqlError } from "effect/sql/SqlError"
+import type { StoreError } from "../store/StoreError.ts"
 import { abandonAfter, backoffDelayMs, type BackoffPolicy, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { takeSpool, writeSpool } from "../durability/spool.ts"
 
@@ -37,7 +37,7 @@ export const SPOOL_FILE = "credit-outbox.jsonl"
 const ATTEMPT_TIMEOUT = Duration.seconds(5)
 
 export const makeOutbox = (options: {
-  readonly apply: (movement: PendingMovement) => Effect.Effect<void, SqlError>
+  readonly apply: (movement: PendingMovement) => Effect.Effect<void, StoreError>
   /** Where pending movements are spooled on stop and taken back at start; none: memory only. */
   readonly spoolPath?: string | undefined
   readonly backoff?: BackoffPolicy | undefined

@@ -7,7 +7,8 @@ import { Clock, Context, Effect, Layer, Schema, Struct } from "effect"
 import { NotFound } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
-import { DEFAULT_WORKSPACE, Store } from "../store/Store.ts"
+import { KeysRepo } from "../store/KeysRepo.ts"
+import { DEFAULT_WORKSPACE } from "../store/rows.ts"
 import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
@@ -101,7 +102,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
   static readonly layer = Layer.effect(
     ApiKeys,
     Effect.gen(function*() {
-      const store = yield* Store
+      const store = yield* KeysRepo
       const cache = yield* KeyCache
 
       const changed = <A>(effect: Effect.Effect<A, NotFound>) => Effect.tap(effect, () => cache.invalidate)

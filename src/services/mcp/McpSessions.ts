@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto"
 import { type DependencyUnavailable, SessionExpired } from "../../domain/errors.ts"
 import type { McpSessionRecord } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
-import { Store } from "../store/Store.ts"
+import { McpSessionsRepo } from "../store/McpSessionsRepo.ts"
 
 const expired = () =>
   new SessionExpired({ message: "unknown or expired MCP session: start a new one with initialize" })
@@ -23,7 +23,7 @@ export class McpSessions extends Context.Service<McpSessions, {
     Layer.effect(
       McpSessions,
       Effect.gen(function*() {
-        const store = yield* Store
+        const store = yield* McpSessionsRepo
         const ttlMs = ttlSeconds * 1000
         const use = (id: string, keyId: string) =>
           Effect.gen(function*() {

@@ -8,7 +8,7 @@ import { Conflict, NotFound } from "../../domain/errors.ts"
 import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
 import type { ConnectionConfig } from "../config/schema.ts"
-import { Store } from "../store/Store.ts"
+import { ConnectionsRepo } from "../store/ConnectionsRepo.ts"
 import type { DependencyUnavailable } from "../../domain/errors.ts"
 import { redactDsn } from "./dsn.ts"
 
@@ -41,7 +41,7 @@ export class Connections extends Context.Service<Connections, {
     Layer.effect(
       Connections,
       Effect.gen(function*() {
-        const store = yield* Store
+        const store = yield* ConnectionsRepo
         const fromConfig = configured.map((c): ConnectionRecord => ({
           id: c.id,
           name: c.name,

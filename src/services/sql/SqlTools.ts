@@ -27,7 +27,7 @@ import type { ConnectionRecord, ConnectionRole } from "../../domain/records.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
-import { Store } from "../store/Store.ts"
+import { SqlHistoryRepo } from "../store/SqlHistoryRepo.ts"
 import { Connections } from "./Connections.ts"
 import { type SqlDialect, type SqlDriver, SqlDrivers, type SqlDriverError } from "./drivers/SqlDrivers.ts"
 import { SqlGuard } from "./SqlGuard.ts"
@@ -152,7 +152,7 @@ export class SqlTools extends Context.Service<SqlTools, {
     Effect.gen(function*() {
       const connections = yield* Connections
       const sqlDrivers = yield* SqlDrivers
-      const store = yield* Store
+      const store = yield* SqlHistoryRepo
       const config = yield* AppConfig
       const maxRowsCap = config.mcp.max_rows_cap
       const timeoutMsCap = config.mcp.timeout_ms_cap

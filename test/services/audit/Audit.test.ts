@@ -3,7 +3,9 @@ import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import { describe, expect, it } from "vitest"
 import type { AuditRecord } from "../../../src/domain/records.ts"
 import { Audit } from "../../../src/services/audit/Audit.ts"
-import { Store } from "../../../src/services/store/Store.ts"
+import { AuditRepo } from "../../../src/services/store/AuditRepo.ts"
+import { StoreError } from "../../../src/services/store/StoreError.ts"
+import { StoreLayer } from "../../../src/services/store/StoreLayer.ts"
 
 const record = (n: number): AuditRecord => ({
   request_id: `req_${n}`, ts: new Date().toISOString(), method: "POST", endpoint: "/v1/chat/completions", status: 200, error: null,
@@ -13,13 +15,13 @@ const record = (n: number): AuditRecord => ({
 
 /** A store that refuses audit writes, as one does during an outage. */
 const refusingStore = Layer.effect(
-  Store,
-  Effect.map(Store, (store) =>
-    Store.of({
+  AuditRepo,
+  Effect.map(AuditRepo, (store) =>
+    AuditRepo.of({
       ...store,
-      appendAudit: () => Effect.fail(new SqlError({ reason: classifySqliteError(new Error("down"), { message: "down", operation: "appendAudit" }) }))
+      appendAudit: () => Effect.fail(StoreError.from("AuditRepo.appendAudit", new SqlError({ reason: classifySqliteError(new Error("down"), { message: "down", operation: "appendAudit" }) })))
     }))
-).pipe(Layer.provide(Store.layerMemory))
+).pipe(Layer.provide(StoreLayer.memory))
 
 describe("Audit", () => {
   it("counts and logs the records it drops when the buffer is full, at most once per interval", async () => {
@@ -49,19 +51,19 @@ describe("Audit", () => {
     let attempts = 0
     let down = true
     const flakyStore = Layer.effect(
-      Store,
-      Effect.map(Store, (store) =>
-        Store.of({
+      AuditRepo,
+      Effect.map(AuditRepo, (store) =>
+        AuditRepo.of({
           ...store,
           appendAudit: (records) =>
             Effect.suspend(() => {
               attempts++
               return down
-                ? Effect.fail(new SqlError({ reason: classifySqliteError(new Error("down"), { message: "down", operation: "appendAudit" }) }))
+                ? Effect.fail(StoreError.from("AuditRepo.appendAudit", new SqlError({ reason: classifySqliteError(new Error("down"), { message: "down", operation: "appendAudit" }) })))
                 : store.appendAudit(records)
             })
         }))
-    ).pipe(Layer.provideMerge(Store.layerMemory))
+    ).pipe(Layer.provideMerge(StoreLayer.memory))
     const stored = await Effect.runPromise(
       Effect.gen(function*() {
         const audit = yield* Audit
@@ -69,7 +71,7 @@ describe("Audit", () => {
         yield* Effect.sleep("1500 millis")
         const attemptsWhileDown = attempts
         down = false
-        const store = yield* Store
+        const store = yield* AuditRepo
         let items = 0
         // The next retry is at most one (capped, jittered) backoff away.
         for (let waited = 0; waited < 5000 && items < 5; waited += 50) {

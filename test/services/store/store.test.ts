@@ -1,8 +1,20 @@
-/** The Store contract, run against both layers: embedded SQLite and the machine's Postgres. */
+/** The store repositories' contract, run against both layers: embedded SQLite and the machine's Postgres. */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
-import { DEFAULT_WORKSPACE, Store } from "../../../src/services/store/Store.ts"
+import { AuditRepo } from "../../../src/services/store/AuditRepo.ts"
+import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
+import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
+import { DEFAULT_WORKSPACE } from "../../../src/services/store/rows.ts"
+import { ConnectionsRepo } from "../../../src/services/store/ConnectionsRepo.ts"
+import { McpSessionsRepo } from "../../../src/services/store/McpSessionsRepo.ts"
+import { SqlHistoryRepo } from "../../../src/services/store/SqlHistoryRepo.ts"
+import { StoreError } from "../../../src/services/store/StoreError.ts"
+import { StoreLayer, type StoreRepos } from "../../../src/services/store/StoreLayer.ts"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { createPostgresDatabase } from "../../support/databases.ts"
 
 const now = () => new Date().toISOString()
@@ -27,7 +39,7 @@ const key = (id: string, hash: string): ApiKeyRecord => ({
   previous_key_expires_at: null
 })
 
-const audit = (i: number, keyId: string | null, status: number): AuditRecord => ({
+const auditRecord = (i: number, keyId: string | null, status: number): AuditRecord => ({
   request_id: `req_${i}`,
   ts: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
   key_id: keyId,
@@ -48,26 +60,26 @@ const audit = (i: number, keyId: string | null, status: number): AuditRecord => 
   details: { note: "x" }
 })
 
-type StoreFixture = () => Promise<{ layer: Layer.Layer<Store, unknown>; cleanup: () => Promise<void> }>
+type StoreFixture = () => Promise<{ layer: Layer.Layer<StoreRepos, unknown>; cleanup: () => Promise<void> }>
 
 const fixtures: ReadonlyArray<readonly [string, (prefix: string) => StoreFixture]> = [
-  ["sqlite", () => async () => ({ layer: Store.layerMemory, cleanup: async () => {} })],
+  ["sqlite", () => async () => ({ layer: StoreLayer.memory, cleanup: async () => {} })],
   ["postgres", (prefix) => async () => {
     const db = await createPostgresDatabase(prefix)
-    return { layer: Store.layerPostgres(db.url), cleanup: () => db.drop() }
+    return { layer: StoreLayer.postgres(db.url), cleanup: () => db.drop() }
   }]
 ]
 
 /** A fresh store for the enclosing describe block, its workspace opened with `initialCredits`. */
 const useStore = (makeLayer: StoreFixture, initialCredits: number) => {
-  let runtime: ManagedRuntime.ManagedRuntime<Store, unknown>
+  let runtime: ManagedRuntime.ManagedRuntime<StoreRepos, unknown>
   let cleanup: () => Promise<void>
-  const run = <A, E>(effect: Effect.Effect<A, E, Store>) => runtime.runPromise(effect)
+  const run = <A, E>(effect: Effect.Effect<A, E, StoreRepos>) => runtime.runPromise(effect)
   beforeAll(async () => {
     const made = await makeLayer()
     cleanup = made.cleanup
     runtime = ManagedRuntime.make(made.layer)
-    await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(initialCredits)))
+    await run(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(initialCredits)))
   })
   afterAll(async () => {
     await runtime?.dispose()
@@ -81,62 +93,62 @@ const contract = (name: string, makeLayer: StoreFixture) =>
     const run = useStore(makeLayer, 500)
 
     it("creates the workspace once with its initial credits", async () => {
-      const ws = await run(Effect.flatMap(Store, (s) => s.ensureWorkspace(9999)))
+      const ws = await run(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(9999)))
       expect(ws).toMatchObject({ id: DEFAULT_WORKSPACE, credits: 500 })
     })
 
     it("stores, finds, updates and deletes keys, bumping the change version", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
-        const v0 = yield* store.keyChangeVersion
-        yield* store.insertKey(key("key_a", "hash_a"))
-        expect(yield* store.keyChangeVersion).toBe(v0 + 1)
-        const found = yield* store.findKeyByHash("hash_a")
+        const keys = yield* KeysRepo
+        const v0 = yield* keys.keyChangeVersion
+        yield* keys.insertKey(key("key_a", "hash_a"))
+        expect(yield* keys.keyChangeVersion).toBe(v0 + 1)
+        const found = yield* keys.findKeyByHash("hash_a")
         expect(found).toMatchObject({ id: "key_a", allowed_models: ["echo", "gpt-4o"], budget: { max_requests: 10 }, is_active: true })
-        expect(yield* store.findKeyByHash("nope")).toBeUndefined()
-        const updated = yield* store.updateKey("key_a", { is_active: false, allowed_models: null, previous_key_hash: "old_a" })
+        expect(yield* keys.findKeyByHash("nope")).toBeUndefined()
+        const updated = yield* keys.updateKey("key_a", { is_active: false, allowed_models: null, previous_key_hash: "old_a" })
         expect(updated).toMatchObject({ is_active: false, allowed_models: null })
-        expect((yield* store.findKeyByHash("old_a"))?.id).toBe("key_a")
-        expect(yield* store.updateKey("missing", { name: "x" })).toBeUndefined()
-        expect((yield* store.listKeys).map((k) => k.id)).toContain("key_a")
-        yield* store.touchKeys(new Map([["key_a", "2026-01-01T00:00:00.000Z"]]))
-        expect((yield* store.findKeyById("key_a"))?.last_used_at).toBe("2026-01-01T00:00:00.000Z")
-        expect(yield* store.deleteKey("key_a")).toBe(true)
-        expect(yield* store.deleteKey("key_a")).toBe(false)
-        expect(yield* store.findKeyById("key_a")).toBeUndefined()
-        expect(yield* store.keyChangeVersion).toBe(v0 + 3)
+        expect((yield* keys.findKeyByHash("old_a"))?.id).toBe("key_a")
+        expect(yield* keys.updateKey("missing", { name: "x" })).toBeUndefined()
+        expect((yield* keys.listKeys).map((k) => k.id)).toContain("key_a")
+        yield* keys.touchKeys(new Map([["key_a", "2026-01-01T00:00:00.000Z"]]))
+        expect((yield* keys.findKeyById("key_a"))?.last_used_at).toBe("2026-01-01T00:00:00.000Z")
+        expect(yield* keys.deleteKey("key_a")).toBe(true)
+        expect(yield* keys.deleteKey("key_a")).toBe(false)
+        expect(yield* keys.findKeyById("key_a")).toBeUndefined()
+        expect(yield* keys.keyChangeVersion).toBe(v0 + 3)
       }))
     })
 
     it("refuses a second key with the same hash", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
-        yield* store.insertKey(key("key_b", "hash_b"))
-        const result = yield* Effect.result(store.insertKey(key("key_c", "hash_b")))
+        const keys = yield* KeysRepo
+        yield* keys.insertKey(key("key_b", "hash_b"))
+        const result = yield* Effect.result(keys.insertKey(key("key_c", "hash_b")))
         expect(result._tag).toBe("Failure")
-        expect(yield* store.findKeyById("key_c")).toBeUndefined()
+        expect(yield* keys.findKeyById("key_c")).toBeUndefined()
       }))
     })
 
     it("appends audit records and pages through them with filters", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
-        yield* store.appendAudit(Array.from({ length: 25 }, (_, i) => audit(i, i % 5 === 0 ? null : "key_x", i % 3 === 0 ? 401 : 200)))
-        const first = yield* store.queryAudit({ limit: 10 })
+        const audit = yield* AuditRepo
+        yield* audit.appendAudit(Array.from({ length: 25 }, (_, i) => auditRecord(i, i % 5 === 0 ? null : "key_x", i % 3 === 0 ? 401 : 200)))
+        const first = yield* audit.queryAudit({ limit: 10 })
         expect(first.items).toHaveLength(10)
         expect(first.items[0]!.request_id).toBe("req_24")
         expect(first.items[0]).toMatchObject({ stream: true, details: { note: "x" }, duration_ms: 1.5 })
-        const second = yield* store.queryAudit({ limit: 10, before_seq: first.next_seq! })
+        const second = yield* audit.queryAudit({ limit: 10, before_seq: first.next_seq! })
         expect(second.items[0]!.request_id).toBe("req_14")
-        const third = yield* store.queryAudit({ limit: 10, before_seq: second.next_seq! })
+        const third = yield* audit.queryAudit({ limit: 10, before_seq: second.next_seq! })
         expect(third.items).toHaveLength(5)
         expect(third.next_seq).toBeNull()
-        const unauthorized = yield* store.queryAudit({ limit: 100, status: 401 })
+        const unauthorized = yield* audit.queryAudit({ limit: 100, status: 401 })
         expect(unauthorized.items.every((r) => r.status === 401)).toBe(true)
         expect(unauthorized.items).toHaveLength(9)
-        const forKey = yield* store.queryAudit({ limit: 100, key_id: "key_x" })
+        const forKey = yield* audit.queryAudit({ limit: 100, key_id: "key_x" })
         expect(forKey.items).toHaveLength(20)
-        const window = yield* store.queryAudit({ limit: 100, since: audit(10, null, 200).ts, until: audit(15, null, 200).ts })
+        const window = yield* audit.queryAudit({ limit: 100, since: auditRecord(10, null, 200).ts, until: auditRecord(15, null, 200).ts })
         expect(window.items.map((r) => r.request_id)).toEqual(["req_14", "req_13", "req_12", "req_11", "req_10"])
       }))
     })
@@ -148,10 +160,10 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
 
     it("charges atomically, never below zero, and the ledger adds up", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
+        const credits = yield* CreditsRepo
         const results = yield* Effect.all(
           Array.from({ length: 8 }, (_, i) =>
-            store.admitPaid({
+            credits.admitPaid({
               keyId: "key_k",
               budget: false,
               charge: { amount: 3, actor: "key_k", key_id: "key_k", request_id: `req_${i}`, model: "m" }
@@ -160,94 +172,172 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         )
         const charged = results.filter((r) => r._tag === "Admitted")
         expect(charged).toHaveLength(3)
-        expect((yield* store.getWorkspace).credits).toBe(1)
+        expect((yield* credits.getWorkspace).credits).toBe(1)
         const refused = results.find((r) => r._tag === "Insufficient")
         expect(refused).toEqual({ _tag: "Insufficient", available: 1 })
-        expect(yield* store.addCredits("refund", { amount: 3, actor: "key_k", request_id: "req_0" })).toBe(4)
-        expect(yield* store.addCredits("topup", { amount: 100, actor: "admin" })).toBe(104)
-        const ledger = yield* store.ledger({ limit: 100 })
+        expect(yield* credits.addCredits("refund", { amount: 3, actor: "key_k", request_id: "req_0" })).toBe(4)
+        expect(yield* credits.addCredits("topup", { amount: 100, actor: "admin" })).toBe(104)
+        const ledger = yield* credits.ledger({ limit: 100 })
         expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe(104)
         expect(ledger[0]).toMatchObject({ kind: "topup", amount: 100, balance_after: 104, actor: "admin" })
         expect(ledger.at(-1)).toMatchObject({ kind: "initial", amount: 10 })
-        expect(yield* store.ledger({ limit: 10, request_id: "req_0" })).toHaveLength(2)
+        expect(yield* credits.ledger({ limit: 10, request_id: "req_0" })).toHaveLength(2)
       }))
     })
 
     it("counts a budget exactly under concurrency, and charges nothing once it is used up", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
-        yield* store.addCredits("topup", { amount: 100, actor: "test" })
-        const before = (yield* store.getWorkspace).credits
-        yield* store.insertKey({ ...key("key_budget", "hash_budget"), budget: { max_requests: 5 } })
+        const credits = yield* CreditsRepo
+        const keys = yield* KeysRepo
+        yield* credits.addCredits("topup", { amount: 100, actor: "test" })
+        const before = (yield* credits.getWorkspace).credits
+        yield* keys.insertKey({ ...key("key_budget", "hash_budget"), budget: { max_requests: 5 } })
         const results = yield* Effect.all(
           Array.from({ length: 12 }, (_, i) =>
-            store.admitPaid({ keyId: "key_budget", budget: true, charge: { amount: 2, actor: "key_budget", key_id: "key_budget", request_id: `req_b${i}` } })),
+            credits.admitPaid({ keyId: "key_budget", budget: true, charge: { amount: 2, actor: "key_budget", key_id: "key_budget", request_id: `req_b${i}` } })),
           { concurrency: "unbounded" }
         )
         expect(results.filter((r) => r._tag === "Admitted")).toHaveLength(5)
         expect(results.filter((r) => r._tag === "BudgetExhausted")).toHaveLength(7)
-        expect((yield* store.findKeyById("key_budget"))?.budget_used).toBe(5)
-        expect((yield* store.getWorkspace).credits).toBe(before - 10)
+        expect((yield* keys.findKeyById("key_budget"))?.budget_used).toBe(5)
+        expect((yield* credits.getWorkspace).credits).toBe(before - 10)
         // A free model on a budgeted key counts the budget and charges nothing.
-        yield* store.insertKey({ ...key("key_free", "hash_free"), budget: { max_requests: 1 } })
-        expect(yield* store.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "Admitted", balance: undefined })
-        expect(yield* store.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "BudgetExhausted" })
+        yield* keys.insertKey({ ...key("key_free", "hash_free"), budget: { max_requests: 1 } })
+        expect(yield* credits.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "Admitted", balance: undefined })
+        expect(yield* credits.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "BudgetExhausted" })
       }))
     })
 
     it("holds a charge as a reservation owned by its replica until it is settled or refunded, once", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
-        yield* store.addCredits("topup", { amount: 50, actor: "test" })
+        const credits = yield* CreditsRepo
+        yield* credits.addCredits("topup", { amount: 50, actor: "test" })
         const owner = { owner: "rep_a", method: "POST", endpoint: "/v1/chat/completions" }
         const admit = (request_id: string) =>
-          store.admitPaid({ keyId: "key_r", budget: false, charge: { amount: 4, actor: "key_r", key_id: "key_r", request_id, model: "m" }, reservation: owner })
-        const before = (yield* store.getWorkspace).credits
+          credits.admitPaid({ keyId: "key_r", budget: false, charge: { amount: 4, actor: "key_r", key_id: "key_r", request_id, model: "m" }, reservation: owner })
+        const before = (yield* credits.getWorkspace).credits
         yield* admit("req_r1")
         yield* admit("req_r2")
         yield* admit("req_r3")
-        expect((yield* store.getWorkspace).credits).toBe(before - 12)
+        expect((yield* credits.getWorkspace).credits).toBe(before - 12)
         // Settled: kept, and a later refund (a retry, a sweeper) does nothing.
-        expect(yield* store.settleReservation("req_r1")).toBe(true)
-        expect(yield* store.settleReservation("req_r1")).toBe(false)
-        expect(yield* store.refundReservation("req_r1", "key_r", "late")).toBeUndefined()
+        expect(yield* credits.settleReservation("req_r1")).toBe(true)
+        expect(yield* credits.settleReservation("req_r1")).toBe(false)
+        expect(yield* credits.refundReservation("req_r1", "key_r", "late")).toBeUndefined()
         // Refunded once, however many ask at the same time.
         const refunds = yield* Effect.all(
-          Array.from({ length: 5 }, () => store.refundReservation("req_r2", "key_r", "provider failed")),
+          Array.from({ length: 5 }, () => credits.refundReservation("req_r2", "key_r", "provider failed")),
           { concurrency: "unbounded" }
         )
         expect(refunds.filter((r) => r !== undefined)).toHaveLength(1)
         expect(refunds.find((r) => r !== undefined)).toMatchObject({ request_id: "req_r2", owner: "rep_a", amount: 4, key_id: "key_r", endpoint: "/v1/chat/completions" })
-        expect(yield* store.settleReservation("req_r2")).toBe(false)
-        expect((yield* store.getWorkspace).credits).toBe(before - 8)
-        expect((yield* store.ledger({ limit: 10, request_id: "req_r2" })).map((e) => [e.kind, e.amount])).toEqual([["refund", 4], ["charge", -4]])
+        expect(yield* credits.settleReservation("req_r2")).toBe(false)
+        expect((yield* credits.getWorkspace).credits).toBe(before - 8)
+        expect((yield* credits.ledger({ limit: 10, request_id: "req_r2" })).map((e) => [e.kind, e.amount])).toEqual([["refund", 4], ["charge", -4]])
 
         // Orphans: open reservations of replicas whose lease lapsed (or never was), never one's own.
         const now = Date.now()
-        yield* store.renewReplica("rep_a", now + 10_000)
-        expect(yield* store.orphanedReservations("rep_b", now, 10)).toEqual([])
-        yield* store.renewReplica("rep_a", now - 1)
-        expect((yield* store.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
-        expect(yield* store.orphanedReservations("rep_a", now, 10)).toEqual([])
-        yield* store.removeReplica("rep_a")
-        expect((yield* store.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
-        yield* store.refundReservation("req_r3", "replica:rep_b", "replica_lost")
-        expect(yield* store.orphanedReservations("rep_b", now, 10)).toEqual([])
+        yield* credits.renewReplica("rep_a", now + 10_000)
+        expect(yield* credits.orphanedReservations("rep_b", now, 10)).toEqual([])
+        yield* credits.renewReplica("rep_a", now - 1)
+        expect((yield* credits.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
+        expect(yield* credits.orphanedReservations("rep_a", now, 10)).toEqual([])
+        yield* credits.removeReplica("rep_a")
+        expect((yield* credits.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
+        yield* credits.refundReservation("req_r3", "replica:rep_b", "replica_lost")
+        expect(yield* credits.orphanedReservations("rep_b", now, 10)).toEqual([])
 
-        const ledger = yield* store.ledger({ limit: 1000 })
-        expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe((yield* store.getWorkspace).credits)
+        const ledger = yield* credits.ledger({ limit: 1000 })
+        expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe((yield* credits.getWorkspace).credits)
       }))
     })
 
     it("leaves the budget counted when the pool cannot pay", async () => {
       await run(Effect.gen(function*() {
-        const store = yield* Store
-        yield* store.insertKey({ ...key("key_poor", "hash_poor"), budget: { max_requests: 10 } })
-        const available = (yield* store.getWorkspace).credits
-        const result = yield* store.admitPaid({ keyId: "key_poor", budget: true, charge: { amount: available + 1, actor: "key_poor" } })
+        const credits = yield* CreditsRepo
+        const keys = yield* KeysRepo
+        yield* keys.insertKey({ ...key("key_poor", "hash_poor"), budget: { max_requests: 10 } })
+        const available = (yield* credits.getWorkspace).credits
+        const result = yield* credits.admitPaid({ keyId: "key_poor", budget: true, charge: { amount: available + 1, actor: "key_poor" } })
         expect(result).toEqual({ _tag: "Insufficient", available })
-        expect((yield* store.findKeyById("key_poor"))?.budget_used).toBe(1)
-        expect((yield* store.getWorkspace).credits).toBe(available)
+        expect((yield* keys.findKeyById("key_poor"))?.budget_used).toBe(1)
+        expect((yield* credits.getWorkspace).credits).toBe(available)
+      }))
+    })
+  })
+
+const toolsContract = (name: string, makeLayer: StoreFixture) =>
+  describe(`Store connections, MCP sessions, SQL history and usage: ${name}`, () => {
+    const run = useStore(makeLayer, 0)
+
+    it("keeps connections and grants, and a grant change bumps the key change version", async () => {
+      await run(Effect.gen(function*() {
+        const connections = yield* ConnectionsRepo
+        const keys = yield* KeysRepo
+        yield* keys.insertKey(key("key_g", "hash_g"))
+        const c = { id: 7, name: "warehouse", dialect: "postgres" as const, url: "postgres://x/y", read_url: null, default_schema: "public" }
+        expect(yield* connections.insertConnection(c)).toBe(true)
+        expect(yield* connections.insertConnection(c)).toBe(false)
+        expect(yield* connections.listConnections).toEqual([{ ...c, source: "admin" }])
+        const v0 = yield* keys.keyChangeVersion
+        yield* connections.putGrant("key_g", 7, "read")
+        yield* connections.putGrant("key_g", 7, "edit")
+        expect(yield* keys.keyChangeVersion).toBe(v0 + 2)
+        expect(yield* connections.grantsOf("key_g")).toMatchObject([{ key_id: "key_g", connection_id: 7, role: "edit" }])
+        expect(yield* connections.deleteGrant("key_g", 7)).toBe(true)
+        expect(yield* connections.deleteGrant("key_g", 7)).toBe(false)
+        expect(yield* keys.keyChangeVersion).toBe(v0 + 3)
+        expect(yield* connections.grantsOf("key_g")).toEqual([])
+      }))
+    })
+
+    it("slides an MCP session's expiry only for its own key while it lives", async () => {
+      await run(Effect.gen(function*() {
+        const sessions = yield* McpSessionsRepo
+        const session = { id: "mcp_1", key_id: "key_s", protocol_version: "2025-06-18", created_at: "2026-01-01T00:00:00.000Z", expires_at: "2026-01-01T00:10:00.000Z" }
+        yield* sessions.insertSession(session)
+        expect(yield* sessions.touchSession("mcp_1", "key_other", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z")).toBeUndefined()
+        expect(yield* sessions.touchSession("mcp_1", "key_s", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z"))
+          .toEqual({ ...session, expires_at: "2026-01-01T00:11:00.000Z" })
+        expect(yield* sessions.touchSession("mcp_1", "key_s", "2026-01-01T00:12:00.000Z", "2026-01-01T00:22:00.000Z")).toBeUndefined()
+        yield* sessions.deleteExpiredSessions("2026-01-01T00:12:00.000Z")
+        yield* sessions.insertSession({ ...session, id: "mcp_2" })
+        yield* sessions.deleteSession("mcp_2", "key_other")
+        expect(yield* sessions.touchSession("mcp_2", "key_s", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z")).toBeDefined()
+        yield* sessions.deleteSession("mcp_2", "key_s")
+        expect(yield* sessions.touchSession("mcp_2", "key_s", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z")).toBeUndefined()
+      }))
+    })
+
+    it("lists a key's SQL history on a connection, newest first", async () => {
+      await run(Effect.gen(function*() {
+        const history = yield* SqlHistoryRepo
+        for (let i = 0; i < 3; i++) {
+          yield* history.appendSqlHistory({ ts: `2026-01-01T00:00:0${i}.000Z`, statement: `SELECT ${i}`, duration_ms: 1.25, kind: "rows", row_count: i, key_id: "key_h", connection_id: 1 })
+        }
+        yield* history.appendSqlHistory({ ts: "2026-01-01T00:00:09.000Z", statement: "DELETE FROM t", duration_ms: 2, kind: "affected", row_count: 4, key_id: "key_h", connection_id: 2 })
+        expect(yield* history.sqlHistory("key_h", 1, 2)).toEqual([
+          { ts: "2026-01-01T00:00:02.000Z", statement: "SELECT 2", duration_ms: 1.25, kind: "rows", row_count: 2 },
+          { ts: "2026-01-01T00:00:01.000Z", statement: "SELECT 1", duration_ms: 1.25, kind: "rows", row_count: 1 }
+        ])
+        expect(yield* history.sqlHistory("key_other", 1, 10)).toEqual([])
+      }))
+    })
+
+    it("totals usage from the audit trail as numbers, grouped as asked", async () => {
+      await run(Effect.gen(function*() {
+        const audit = yield* AuditRepo
+        yield* audit.appendAudit(Array.from({ length: 6 }, (_, i) => auditRecord(i, i < 4 ? "key_u" : "key_v", i === 0 ? 401 : 200)))
+        expect(yield* audit.usage({ group_by: ["key"] })).toEqual([
+          { key_id: "key_u", requests: 4, errors: 1, prompt_tokens: 12, completion_tokens: 16, credits: 4 },
+          { key_id: "key_v", requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
+        ])
+        expect(yield* audit.usage({ group_by: [], key_id: "key_v" })).toEqual([
+          { requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
+        ])
+        expect(yield* audit.usage({ group_by: ["day", "model"] })).toEqual([
+          { day: "2026-01-01", model: "echo-1", requests: 6, errors: 1, prompt_tokens: 18, completion_tokens: 24, credits: 6 }
+        ])
       }))
     })
   })
@@ -255,4 +345,28 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
 for (const [name, fixture] of fixtures) {
   contract(name, fixture("mg_store"))
   creditContract(name, fixture("mg_credits"))
+  toolsContract(name, fixture("mg_tools"))
 }
+
+describe("Store rows", () => {
+  it("fail as one StoreError naming the method, not an outage, when a row does not decode", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mg-store-rows-"))
+    const file = join(dir, "store.db")
+    const runtime = ManagedRuntime.make(StoreLayer.sqlite(file))
+    try {
+      await runtime.runPromise(Effect.flatMap(CreditsRepo, (credits) => credits.ensureWorkspace(0)))
+      await runtime.runPromise(Effect.flatMap(KeysRepo, (keys) => keys.insertKey(key("key_bad", "hash_bad"))))
+      // Another writer (a hand edit, a broken migration) leaves a row the schema does not allow.
+      const raw = new DatabaseSync(file)
+      raw.exec("UPDATE api_keys SET allowed_models = '{not json' WHERE id = 'key_bad'")
+      raw.close()
+      const error = await runtime.runPromise(Effect.flip(Effect.flatMap(KeysRepo, (keys) => keys.findKeyById("key_bad"))))
+      expect(error).toBeInstanceOf(StoreError)
+      expect(error).toMatchObject({ _tag: "StoreError", operation: "KeysRepo.findKeyById", outage: false })
+      expect(error.message).toContain("did not decode")
+    } finally {
+      await runtime.dispose()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})

@@ -17,7 +17,7 @@ import { GatewayConfig } from "../../../../src/services/config/schema.ts"
 import { Connections } from "../../../../src/services/sql/Connections.ts"
 import { makeSqlDriver, type SqlDriver, SqlDrivers } from "../../../../src/services/sql/drivers/SqlDrivers.ts"
 import { type ToolContext, type ToolOutcome, SqlTools } from "../../../../src/services/sql/SqlTools.ts"
-import { Store } from "../../../../src/services/store/Store.ts"
+import { StoreLayer, type StoreRepos } from "../../../../src/services/store/StoreLayer.ts"
 
 export interface ConnectionInput {
   readonly id: number
@@ -76,11 +76,11 @@ export const countingDrivers = (): { readonly calls: DriverCalls; readonly layer
   return { calls: { log, count: () => log.length }, layer }
 }
 
-export type ToolsRuntime = ManagedRuntime.ManagedRuntime<SqlTools | Store, unknown>
+export type ToolsRuntime = ManagedRuntime.ManagedRuntime<SqlTools | StoreRepos, unknown>
 
 export const makeToolsRuntime = (config: GatewayConfig, drivers: Layer.Layer<SqlDrivers>): ToolsRuntime => {
   const base = Layer.mergeAll(Connections.layer(config.connections), drivers, AppConfig.layer(config)).pipe(
-    Layer.provideMerge(Store.layerMemory)
+    Layer.provideMerge(StoreLayer.memory)
   )
   // The defect test logs on purpose; keep the test output clean.
   const quiet = Layer.succeed(References.MinimumLogLevel, "None")

@@ -1,0 +1,145 @@
+/** The audit trail: one row per request, and the usage totals and pages read from it. */
+import { Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { AuditPage, AuditQuery, AuditRecord } from "../../domain/records.ts"
+import { decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
+import { storeOp, type StoreError } from "./StoreError.ts"
+
+/** What usage rows are grouped by: the UTC day (`YYYY-MM-DD`), the key, the model. */
+export type UsageDimension = "day" | "key" | "model"
+
+export interface UsageRow {
+  readonly day?: string
+  readonly key_id?: string | null
+  readonly model?: string | null
+  readonly requests: number
+  readonly errors: number
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly credits: number
+}
+
+const AuditRow = Schema.Struct({
+  seq: Num,
+  request_id: Schema.String,
+  ts: Schema.String,
+  key_id: NullableString,
+  method: Schema.String,
+  endpoint: Schema.String,
+  status: Num,
+  error: NullableString,
+  model: NullableString,
+  provider: NullableString,
+  tool: NullableString,
+  connection_id: NullableNum,
+  credits: Num,
+  prompt_tokens: NullableNum,
+  completion_tokens: NullableNum,
+  duration_ms: Num,
+  stream: Flag,
+  client_addr: NullableString,
+  details: NullableJson(Schema.Record(Schema.String, Schema.Unknown))
+})
+
+/** A usage row: the grouping columns present are those asked for; aggregates come back as strings from Postgres. */
+const UsageRowSchema = Schema.Struct({
+  day: Schema.optionalKey(Schema.String),
+  key_id: Schema.optionalKey(NullableString),
+  model: Schema.optionalKey(NullableString),
+  requests: Num,
+  errors: Num,
+  prompt_tokens: Num,
+  completion_tokens: Num,
+  credits: Num
+})
+
+const decodeAudit = decodeRows(AuditRow)
+const decodeUsage = decodeRows(UsageRowSchema)
+
+export class AuditRepo extends Context.Service<AuditRepo, {
+  readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, StoreError>
+  /** Totals from the audit trail, one row per combination of `group_by` (default key and model). */
+  readonly usage: (query: {
+    readonly since?: string | undefined
+    readonly until?: string | undefined
+    readonly key_id?: string | undefined
+    readonly group_by?: ReadonlyArray<UsageDimension> | undefined
+  }) => Effect.Effect<ReadonlyArray<UsageRow>, StoreError>
+  /** Newest first, `limit` at a time; `next_seq` continues the page. */
+  readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, StoreError>
+}>()("modelgate/AuditRepo") {
+  static readonly layer = Layer.effect(
+    AuditRepo,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient
+      return AuditRepo.of({
+        appendAudit: (records) =>
+          records.length === 0
+            ? Effect.void
+            : sql`INSERT INTO audit_log ${
+              sql.insert(records.map((r): Record<string, unknown> => ({
+                request_id: r.request_id,
+                ts: r.ts,
+                key_id: r.key_id,
+                method: r.method,
+                endpoint: r.endpoint,
+                status: r.status,
+                error: r.error,
+                model: r.model,
+                provider: r.provider,
+                tool: r.tool,
+                connection_id: r.connection_id,
+                credits: r.credits,
+                prompt_tokens: r.prompt_tokens,
+                completion_tokens: r.completion_tokens,
+                duration_ms: r.duration_ms,
+                stream: r.stream ? 1 : 0,
+                client_addr: r.client_addr,
+                details: r.details === null ? null : JSON.stringify(r.details)
+              })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
+            }`.pipe(Effect.asVoid, storeOp("AuditRepo.appendAudit")),
+        usage: (query) => {
+          // Column expressions come from this fixed table only, never from the caller's text.
+          const dimensions = { day: "substr(ts, 1, 10)", key: "key_id", model: "model" } as const
+          const names = { day: "day", key: "key_id", model: "model" } as const
+          const groups = (["day", "key", "model"] as const).filter((d) => (query.group_by ?? ["key", "model"]).includes(d))
+          const selected = groups.map((d) => `${dimensions[d]} AS ${names[d]}`)
+          const grouped = groups.map((d) => dimensions[d]).join(", ")
+          return sql`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,
+                SUM(CASE WHEN status >= 400 OR error IS NOT NULL THEN 1 ELSE 0 END) AS errors,
+                COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+                COALESCE(SUM(credits), 0) AS credits
+              FROM audit_log WHERE ${
+            sql.and([
+              query.since !== undefined ? sql`ts >= ${query.since}` : undefined,
+              query.until !== undefined ? sql`ts < ${query.until}` : undefined,
+              query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined
+            ].filter((c) => c !== undefined))
+          } ${sql.literal(groups.length > 0 ? `GROUP BY ${grouped} ORDER BY ${grouped}` : "")}`.pipe(
+            decodeUsage,
+            storeOp("AuditRepo.usage")
+          )
+        },
+        queryAudit: (query) => {
+          const conditions = [
+            query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined,
+            query.status !== undefined ? sql`status = ${query.status}` : undefined,
+            query.error !== undefined ? sql`error = ${query.error}` : undefined,
+            query.endpoint !== undefined ? sql`endpoint = ${query.endpoint}` : undefined,
+            query.since !== undefined ? sql`ts >= ${query.since}` : undefined,
+            query.until !== undefined ? sql`ts < ${query.until}` : undefined,
+            query.before_seq !== undefined ? sql`seq < ${query.before_seq}` : undefined
+          ].filter((c) => c !== undefined)
+          return sql`SELECT * FROM audit_log WHERE ${sql.and(conditions)} ORDER BY seq DESC LIMIT ${query.limit + 1}`.pipe(
+            decodeAudit,
+            Effect.map((rows): AuditPage => {
+              const items = rows.slice(0, query.limit)
+              return { items, next_seq: rows.length > query.limit ? items[items.length - 1]!.seq : null }
+            }),
+            storeOp("AuditRepo.queryAudit")
+          )
+        }
+      })
+    })
+  )
+}

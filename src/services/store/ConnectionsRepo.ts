@@ -1,0 +1,76 @@
+/** Database connections added through the admin API, and the per-key grants on them. */
+import { Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
+import { bumpKeyVersion, decodeRows, Num, NullableString } from "./rows.ts"
+import { storeOp, type StoreError } from "./StoreError.ts"
+
+const ConnectionRow = Schema.Struct({
+  id: Num,
+  name: Schema.String,
+  dialect: Schema.Literals(["postgres", "mysql"]),
+  url: Schema.String,
+  read_url: NullableString,
+  default_schema: NullableString
+})
+
+const GrantRow = Schema.Struct({
+  key_id: Schema.String,
+  connection_id: Num,
+  role: Schema.Literals(["read", "edit"]),
+  granted_at: Schema.String
+})
+
+const decodeConnections = decodeRows(ConnectionRow)
+const decodeGrants = decodeRows(GrantRow)
+
+export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
+  readonly listConnections: Effect.Effect<ReadonlyArray<ConnectionRecord>, StoreError>
+  /** Inserts a connection; false when the id is taken. */
+  readonly insertConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, StoreError>
+  readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, StoreError>
+  readonly putGrant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<void, StoreError>
+  readonly deleteGrant: (keyId: string, connectionId: number) => Effect.Effect<boolean, StoreError>
+}>()("modelgate/ConnectionsRepo") {
+  static readonly layer = Layer.effect(
+    ConnectionsRepo,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient
+      // A grant changes what a key may do, so replicas' key caches must notice it like a key edit.
+      const bump = bumpKeyVersion(sql)
+      return ConnectionsRepo.of({
+        listConnections: sql`SELECT * FROM connections ORDER BY id`.pipe(
+          decodeConnections,
+          Effect.map((rows) => rows.map((row): ConnectionRecord => ({ ...row, source: "admin" }))),
+          storeOp("ConnectionsRepo.listConnections")
+        ),
+        insertConnection: (c) =>
+          sql`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
+              VALUES (${c.id}, ${c.name}, ${c.dialect}, ${c.url}, ${c.read_url}, ${c.default_schema}, ${new Date().toISOString()})
+              ON CONFLICT (id) DO NOTHING RETURNING id`.pipe(
+            Effect.map((rows) => rows.length > 0),
+            storeOp("ConnectionsRepo.insertConnection")
+          ),
+        grantsOf: (keyId) =>
+          sql`SELECT key_id, connection_id, role, granted_at FROM key_grants WHERE key_id = ${keyId} ORDER BY connection_id`.pipe(
+            decodeGrants,
+            storeOp("ConnectionsRepo.grantsOf")
+          ),
+        putGrant: (keyId, connectionId, role) =>
+          sql.withTransaction(
+            sql`INSERT INTO key_grants (key_id, connection_id, role, granted_at)
+                VALUES (${keyId}, ${connectionId}, ${role}, ${new Date().toISOString()})
+                ON CONFLICT (key_id, connection_id) DO UPDATE SET role = excluded.role`.pipe(Effect.andThen(bump))
+          ).pipe(Effect.asVoid, storeOp("ConnectionsRepo.putGrant")),
+        deleteGrant: (keyId, connectionId) =>
+          sql.withTransaction(
+            Effect.gen(function*() {
+              const rows = yield* sql`DELETE FROM key_grants WHERE key_id = ${keyId} AND connection_id = ${connectionId} RETURNING key_id`
+              if (rows.length > 0) yield* bump
+              return rows.length > 0
+            })
+          ).pipe(storeOp("ConnectionsRepo.deleteGrant"))
+      })
+    })
+  )
+}

@@ -1,0 +1,166 @@
+/** API keys: the rows behind every key lookup, and the change counter replicas' key caches poll. */
+import { Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { ApiKeyRecord } from "../../domain/records.ts"
+import { bumpKeyVersion, decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
+import { storeOp, type StoreError } from "./StoreError.ts"
+
+export type KeyPatch = Partial<
+  Pick<
+    ApiKeyRecord,
+    | "name"
+    | "is_active"
+    | "allowed_models"
+    | "tools_enabled"
+    | "budget"
+    | "limits"
+    | "expires_at"
+    | "key_hash"
+    | "key_hint"
+    | "previous_key_hash"
+    | "previous_key_expires_at"
+    | "budget_used"
+  >
+>
+
+const Limits = Schema.Struct({
+  requests_per_minute: Schema.optionalKey(Schema.Number),
+  concurrent_streams: Schema.optionalKey(Schema.Number)
+})
+
+/** An `api_keys` row as both stores return it. */
+const KeyRow = Schema.Struct({
+  id: Schema.String,
+  workspace_id: Schema.String,
+  name: Schema.String,
+  key_hash: Schema.String,
+  key_hint: Schema.String,
+  is_active: Flag,
+  allowed_models: NullableJson(Schema.Array(Schema.String)),
+  tools_enabled: Flag,
+  budget_max_requests: NullableNum,
+  budget_used: Num,
+  limits: NullableJson(Limits),
+  expires_at: NullableString,
+  created_at: Schema.String,
+  updated_at: Schema.String,
+  last_used_at: NullableString,
+  previous_key_hash: NullableString,
+  previous_key_expires_at: NullableString
+})
+
+const toKey = ({ budget_max_requests, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
+  ...row,
+  budget: budget_max_requests === null ? null : { max_requests: budget_max_requests }
+})
+
+const decodeKeys = decodeRows(KeyRow)
+const decodeVersion = decodeRows(Schema.Struct({ version: Num }))
+
+const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  if (patch.name !== undefined) out.name = patch.name
+  if (patch.is_active !== undefined) out.is_active = patch.is_active ? 1 : 0
+  if (patch.allowed_models !== undefined) out.allowed_models = patch.allowed_models === null ? null : JSON.stringify(patch.allowed_models)
+  if (patch.tools_enabled !== undefined) out.tools_enabled = patch.tools_enabled ? 1 : 0
+  if (patch.budget !== undefined) out.budget_max_requests = patch.budget === null ? null : patch.budget.max_requests
+  if (patch.budget_used !== undefined) out.budget_used = patch.budget_used
+  if (patch.limits !== undefined) out.limits = patch.limits === null ? null : JSON.stringify(patch.limits)
+  if (patch.expires_at !== undefined) out.expires_at = patch.expires_at
+  if (patch.key_hash !== undefined) out.key_hash = patch.key_hash
+  if (patch.key_hint !== undefined) out.key_hint = patch.key_hint
+  if (patch.previous_key_hash !== undefined) out.previous_key_hash = patch.previous_key_hash
+  if (patch.previous_key_expires_at !== undefined) out.previous_key_expires_at = patch.previous_key_expires_at
+  return out
+}
+
+export class KeysRepo extends Context.Service<KeysRepo, {
+  readonly insertKey: (key: ApiKeyRecord) => Effect.Effect<void, StoreError>
+  /** The key with this hash, current or (during a rotation's grace) previous. */
+  readonly findKeyByHash: (hash: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
+  readonly findKeyById: (id: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
+  readonly listKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
+  readonly updateKey: (id: string, patch: KeyPatch) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
+  readonly deleteKey: (id: string) => Effect.Effect<boolean, StoreError>
+  /** Monotonic counter bumped by every key change, so caches on every replica can notice. */
+  readonly keyChangeVersion: Effect.Effect<number, StoreError>
+  readonly touchKeys: (lastUsed: ReadonlyMap<string, string>) => Effect.Effect<void, StoreError>
+}>()("modelgate/KeysRepo") {
+  static readonly layer = Layer.effect(
+    KeysRepo,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient
+      const bump = bumpKeyVersion(sql)
+      const first = (rows: ReadonlyArray<typeof KeyRow.Type>) => (rows[0] === undefined ? undefined : toKey(rows[0]))
+      return KeysRepo.of({
+        insertKey: (key) =>
+          sql.withTransaction(
+            sql`INSERT INTO api_keys ${
+              sql.insert({
+                id: key.id,
+                workspace_id: key.workspace_id,
+                name: key.name,
+                key_hash: key.key_hash,
+                key_hint: key.key_hint,
+                is_active: key.is_active ? 1 : 0,
+                allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
+                tools_enabled: key.tools_enabled ? 1 : 0,
+                budget_max_requests: key.budget?.max_requests ?? null,
+                budget_used: key.budget_used,
+                limits: key.limits === null ? null : JSON.stringify(key.limits),
+                expires_at: key.expires_at,
+                created_at: key.created_at,
+                updated_at: key.updated_at,
+                last_used_at: key.last_used_at,
+                previous_key_hash: key.previous_key_hash,
+                previous_key_expires_at: key.previous_key_expires_at
+              })
+            }`.pipe(Effect.andThen(bump))
+          ).pipe(Effect.asVoid, storeOp("KeysRepo.insertKey")),
+        findKeyByHash: (hash) =>
+          sql`SELECT * FROM api_keys WHERE key_hash = ${hash} OR previous_key_hash = ${hash}`.pipe(
+            decodeKeys,
+            Effect.map(first),
+            storeOp("KeysRepo.findKeyByHash")
+          ),
+        findKeyById: (id) =>
+          sql`SELECT * FROM api_keys WHERE id = ${id}`.pipe(decodeKeys, Effect.map(first), storeOp("KeysRepo.findKeyById")),
+        listKeys: sql`SELECT * FROM api_keys ORDER BY created_at, id`.pipe(
+          decodeKeys,
+          Effect.map((rows) => rows.map(toKey)),
+          storeOp("KeysRepo.listKeys")
+        ),
+        updateKey: (id, patch) =>
+          sql.withTransaction(
+            Effect.gen(function*() {
+              const columns = { ...keyColumns(patch), updated_at: new Date().toISOString() }
+              const rows = yield* decodeKeys(sql`UPDATE api_keys SET ${sql.update(columns)} WHERE id = ${id} RETURNING *`)
+              if (rows.length === 0) return undefined
+              yield* bump
+              return toKey(rows[0]!)
+            })
+          ).pipe(storeOp("KeysRepo.updateKey")),
+        deleteKey: (id) =>
+          sql.withTransaction(
+            Effect.gen(function*() {
+              const rows = yield* sql`DELETE FROM api_keys WHERE id = ${id} RETURNING id`
+              if (rows.length === 0) return false
+              yield* bump
+              return true
+            })
+          ).pipe(storeOp("KeysRepo.deleteKey")),
+        keyChangeVersion: sql`SELECT version FROM key_changes WHERE id = 1`.pipe(
+          decodeVersion,
+          Effect.map((rows) => rows[0]?.version ?? 0),
+          storeOp("KeysRepo.keyChangeVersion")
+        ),
+        touchKeys: (lastUsed) =>
+          lastUsed.size === 0
+            ? Effect.void
+            : sql.withTransaction(
+              Effect.forEach(lastUsed, ([id, ts]) => sql`UPDATE api_keys SET last_used_at = ${ts} WHERE id = ${id}`, { discard: true })
+            ).pipe(storeOp("KeysRepo.touchKeys"))
+      })
+    })
+  )
+}

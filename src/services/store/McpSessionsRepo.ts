@@ -1,0 +1,53 @@
+/** MCP sessions: owned by one key, alive until a sliding expiry. */
+import { Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { McpSessionRecord } from "../../domain/records.ts"
+import { decodeRows } from "./rows.ts"
+import { storeOp, type StoreError } from "./StoreError.ts"
+
+const SessionRow = Schema.Struct({
+  id: Schema.String,
+  key_id: Schema.String,
+  protocol_version: Schema.String,
+  created_at: Schema.String,
+  expires_at: Schema.String
+})
+
+const decodeSessions = decodeRows(SessionRow)
+
+export class McpSessionsRepo extends Context.Service<McpSessionsRepo, {
+  readonly insertSession: (session: McpSessionRecord) => Effect.Effect<void, StoreError>
+  /**
+   * The live session with this id owned by this key, its expiry slid forward to `expiresAt` in
+   * the same statement (sliding TTL); undefined when unknown, expired or another key's, in which
+   * case nothing was changed: ownership is part of the match, so another key cannot keep a
+   * session alive.
+   */
+  readonly touchSession: (id: string, keyId: string, now: string, expiresAt: string) => Effect.Effect<McpSessionRecord | undefined, StoreError>
+  /** Deletes the session if this key owns it. */
+  readonly deleteSession: (id: string, keyId: string) => Effect.Effect<void, StoreError>
+  readonly deleteExpiredSessions: (now: string) => Effect.Effect<void, StoreError>
+}>()("modelgate/McpSessionsRepo") {
+  static readonly layer = Layer.effect(
+    McpSessionsRepo,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient
+      return McpSessionsRepo.of({
+        insertSession: (session) =>
+          sql`INSERT INTO mcp_sessions ${sql.insert({ ...session })}`.pipe(Effect.asVoid, storeOp("McpSessionsRepo.insertSession")),
+        touchSession: (id, keyId, now, expiresAt) =>
+          sql`UPDATE mcp_sessions SET expires_at = ${expiresAt}
+              WHERE id = ${id} AND key_id = ${keyId} AND expires_at > ${now}
+              RETURNING id, key_id, protocol_version, created_at, expires_at`.pipe(
+            decodeSessions,
+            Effect.map((rows) => rows[0]),
+            storeOp("McpSessionsRepo.touchSession")
+          ),
+        deleteSession: (id, keyId) =>
+          sql`DELETE FROM mcp_sessions WHERE id = ${id} AND key_id = ${keyId}`.pipe(Effect.asVoid, storeOp("McpSessionsRepo.deleteSession")),
+        deleteExpiredSessions: (now) =>
+          sql`DELETE FROM mcp_sessions WHERE expires_at <= ${now}`.pipe(Effect.asVoid, storeOp("McpSessionsRepo.deleteExpiredSessions"))
+      })
+    })
+  )
+}

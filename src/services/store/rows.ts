@@ -1,0 +1,37 @@
+/**
+ * Column codecs the repositories share. Both stores answer in their own types: SQLite returns
+ * numbers, Postgres returns BIGINT and aggregates as strings; booleans are 0/1 integers and
+ * structured values JSON text in both. Every row is decoded through these, so a row that does not
+ * match its table fails as a StoreError instead of flowing on half-typed.
+ */
+import { Effect, Schema, SchemaTransformation } from "effect"
+import type { SqlClient } from "effect/sql/SqlClient"
+
+export const DEFAULT_WORKSPACE = "ws_default"
+
+/** A BIGINT the driver hands over as a bigint, read as the number every caller uses (as before: `Number`). */
+const NumberFromBigInt = Schema.BigInt.pipe(
+  Schema.decodeTo(Schema.Number, SchemaTransformation.transform({ decode: (n: bigint) => Number(n), encode: (n: number) => BigInt(n) }))
+)
+
+/** A number column: a JS number from SQLite; a bigint or a numeric string (SUM, COUNT) from Postgres. */
+export const Num = Schema.Union([Schema.Number, Schema.NumberFromString, NumberFromBigInt])
+
+export const NullableNum = Schema.NullOr(Num)
+
+export const NullableString = Schema.NullOr(Schema.String)
+
+/** An INTEGER 0/1 flag column. */
+export const Flag = Schema.Union([Schema.BooleanFromBit, Schema.Boolean])
+
+/** A nullable TEXT column holding JSON. */
+export const NullableJson = <S extends Schema.Constraint>(schema: S) => Schema.NullOr(Schema.fromJsonString(schema))
+
+/** Decodes every row of a result with `row`. */
+export const decodeRows = <S extends Schema.Constraint>(row: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(row))
+  return <E, R>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R>) => Effect.flatMap(rows, decode)
+}
+
+/** Bumps the counter every replica's key cache polls: keys and grants both change what a key may do. */
+export const bumpKeyVersion = (sql: SqlClient) => sql`UPDATE key_changes SET version = version + 1 WHERE id = 1`
