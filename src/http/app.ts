@@ -147,13 +147,14 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       }
       // Added before the charge and slot, so it runs after them: the record sees the refunds and releases.
       // The metrics and the request log are read off the same record, so all three agree.
-      yield* Scope.addFinalizerExit(state.scope, (exit) => {
-        const outcome = outcomeOf(exit)
-        const record = toAuditRecord(state, outcome.status, outcome.slug)
-        audit.append(record)
-        metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
-        return logRequest(record)
-      })
+      yield* Scope.addFinalizerExit(state.scope, (exit) =>
+        Effect.suspend(() => {
+          const outcome = outcomeOf(exit)
+          const record = toAuditRecord(state, outcome.status, outcome.slug)
+          audit.append(record)
+          metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
+          return logRequest(record)
+        }))
       return yield* dispatch(request, state).pipe(
         Effect.provideService(CurrentRequest, state),
         Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, options.maxBodyBytes) }),
