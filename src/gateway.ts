@@ -2,7 +2,7 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Logger, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
 import { makeHttpApp } from "./http/app.ts"
@@ -11,7 +11,7 @@ import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
-import { healthRoutes } from "./http/routes/health.ts"
+import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
 import { modelRoutes } from "./http/routes/models.ts"
 import { completionRoutes } from "./http/routes/completions.ts"
 import { AppConfig } from "./services/config/AppConfig.ts"
@@ -28,6 +28,7 @@ import { SqlTools } from "./services/sql/SqlTools.ts"
 import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Drain } from "./pipelines/drain.ts"
 import { Audit } from "./services/audit/Audit.ts"
+import { Metrics } from "./services/metrics/Metrics.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
@@ -67,6 +68,7 @@ export const httpLayer = (config: GatewayConfig) => {
   const auth = makeAdminAuth({ token: config.admin.token, secure: config.server.tls !== undefined || config.server.trust_proxy })
   const routes = [
     ...healthRoutes,
+    metricsRoute(config.telemetry.metrics_token),
     ...modelRoutes,
     ...completionRoutes,
     ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
@@ -124,7 +126,9 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
-    Layer.provideMerge(coreLayer(config, overrides))
+    Layer.provideMerge(coreLayer(config, overrides)),
+    // At the bottom: the Redis client, the provider clients and the audit writer count into it.
+    Layer.provideMerge(Metrics.layer)
   )
   const server = layerNodeServer({
     host: config.server.host,
@@ -141,5 +145,19 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Layer.provideMerge(server),
     Layer.provideMerge(requestServices)
   )
-  return overrides.clock === undefined ? gateway : Layer.provide(gateway, Layer.succeed(Clock.Clock, overrides.clock))
+  const logged = Layer.provide(gateway, loggingLayer(config))
+  return overrides.clock === undefined ? logged : Layer.provide(logged, Layer.succeed(Clock.Clock, overrides.clock))
 }
+
+const LOG_LEVELS = { debug: "Debug", info: "Info", warn: "Warn", error: "Error", none: "None" } as const
+
+/**
+ * `log.level` and `log.format` for everything the gateway runs, request fibers included (the
+ * server's handlers run with the context it was built in), so an embedded gateway honours them too.
+ */
+export const loggingLayer = (config: GatewayConfig) =>
+  Layer.mergeAll(
+    Layer.succeed(References.MinimumLogLevel, LOG_LEVELS[config.log.level]),
+    // One JSON object a line for log collectors; the default stays readable in a terminal.
+    config.log.format === "json" ? Logger.layer([Logger.consoleJson]) : Layer.empty
+  )

@@ -8,7 +8,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import { HttpServer } from "effect/http"
 import { loadConfig } from "./cli/load-config.ts"
-import { coreLayer, gatewayLayer } from "./gateway.ts"
+import { coreLayer, gatewayLayer, loggingLayer } from "./gateway.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys, toKeyView } from "./services/keys/ApiKeys.ts"
 import { Credits } from "./services/credits/Credits.ts"
@@ -31,9 +31,6 @@ const readConfig = (flags?: { host?: string | undefined; port?: number | undefin
   })
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
-
-const logLevel = (config: GatewayConfig) =>
-  ({ debug: "Debug", info: "Info", warn: "Warn", error: "Error", none: "None" } as const)[config.log.level]
 
 const serve = Command.make(
   "serve",
@@ -66,7 +63,8 @@ const serve = Command.make(
       })
     )
     return yield* Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
-      Effect.provideService(References.MinimumLogLevel, logLevel(config))
+      // The gateway's own layer applies these too; here they also cover the announcement.
+      Effect.provide(loggingLayer(config))
     )
   })
 ).pipe(Command.withDescription("Run the gateway"))

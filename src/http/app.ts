@@ -7,6 +7,7 @@
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
 import { Cause, Effect, Option, Scope } from "effect"
+import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
 import {
@@ -32,6 +33,7 @@ import {
 } from "../pipelines/request.ts"
 import { CUT_BY_SHUTDOWN, Drain } from "../pipelines/drain.ts"
 import { Audit } from "../services/audit/Audit.ts"
+import { Metrics, UNMATCHED_ROUTE } from "../services/metrics/Metrics.ts"
 import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
@@ -67,11 +69,30 @@ const storeOutageIn = (cause: Cause.Cause<unknown>): unknown => {
   return undefined
 }
 
+/**
+ * One line per request at info: who, what, how it ended. Identifiers only: never the key, the
+ * body, a message or a statement, so the log is safe to ship wherever logs go.
+ */
+const logRequest = (record: AuditRecord) =>
+  Effect.logInfo("request").pipe(Effect.annotateLogs({
+    request_id: record.request_id,
+    key_id: record.key_id,
+    method: record.method,
+    route: record.endpoint,
+    model: record.model,
+    status: record.status,
+    slug: record.error,
+    duration_ms: record.duration_ms
+  }))
+
 type RoutesContext<Routes extends ReadonlyArray<Route<any>>> = Routes[number] extends Route<infer R> ? R : never
 
 export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(routes: Routes, options: AppOptions) =>
   Effect.gen(function*() {
     const audit = yield* Audit
+    const metrics = yield* Metrics
+    // Metric labels use route patterns only: an unmatched path would make a label per URL.
+    const patterns = new Set<string>(routes.map((r) => r.path))
     const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     const match = makeRouteTable<RoutesContext<Routes>>(routes)
 
@@ -101,7 +122,11 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     /** The answer is ready: a plain one ends its request now, a streamed one when its stream ends. */
     const finish = (state: RequestState, response: HttpServerResponse, error: ApiError | undefined) => {
       const answered = withRequestHeaders(response, state)
-      if (response.body._tag === "Stream") return Effect.succeed(answered)
+      if (response.body._tag === "Stream") {
+        // Open from here until the stream ends its request (however it ends).
+        const closed = metrics.streamOpened()
+        return Effect.as(Scope.addFinalizer(state.scope, Effect.sync(closed)), answered)
+      }
       const status = error ? statusOf(error) : response.status
       const outcome = { status, slug: error ? slugOf(error) : null, failure: status >= 400 ? status : undefined }
       return Effect.as(endRequest(state, outcome), answered)
@@ -121,10 +146,14 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         yield* Scope.addFinalizer(state.scope, Effect.sync(drain.requestEnded))
       }
       // Added before the charge and slot, so it runs after them: the record sees the refunds and releases.
+      // The metrics and the request log are read off the same record, so all three agree.
       yield* Scope.addFinalizerExit(state.scope, (exit) =>
-        Effect.sync(() => {
+        Effect.suspend(() => {
           const outcome = outcomeOf(exit)
-          audit.append(toAuditRecord(state, outcome.status, outcome.slug))
+          const record = toAuditRecord(state, outcome.status, outcome.slug)
+          audit.append(record)
+          metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
+          return logRequest(record)
         }))
       return yield* dispatch(request, state).pipe(
         Effect.provideService(CurrentRequest, state),
@@ -136,6 +165,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
           const failure = Cause.findErrorOption(cause)
           const outage = storeOutageIn(cause)
+          if (outage !== undefined) metrics.dependencyError("store")
           const error: ApiError = Option.isSome(failure) && isApiError(failure.value)
             ? failure.value
             // One store-failure policy for every route, the admin API included: an unreachable

@@ -35,7 +35,7 @@ export const spawnGateway = (configPath: string, env: Record<string, string> = {
     const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 45_000)
     const onData = (chunk: Buffer) => {
       output += chunk.toString()
-      const match = /listening on (http:\/\/[^\s]+)/.exec(output)
+      const match = /listening on (http:\/\/[^\s"]+)/.exec(output)
       if (match) {
         clearTimeout(timer)
         resolvePromise({

@@ -1,6 +1,82 @@
-/** Liveness for load balancers: no auth, no store round trip, nothing a client could abuse. */
-import { Effect } from "effect"
+/**
+ * Health for load balancers and orchestrators, without authentication:
+ * - `/healthz` is liveness: the process answers. No store round trip, nothing a client could abuse.
+ * - `/readyz` is readiness: 503 `dependency_unavailable` while the store or Redis does not
+ *   answer or the server is draining, so traffic goes to another replica; 200 otherwise.
+ * - `/metrics` is the Prometheus exposition, behind `telemetry.metrics_token` when one is set.
+ */
+import { Duration, Effect, Option } from "effect"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import { DependencyUnavailable, Unauthorized } from "../../domain/errors.ts"
+import { Drain } from "../../pipelines/drain.ts"
 import { json } from "../../pipelines/respond.ts"
+import { Audit } from "../../services/audit/Audit.ts"
+import { RedisClient } from "../../services/limits/RedisClient.ts"
+import { Metrics } from "../../services/metrics/Metrics.ts"
+import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
 import { route } from "../router.ts"
+import { sameSecret } from "./admin-auth.ts"
 
-export const healthRoutes = [route("GET", "/healthz", Effect.succeed(json({ status: "ok" })))]
+/** A readiness probe must answer before the orchestrator's own timeout (often 1 s to a few). */
+const PROBE_TIMEOUT = Duration.millis(1500)
+
+/** Did the dependency answer within the probe timeout? Never fails. */
+const answers = <A, E, R>(probe: Effect.Effect<A, E, R>, onError: () => void) =>
+  probe.pipe(
+    Effect.timeoutOption(PROBE_TIMEOUT),
+    Effect.map(Option.isSome),
+    Effect.orElseSucceed(() => false),
+    Effect.tap((ok) => Effect.sync(() => ok || onError()))
+  )
+
+const readiness = Effect.gen(function*() {
+  const drain = yield* Effect.serviceOption(Drain)
+  if (Option.isSome(drain) && drain.value.draining()) {
+    return yield* new DependencyUnavailable({
+      message: "the gateway is draining for a stop; send new requests to another replica",
+      details: { dependency: "gateway", reason: "draining" }
+    })
+  }
+  const store = yield* CreditsRepo
+  const redis = yield* Effect.serviceOption(RedisClient)
+  const metrics = yield* Effect.serviceOption(Metrics)
+  const failed = (dependency: "store" | "redis") => () => Option.map(metrics, (m) => m.dependencyError(dependency))
+  const [storeUp, redisUp] = yield* Effect.all([
+    answers(store.getWorkspace, failed("store")),
+    Option.isNone(redis) ? Effect.succeed(true) : answers(redis.value.command(["PING"]), failed("redis"))
+  ], { concurrency: "unbounded" })
+  const down = [...(storeUp ? [] : ["store"]), ...(redisUp ? [] : ["redis"])]
+  if (down.length > 0) {
+    return yield* new DependencyUnavailable({
+      message: `not ready: ${down.join(" and ")} unreachable`,
+      details: { dependency: down[0], unavailable: down }
+    })
+  }
+  return json({ status: "ready" })
+})
+
+export const metricsRoute = (token: string | undefined) =>
+  route(
+    "GET",
+    "/metrics",
+    Effect.gen(function*() {
+      if (token !== undefined) {
+        const request = yield* HttpServerRequest
+        const header = request.headers["authorization"] ?? ""
+        const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : ""
+        if (!sameSecret(given, token)) {
+          return yield* new Unauthorized({ message: "GET /metrics wants `Authorization: Bearer <telemetry.metrics_token>`" })
+        }
+      }
+      const metrics = yield* Metrics
+      const audit = yield* Audit
+      const text = yield* metrics.render({ auditBuffered: audit.buffered(), auditDropped: audit.dropped() })
+      return HttpServerResponse.text(text, { contentType: metrics.contentType })
+    })
+  )
+
+export const healthRoutes = [
+  route("GET", "/healthz", Effect.succeed(json({ status: "ok" }))),
+  route("GET", "/readyz", readiness)
+]

@@ -8,10 +8,11 @@
  * and written by the next start, so a graceful stop loses nothing, store up or down. A SIGKILL
  * loses what was buffered: at most one flush interval of records (more during an outage).
  */
-import { Context, Deferred, Duration, Effect, Fiber, Layer, Semaphore } from "effect"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Option, Semaphore } from "effect"
 import type { AuditRecord } from "../../domain/records.ts"
 import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { spoolPath, takeSpool, writeSpool } from "../durability/spool.ts"
+import { Metrics } from "../metrics/Metrics.ts"
 import { AuditRepo } from "../store/AuditRepo.ts"
 
 export const AUDIT_SPOOL_FILE = "audit-spool.jsonl"
@@ -30,13 +31,15 @@ export interface AuditShape {
   readonly flush: Effect.Effect<void>
   /** Records dropped since start because the buffer was full (the store was down too long). */
   readonly dropped: () => number
+  /** Records appended and not yet written (what a crash now would lose, barring the spool). */
+  readonly buffered: () => number
 }
 
 export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit") {
   /** Keeps every record in memory, in order, for tests that assert on audit contents without a store. */
   static readonly layerCollect = () => {
     const records: Array<AuditRecord> = []
-    const layer = Layer.succeed(Audit, Audit.of({ append: (record) => void records.push(record), flush: Effect.void, dropped: () => 0 }))
+    const layer = Layer.succeed(Audit, Audit.of({ append: (record) => void records.push(record), flush: Effect.void, dropped: () => 0, buffered: () => 0 }))
     return { layer, records }
   }
 
@@ -51,6 +54,8 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
       Audit,
       Effect.gen(function*() {
         const store = yield* AuditRepo
+        const metrics = yield* Effect.serviceOption(Metrics)
+        const storeFailed = Option.match(metrics, { onNone: () => () => {}, onSome: (m) => () => m.dependencyError("store") })
         let buffer: Array<AuditRecord> = []
         let wake = yield* Deferred.make<void>()
         const maxBuffered = options.maxBuffered ?? MAX_BUFFERED
@@ -87,14 +92,15 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
             const batch = buffer.slice(0, options.batchSize)
             const written = yield* store.appendAudit(batch).pipe(
               Effect.as(true),
-              Effect.catch((error) =>
-                Effect.as(
+              Effect.catch((error) => {
+                storeFailed()
+                return Effect.as(
                   outage.failed()
                     ? Effect.logError(`audit records cannot be written (${error.message}); ${buffer.length} buffered, retrying with backoff`)
                     : Effect.void,
                   false
                 )
-              )
+              })
             )
             if (!written) return false
             buffer = buffer.slice(batch.length)
@@ -162,7 +168,8 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
             if (buffer.length >= options.batchSize) Deferred.doneUnsafe(wake, Effect.void)
           },
           flush,
-          dropped: () => dropped
+          dropped: () => dropped,
+          buffered: () => buffer.length
         })
       })
     )

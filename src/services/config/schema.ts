@@ -141,7 +141,21 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
-  log: def(Schema.Struct({ level: def(Schema.Literals(["debug", "info", "warn", "error", "none"]), "info") }), {})
+  log: def(
+    Schema.Struct({
+      level: def(Schema.Literals(["debug", "info", "warn", "error", "none"]), "info"),
+      /** `pretty` for a terminal; `json` (one object a line) for a log collector. */
+      format: def(Schema.Literals(["pretty", "json"]), "pretty")
+    }),
+    {}
+  ),
+  telemetry: def(
+    Schema.Struct({
+      /** When set, `GET /metrics` wants `Authorization: Bearer <token>`; unset, it is open like /healthz. */
+      metrics_token: Schema.optional(Schema.String.check(Schema.isMinLength(8)))
+    }),
+    {}
+  )
 })
 export type GatewayConfig = typeof GatewayConfig.Type
 

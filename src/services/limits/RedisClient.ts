@@ -14,6 +14,7 @@ import { createHash } from "node:crypto"
 import { Context, Duration, Effect, Layer, Option, Predicate } from "effect"
 import { createClient, ErrorReply } from "redis"
 import { DependencyUnavailable } from "../../domain/errors.ts"
+import { Metrics } from "../metrics/Metrics.ts"
 
 export type NodeRedisClient = ReturnType<typeof createClient>
 
@@ -78,11 +79,15 @@ const make = Effect.fnUntraced(function*(url: string, options: RedisClientOption
   const scope = yield* Effect.scope
   const runLog = Effect.runForkWith(context)
 
-  const unavailable = (reason: string) =>
-    new DependencyUnavailable({
+  const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+  // Every failed call comes through here, so this is where Redis errors are counted.
+  const unavailable = (reason: string) => {
+    metrics?.dependencyError("redis")
+    return new DependencyUnavailable({
       message: `redis unavailable at ${target}: ${reason}`,
       details: { dependency: "redis" }
     })
+  }
 
   // Logged on transitions only: a down Redis makes node-redis report every reconnect attempt.
   let connected = false

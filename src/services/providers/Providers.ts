@@ -1,6 +1,7 @@
 /** The configured providers as clients, one pooled connection Agent each, closed on shutdown. */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { ProviderConfig } from "../config/schema.ts"
+import { Metrics } from "../metrics/Metrics.ts"
 import { makeAnthropicClient, makeOpenAIClient, type ProviderClient } from "./clients.ts"
 import { makeEchoClient } from "./echo.ts"
 import { makeAgent } from "./upstream-http.ts"
@@ -12,6 +13,7 @@ export class Providers extends Context.Service<Providers, {
     Layer.effect(
       Providers,
       Effect.gen(function*() {
+        const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
         const clients = new Map<string, ProviderClient>()
         for (const provider of providers) {
           if (provider.kind === "echo") {
@@ -22,9 +24,10 @@ export class Providers extends Context.Service<Providers, {
             Effect.sync(() => makeAgent(provider)),
             (a) => Effect.promise(() => a.destroy())
           )
+          const firstByte = metrics?.firstByteRecorder(provider.name)
           clients.set(
             provider.name,
-            provider.kind === "openai" ? makeOpenAIClient(provider, agent, env) : makeAnthropicClient(provider, agent, env)
+            provider.kind === "openai" ? makeOpenAIClient(provider, agent, env, firstByte) : makeAnthropicClient(provider, agent, env, firstByte)
           )
         }
         return Providers.of({

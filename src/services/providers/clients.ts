@@ -70,6 +70,16 @@ export interface AnthropicClient {
 
 export type ProviderClient = OpenAIClient | AnthropicClient
 
+/** Called with the seconds from sending a request to its response headers (the metrics' time to first byte). */
+export type FirstByteRecorder = (seconds: number) => void
+
+/** Times `post` up to the response headers; only answers the upstream gave are timed. */
+const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteRecorder | undefined): Effect.Effect<A, E> =>
+  record === undefined ? post : Effect.suspend(() => {
+    const sent = performance.now()
+    return Effect.tap(post, () => Effect.sync(() => record((performance.now() - sent) / 1000)))
+  })
+
 const apiKeyOf = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>) =>
   provider.api_key ?? (provider.api_key_env === undefined ? undefined : env[provider.api_key_env])
 
@@ -102,13 +112,18 @@ const malformed = (provider: string, data: string, redact: Redact) =>
     details: { provider, upstream_status: null, upstream_error: { message: redact(data.slice(0, 200)) } }
   })
 
-export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): OpenAIClient => {
+export const makeOpenAIClient = (
+  provider: ProviderConfig,
+  agent: Agent,
+  env: Readonly<Record<string, string | undefined>>,
+  firstByte?: FirstByteRecorder
+): OpenAIClient => {
   const key = apiKeyOf(provider, env)
   const redact = makeRedactor([key])
   const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
   const base = provider.base_url!.replace(/\/+$/, "")
   const post = (body: Record<string, unknown>, path = "/chat/completions") =>
-    postJson({ provider: provider.name, agent, url: base + path, headers, body, redact })
+    timedToFirstByte(postJson({ provider: provider.name, agent, url: base + path, headers, body, redact }), firstByte)
   return {
     kind: "openai",
     name: provider.name,
@@ -177,7 +192,12 @@ export const makeOpenAIClient = (provider: ProviderConfig, agent: Agent, env: Re
   }
 }
 
-export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env: Readonly<Record<string, string | undefined>>): AnthropicClient => {
+export const makeAnthropicClient = (
+  provider: ProviderConfig,
+  agent: Agent,
+  env: Readonly<Record<string, string | undefined>>,
+  firstByte?: FirstByteRecorder
+): AnthropicClient => {
   const key = apiKeyOf(provider, env)
   const redact = makeRedactor([key])
   const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
@@ -187,7 +207,7 @@ export const makeAnthropicClient = (provider: ProviderConfig, agent: Agent, env:
       ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
       ...(key ? { "x-api-key": key } : {})
     }
-    return postJson({ provider: provider.name, agent, url, headers, body, redact })
+    return timedToFirstByte(postJson({ provider: provider.name, agent, url, headers, body, redact }), firstByte)
   }
   return {
     kind: "anthropic",

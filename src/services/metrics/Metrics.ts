@@ -1,0 +1,218 @@
+/**
+ * Prometheus metrics (issue 16, `GET /metrics`). The per-request numbers come from one place:
+ * the audit record each request ends with (`observe`), so the metrics and the audit trail never
+ * disagree about what happened. Live values (open streams, the audit buffer) are read at scrape
+ * time or kept by the code that owns them.
+ *
+ * prom-client rather than Effect's `Metric` + `PrometheusMetrics`: its updates are plain
+ * synchronous calls, which the places that count need (the audit finalizer, Node callbacks in
+ * the Redis client, the provider clients); a registry per gateway keeps several gateways in one
+ * process (tests, replicas) apart; and Effect's Prometheus encoder is marked unstable.
+ *
+ * Cardinality is bounded: `route` is the matched route pattern (or `unmatched`), `status` and
+ * `slug` come from fixed tables, `provider` from the config, and `model` (a wildcard route can
+ * pass client-chosen names upstream) is capped at MAX_MODELS distinct values, then `other`.
+ * Label children are resolved once per combination and cached, so a request costs a few map
+ * lookups and additions, no label objects.
+ */
+import { Context, Effect, Layer } from "effect"
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
+import type { AuditRecord } from "../../domain/records.ts"
+
+export const UNMATCHED_ROUTE = "unmatched"
+const MAX_MODELS = 200
+const OTHER_MODEL = "other"
+/** Refusals counted on their own: what an operator tunes limits, budgets and credits by. */
+const REFUSALS = ["rate_limited", "budget_exhausted", "insufficient_credits"] as const
+export type Dependency = "store" | "redis"
+
+const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+
+export interface MetricsShape {
+  /** Counts one finished request from its audit record; `route` is its pattern or UNMATCHED_ROUTE. */
+  readonly observe: (record: AuditRecord, route: string) => void
+  /** A streamed answer started; the returned function ends it (call once). */
+  readonly streamOpened: () => () => void
+  /** A recorder of upstream time to first byte (response headers) for one provider, resolved once. */
+  readonly firstByteRecorder: (provider: string) => (seconds: number) => void
+  readonly dependencyError: (dependency: Dependency) => void
+  /** The exposition text, after `refresh` set the values read at scrape time. */
+  readonly render: (refresh: { readonly auditBuffered: number; readonly auditDropped: number }) => Effect.Effect<string>
+  readonly contentType: string
+}
+
+type Child<T> = { readonly inc: (value?: number) => void } & T
+
+export class Metrics extends Context.Service<Metrics, MetricsShape>()("modelgate/Metrics") {
+  static readonly layer = Layer.sync(Metrics, () => makeMetrics())
+}
+
+export const makeMetrics = (): MetricsShape => {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+
+  const requests = new Counter({
+    name: "modelgate_requests_total",
+    help: "Requests by matched route pattern, HTTP status and error slug (empty when none)",
+    labelNames: ["route", "status", "slug"] as const,
+    registers: [registry]
+  })
+  const duration = new Histogram({
+    name: "modelgate_request_duration_seconds",
+    help: "Time from a request's arrival to its end (a stream's last frame), by route pattern",
+    labelNames: ["route"] as const,
+    buckets: SECONDS_BUCKETS,
+    registers: [registry]
+  })
+  const firstByte = new Histogram({
+    name: "modelgate_upstream_first_byte_seconds",
+    help: "Time from sending a request to a provider to its response headers, by provider",
+    labelNames: ["provider"] as const,
+    buckets: SECONDS_BUCKETS,
+    registers: [registry]
+  })
+  const tokens = new Counter({
+    name: "modelgate_tokens_total",
+    help: "Tokens by model, provider and direction (prompt or completion)",
+    labelNames: ["model", "provider", "direction"] as const,
+    registers: [registry]
+  })
+  const credits = new Counter({
+    name: "modelgate_credits_total",
+    help: "Credits charged (after refunds) by model and provider",
+    labelNames: ["model", "provider"] as const,
+    registers: [registry]
+  })
+  const refusals = new Counter({
+    name: "modelgate_refusals_total",
+    help: "Requests refused by a rate limit, a key budget or the credit pool",
+    labelNames: ["reason"] as const,
+    registers: [registry]
+  })
+  const openStreams = new Gauge({
+    name: "modelgate_open_streams",
+    help: "Streamed answers in progress",
+    registers: [registry]
+  })
+  const auditBuffered = new Gauge({
+    name: "modelgate_audit_buffered_records",
+    help: "Audit records waiting to be written to the store",
+    registers: [registry]
+  })
+  const auditDropped = new Counter({
+    name: "modelgate_audit_dropped_records_total",
+    help: "Audit records dropped because the buffer was full (the store was down too long)",
+    registers: [registry]
+  })
+  const dependencyErrors = new Counter({
+    name: "modelgate_dependency_errors_total",
+    help: "Failed calls to a dependency (store or redis)",
+    labelNames: ["dependency"] as const,
+    registers: [registry]
+  })
+
+  // Children that exist from the start, so a scrape before any traffic shows them at 0.
+  const atZero = <C extends Child<object>>(child: C): C => {
+    child.inc(0)
+    return child
+  }
+  const refusalChildren = new Map<string, Child<object>>(REFUSALS.map((reason) => [reason, atZero(refusals.labels(reason))]))
+  const dependencyChildren: Record<Dependency, Child<object>> = {
+    store: atZero(dependencyErrors.labels("store")),
+    redis: atZero(dependencyErrors.labels("redis"))
+  }
+
+  interface RouteChildren {
+    readonly duration: { readonly observe: (value: number) => void }
+    /** status -> slug -> counter child */
+    readonly requests: Map<number, Map<string, Child<object>>>
+  }
+  const routes = new Map<string, RouteChildren>()
+  const routeChildren = (route: string): RouteChildren => {
+    let children = routes.get(route)
+    if (children === undefined) {
+      children = { duration: duration.labels(route), requests: new Map() }
+      routes.set(route, children)
+    }
+    return children
+  }
+
+  interface ModelChildren {
+    readonly prompt: Child<object>
+    readonly completion: Child<object>
+    readonly credits: Child<object>
+  }
+  /** model -> provider -> children */
+  const models = new Map<string, Map<string, ModelChildren>>()
+  const modelChildren = (requested: string, provider: string): ModelChildren => {
+    const model = models.has(requested) || models.size < MAX_MODELS ? requested : OTHER_MODEL
+    let byProvider = models.get(model)
+    if (byProvider === undefined) {
+      byProvider = new Map()
+      models.set(model, byProvider)
+    }
+    let children = byProvider.get(provider)
+    if (children === undefined) {
+      children = {
+        prompt: tokens.labels(model, provider, "prompt"),
+        completion: tokens.labels(model, provider, "completion"),
+        credits: credits.labels(model, provider)
+      }
+      byProvider.set(provider, children)
+    }
+    return children
+  }
+
+  let droppedSeen = 0
+
+  return {
+    observe: (record, route) => {
+      const children = routeChildren(route)
+      children.duration.observe(record.duration_ms / 1000)
+      let bySlug = children.requests.get(record.status)
+      if (bySlug === undefined) {
+        bySlug = new Map()
+        children.requests.set(record.status, bySlug)
+      }
+      const slug = record.error ?? ""
+      let counter = bySlug.get(slug)
+      if (counter === undefined) {
+        counter = requests.labels(route, String(record.status), slug)
+        bySlug.set(slug, counter)
+      }
+      counter.inc()
+      if (record.error !== null) refusalChildren.get(record.error)?.inc()
+      if (record.model !== null && record.provider !== null) {
+        const usage = modelChildren(record.model, record.provider)
+        if (record.prompt_tokens) usage.prompt.inc(record.prompt_tokens)
+        if (record.completion_tokens) usage.completion.inc(record.completion_tokens)
+        if (record.credits > 0) usage.credits.inc(record.credits)
+      }
+    },
+    streamOpened: () => {
+      openStreams.inc()
+      let open = true
+      return () => {
+        if (!open) return
+        open = false
+        openStreams.dec()
+      }
+    },
+    firstByteRecorder: (provider) => {
+      const child = firstByte.labels(provider)
+      return (seconds) => child.observe(seconds)
+    },
+    dependencyError: (dependency) => dependencyChildren[dependency].inc(),
+    render: (refresh) =>
+      Effect.promise(() => {
+        auditBuffered.set(refresh.auditBuffered)
+        // The audit trail counts drops since start; the counter follows it.
+        if (refresh.auditDropped > droppedSeen) {
+          auditDropped.inc(refresh.auditDropped - droppedSeen)
+          droppedSeen = refresh.auditDropped
+        }
+        return registry.metrics()
+      }),
+    contentType: registry.contentType
+  }
+}

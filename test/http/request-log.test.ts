@@ -1,0 +1,96 @@
+/**
+ * One structured log line per request at info (issue 16): the real `modelgate serve` with
+ * `log.format: json`, its stdout captured and parsed line by line. Each request's line names the
+ * request, key, route, model, status, slug and duration, and nothing a client sent: not the
+ * key (valid or not), not the body, not the message content.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { join } from "node:path"
+import { runCli, spawnGateway, tempDir, writeConfig, type GatewayProcess } from "../support/process.ts"
+
+const SECRET_CONTENT = "the-launch-code-is-7731-zebra"
+const WRONG_KEY = "sk-mg-this-key-does-not-exist-0123456789"
+
+interface LogLine {
+  readonly message: unknown
+  readonly level: string
+  readonly annotations: Record<string, unknown>
+}
+
+describe("the request log", () => {
+  let dir: string
+  let configPath: string
+  let gateway: GatewayProcess
+  let key: string
+
+  beforeAll(async () => {
+    dir = tempDir("modelgate-log-")
+    configPath = writeConfig(dir, {
+      store: `sqlite:${join(dir, "store.db")}`,
+      admin: { token: "log-test-admin-token-0123" },
+      log: { level: "info", format: "json" }
+    })
+    const created = await runCli(["--config", configPath, "keys", "create", "--name", "logs"])
+    expect(created.code).toBe(0)
+    key = (JSON.parse(created.stdout) as { key: string }).key
+    gateway = await spawnGateway(configPath)
+  }, 30_000)
+
+  afterAll(async () => {
+    await gateway?.stop()
+  })
+
+  it("is one JSON line per request with identifiers only, never the key, the body or the content", async () => {
+    const answered = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo", messages: [{ role: "user", content: SECRET_CONTENT }] })
+    })
+    expect(answered.status).toBe(200)
+    expect(JSON.stringify(await answered.json())).toContain(SECRET_CONTENT)
+    const okId = answered.headers.get("x-request-id")!
+
+    const refused = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${WRONG_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo", messages: [{ role: "user", content: SECRET_CONTENT }] })
+    })
+    expect(refused.status).toBe(401)
+    const refusedId = refused.headers.get("x-request-id")!
+
+    // Lines are written as requests end; give the process a moment, then stop it.
+    const deadline = Date.now() + 5_000
+    while (!gateway.output().includes(refusedId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    expect(await gateway.stop()).toBe(0)
+
+    const output = gateway.output()
+    const lines = output.split("\n").filter((line) => line.trim() !== "")
+    // Every line is one JSON object: a log collector can take the stream as it is.
+    const parsed = lines.map((line) => JSON.parse(line) as LogLine)
+    const requests = parsed.filter((line) => line.message === "request")
+    expect(requests).toHaveLength(2)
+
+    const ok = requests.find((line) => line.annotations.request_id === okId)!
+    expect(ok.level).toBe("INFO")
+    expect(ok.annotations).toMatchObject({
+      request_id: okId,
+      method: "POST",
+      route: "/v1/chat/completions",
+      model: "echo-1",
+      status: 200,
+      slug: null
+    })
+    expect(ok.annotations.key_id).toMatch(/^key_/)
+    expect(typeof ok.annotations.duration_ms).toBe("number")
+
+    const bad = requests.find((line) => line.annotations.request_id === refusedId)!
+    expect(bad.annotations).toMatchObject({ status: 401, slug: "unauthorized", key_id: null, route: "/v1/chat/completions" })
+
+    // Redaction: nothing the clients sent that is secret or content shows up anywhere in the log.
+    expect(output).not.toContain(key)
+    expect(output).not.toContain(key.slice(6, 20))
+    expect(output).not.toContain(WRONG_KEY)
+    expect(output).not.toContain(SECRET_CONTENT)
+    expect(output).not.toContain("messages")
+  }, 30_000)
+})

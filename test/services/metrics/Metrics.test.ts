@@ -1,0 +1,49 @@
+/** Label cardinality stays bounded whatever clients send: model names beyond the cap become `other`. */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { AuditRecord } from "../../../src/domain/records.ts"
+import { makeMetrics } from "../../../src/services/metrics/Metrics.ts"
+
+const record = (model: string): AuditRecord => ({
+  request_id: "req_x",
+  ts: new Date().toISOString(),
+  key_id: "key_x",
+  method: "POST",
+  endpoint: "/v1/chat/completions",
+  status: 200,
+  error: null,
+  model,
+  provider: "up",
+  tool: null,
+  connection_id: null,
+  credits: 1,
+  prompt_tokens: 3,
+  completion_tokens: 2,
+  duration_ms: 12,
+  stream: false,
+  client_addr: null,
+  details: null
+})
+
+describe("Metrics", () => {
+  it.effect("caps distinct model labels at 200 and counts the rest as `other`, losing no tokens", () =>
+    Effect.gen(function*() {
+      const metrics = makeMetrics()
+      for (let i = 0; i < 250; i++) metrics.observe(record(`claude-made-up-${i}`), "/v1/chat/completions")
+      const text = yield* metrics.render({ auditBuffered: 0, auditDropped: 0 })
+      const credits = text.split("\n").filter((line) => line.startsWith("modelgate_credits_total{"))
+      expect(credits).toHaveLength(201)
+      expect(credits).toContain(`modelgate_credits_total{model="other",provider="up"} 50`)
+      const total = credits.reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0)
+      expect(total).toBe(250)
+    }))
+
+  it.effect("follows the audit trail's drop count as a counter", () =>
+    Effect.gen(function*() {
+      const metrics = makeMetrics()
+      yield* metrics.render({ auditBuffered: 5, auditDropped: 3 })
+      const text = yield* metrics.render({ auditBuffered: 7, auditDropped: 10 })
+      expect(text).toContain("\nmodelgate_audit_dropped_records_total 10\n")
+      expect(text).toContain("\nmodelgate_audit_buffered_records 7\n")
+    }))
+})
