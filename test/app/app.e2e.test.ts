@@ -347,7 +347,9 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     }
     await page.setViewportSize({ width: 1280, height: 800 })
     await go("keys", "API keys")
-    // The page's heading has focus after navigation, so Tab goes on to the page's first control.
+    // The page's heading has focus after navigation (once the page has rendered: waited for, as a
+    // loaded machine renders late), so Tab goes on to the page's first control.
+    await page.waitForFunction(() => /^H[1-3]$/.test(document.activeElement?.tagName ?? "") && document.activeElement?.textContent === "API keys")
     await page.keyboard.press("Tab")
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Create key")
     // The skip link shows when focused; after it come the sections, each with a visible focus ring.
