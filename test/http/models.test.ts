@@ -6,15 +6,11 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
-import { randomBytes } from "node:crypto"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeAnthropic } from "../support/fake-anthropic.ts"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
-import { startFakeOpenAI } from "../support/fake-openai.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import type { TestGateway } from "../support/gateway.ts"
+import { useModelGateway } from "../support/model-gateway.ts"
 
-const OPENAI_KEY = `sk-up-openai-${randomBytes(8).toString("hex")}`
-const ANTHROPIC_KEY = `sk-ant-up-${randomBytes(8).toString("hex")}`
 
 /** Eleven concrete Claude models with aliases: 22 names, more than one default page of 20. */
 const CLAUDES = Array.from({ length: 11 }, (_, i) => ({ alias: `c${i}`, id: `claude-test-${i}-20250101`, provider: "up-anthropic" }))
@@ -32,40 +28,26 @@ let key: string
 let openai: OpenAI
 let anthropic: Anthropic
 
+const fixture = useModelGateway({
+  openaiModels: "any",
+  anthropicModels: "any",
+  models: () => [
+    { alias: "smart", id: "claude-sonnet-4-5-20250929", display_name: "Claude Sonnet 4.5", provider: "up-anthropic", credits: 5, max_tokens: 8192 },
+    { match: "claude-*", provider: "up-anthropic", credits: 7, max_tokens: 3000 },
+    { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "up-openai", credits: 1, max_tokens: 16384 },
+    { match: "gpt-*", provider: "up-openai", credits: 3, max_tokens: 2000 },
+    { id: "vendor/model-x", provider: "up-openai" },
+    ...CLAUDES
+  ]
+})
+
 beforeAll(async () => {
-  ;[openaiFake, anthropicFake] = await Promise.all([
-    startFakeOpenAI({ apiKey: OPENAI_KEY }),
-    startFakeAnthropic({ apiKey: ANTHROPIC_KEY })
-  ])
-  gw = await startGateway(testConfig({
-    workspace: { credits: 1_000_000 },
-    limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-    providers: [
-      { name: "up-openai", kind: "openai", base_url: openaiFake.url, api_key: OPENAI_KEY },
-      { name: "up-anthropic", kind: "anthropic", base_url: anthropicFake.url, api_key: ANTHROPIC_KEY }
-    ],
-    models: [
-      { alias: "smart", id: "claude-sonnet-4-5-20250929", display_name: "Claude Sonnet 4.5", provider: "up-anthropic", credits: 5, max_tokens: 8192 },
-      { match: "claude-*", provider: "up-anthropic", credits: 7, max_tokens: 3000 },
-      { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "up-openai", credits: 1, max_tokens: 16384 },
-      { match: "gpt-*", provider: "up-openai", credits: 3, max_tokens: 2000 },
-      { id: "vendor/model-x", provider: "up-openai" },
-      ...CLAUDES
-    ]
-  }))
+  gw = fixture.gateway()
+  openaiFake = fixture.openaiFake()
+  anthropicFake = fixture.anthropicFake()
   ;({ key } = await gw.createKey())
   openai = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
   anthropic = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
-})
-
-afterAll(async () => {
-  await gw?.close()
-  await Promise.all([openaiFake?.close(), anthropicFake?.close()])
-})
-
-beforeEach(() => {
-  openaiFake.reset()
-  anthropicFake.reset()
 })
 
 const get = async (path: string, headers: Record<string, string>) => {

@@ -1,7 +1,8 @@
 /**
  * Limits and money on one gateway, as clients and the operator see them over HTTP: the rate
- * limit and its headers, concurrent streams, request budgets, credits with their ledger and
- * refunds, and the order in which the checks refuse (docs/decisions.md sections 4 and 5).
+ * limit and its headers, concurrent streams, request budgets, credits with their ledger, and the
+ * order in which the checks refuse (docs/decisions.md sections 4 and 5). Refunds around a failing
+ * provider are in refunds.test.ts, on the scripted provider layer.
  *
  * Everything runs twice: on the embedded default (in-process limits, SQLite store) and on the
  * scale-out backends (Redis limits, Postgres store) of the machine.
@@ -400,133 +401,8 @@ describe.each(backends)("$name", ({ postgres }) => {
       expect(await balance(url)).toBe((before % PRICES.dear) + 1000)
     })
 
-    /** The request's audit record, through the admin API (which flushes the write buffer first). */
-    const auditOf = async (keyId: string, requestId: string) => {
-      let record: any
-      await waitFor(`audit record of ${requestId}`, async () => {
-        const page = await adminCall(url, "GET", `/audit?key_id=${keyId}`)
-        record = (page.body.data as Array<any>).find((r) => r.request_id === requestId)
-        return record !== undefined
-      })
-      return record
-    }
-
-    const expectRefunded = async (requestId: string, keyId: string, price: number) => {
-      const rows = await ledgerOf(url, requestId)
-      expect(rows.map((r) => [r.kind, r.amount])).toEqual([["charge", -price], ["refund", price]])
-      for (const row of rows) expect(row).toMatchObject({ key_id: keyId, actor: keyId, request_id: requestId, model: "upstream" })
-    }
-
-    it("an upstream 500 is a 502 and is refunded: the ledger has the charge and the refund", async () => {
-      const { key, id } = await newKey(url)
-      const before = await balance(url)
-      fake.enqueue({ kind: "error", status: 500 })
-      const reply = await chat(url, key, { model: "upstream" })
-      expectError(reply, 502, "provider_error")
-      await expectRefunded(reply.requestId, id, PRICES.upstream)
-      expect(await balance(url)).toBe(before)
-      // The audit trail records what was finally charged.
-      expect(await auditOf(id, reply.requestId)).toMatchObject({ status: 502, error: "provider_error", credits: 0 })
-      fake.enqueue({ kind: "text", text: "fine now" })
-      const retried = await chat(url, key, { model: "upstream" })
-      expect(retried.status, retried.text).toBe(200)
-      expect(await auditOf(id, retried.requestId)).toMatchObject({ status: 200, error: null, credits: PRICES.upstream })
-      expect(await balance(url)).toBe(before - PRICES.upstream)
-    })
-
-    it("the same holds on /v1/messages: an upstream 500 is refunded", async () => {
-      const { key, id } = await newKey(url)
-      const before = await balance(url)
-      fake.enqueue({ kind: "error", status: 500 })
-      const response = await messages(key, { model: "upstream" })
-      expect(response.status).toBe(502)
-      const requestId = response.headers.get("x-request-id")!
-      expect(await response.json()).toMatchObject({ error: "provider_error", request_id: requestId })
-      await expectRefunded(requestId, id, PRICES.upstream)
-      expect(await balance(url)).toBe(before)
-    })
-
-    it("an upstream timeout is a 504 and is refunded", async () => {
-      const { key, id } = await newKey(url)
-      const before = await balance(url)
-      fake.enqueue({ kind: "hang" })
-      const reply = await chat(url, key, { model: "upstream" })
-      expectError(reply, 504, "upstream_timeout")
-      await expectRefunded(reply.requestId, id, PRICES.upstream)
-      expect(await balance(url)).toBe(before)
-    })
-
-    it("a stream that fails mid-way is refunded and frees its slot", async () => {
-      const { key, id } = await newKey(url, { limits: { concurrent_streams: 1 } })
-      const before = await balance(url)
-      fake.enqueue({ kind: "mid_stream_error", afterChunks: 2 })
-      const reply = await chat(url, key, { model: "upstream", stream: true })
-      expect(reply.status).toBe(200)
-      const frames = dataPayloads(reply.text)
-      expect(frames.at(-1)).toBe("[DONE]")
-      expect(JSON.parse(frames.at(-2)!)).toMatchObject({ error: "provider_error", request_id: reply.requestId })
-      await expectRefunded(reply.requestId, id, PRICES.upstream)
-      expect(await balance(url)).toBe(before)
-      expect(await auditOf(id, reply.requestId)).toMatchObject({ status: 200, error: "provider_error", stream: true, credits: 0 })
-      const next = await chat(url, key, { model: "upstream", stream: true })
-      expect(next.status, next.text).toBe(200)
-      expect(await balance(url)).toBe(before - PRICES.upstream)
-    })
-
-    it("a stream that times out mid-way is refunded", async () => {
-      const { key, id } = await newKey(url)
-      const before = await balance(url)
-      fake.enqueue({ kind: "stall_after", chunks: 2 })
-      const reply = await chat(url, key, { model: "upstream", stream: true })
-      expect(reply.status).toBe(200)
-      expect(JSON.parse(dataPayloads(reply.text).at(-2)!)).toMatchObject({ error: "upstream_timeout" })
-      await expectRefunded(reply.requestId, id, PRICES.upstream)
-      expect(await balance(url)).toBe(before)
-    })
-
-    it("a client that leaves a stream is charged once (no 5xx, no refund) and frees its slot", async () => {
-      const { key, id } = await newKey(url, { limits: { concurrent_streams: 1 } })
-      const before = await balance(url)
-      fake.setDefault(() => ({ kind: "stall_after", chunks: 1 }))
-      const stream = expectOpen(await openStream(url, key, { model: "held" }))
-      stream.abandon()
-      await waitFor("upstream abandoned", () => fake.openStreams() === 0)
-      fake.setDefault(() => ({ kind: "text", text: "next" }))
-      let reply: Reply | undefined
-      await waitFor("slot freed", async () => {
-        reply = await chat(url, key, { model: "held", stream: true })
-        return reply.status === 200
-      }, 1000)
-      const rows = await ledgerOf(url, stream.requestId)
-      expect(rows.map((r) => [r.kind, r.amount, r.key_id])).toEqual([["charge", -PRICES.held, id]])
-      expect(await balance(url)).toBe(before - 2 * PRICES.held)
-    })
-
-    it("a client that leaves before the answer is charged once: a 499 is not a 5xx", async () => {
-      const { key, id } = await newKey(url)
-      const before = await balance(url)
-      fake.enqueue({ kind: "hang" })
-      const controller = new AbortController()
-      const pending = fetch(`${url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-        body: JSON.stringify({ model: "held", messages: userMessage() }),
-        signal: controller.signal
-      }).catch((error: unknown) => error)
-      await waitFor("upstream request open", () => fake.openStreams() === 1)
-      controller.abort()
-      await pending
-      let record: any
-      await waitFor("the request's audit record", async () => {
-        const page = await adminCall(url, "GET", `/audit?key_id=${id}`)
-        record = page.body.data[0]
-        return record !== undefined
-      })
-      expect(record).toMatchObject({ status: 499, error: "client_closed_request", credits: PRICES.held })
-      const rows = await ledgerOf(url, record.request_id)
-      expect(rows.map((r) => [r.kind, r.amount, r.key_id])).toEqual([["charge", -PRICES.held, id]])
-      expect(await balance(url)).toBe(before - PRICES.held)
-    })
+    // Refunds of 5xx answers and of streams failing mid-way, and the charge of a client that
+    // leaves, are in refunds.test.ts, on the scripted provider layer.
 
     it("the ledger explains every change and adds up to the balance", async () => {
       expectLedgerExplains(await ledger(url), await balance(url))

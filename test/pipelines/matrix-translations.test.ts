@@ -7,15 +7,12 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import type { ChatCompletionStreamParams } from "openai/lib/ChatCompletionStream"
-import { createHash, randomBytes } from "node:crypto"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeAnthropic } from "../support/fake-anthropic.ts"
+import { createHash } from "node:crypto"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
-import { startFakeOpenAI } from "../support/fake-openai.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import type { TestGateway } from "../support/gateway.ts"
+import { useModelGateway } from "../support/model-gateway.ts"
 
-const OPENAI_KEY = `sk-up-openai-${randomBytes(8).toString("hex")}`
-const ANTHROPIC_KEY = `sk-ant-up-${randomBytes(8).toString("hex")}`
 const GPT_ID = "gpt-4.1-2025-04-14"
 const CLAUDE_ID = "claude-opus-4-1-20250805"
 const CAP = 2048
@@ -26,36 +23,15 @@ let gw: TestGateway
 let chat: OpenAI
 let messages: Anthropic
 
+const fixture = useModelGateway({ gptId: GPT_ID, claudeId: CLAUDE_ID, cap: CAP })
+
 beforeAll(async () => {
-  ;[openaiFake, anthropicFake] = await Promise.all([
-    startFakeOpenAI({ apiKey: OPENAI_KEY, models: [GPT_ID] }),
-    startFakeAnthropic({ apiKey: ANTHROPIC_KEY, models: [CLAUDE_ID] })
-  ])
-  gw = await startGateway(testConfig({
-    workspace: { credits: 1_000_000 },
-    limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-    providers: [
-      { name: "up-openai", kind: "openai", base_url: openaiFake.url, api_key: OPENAI_KEY },
-      { name: "up-anthropic", kind: "anthropic", base_url: anthropicFake.url, api_key: ANTHROPIC_KEY }
-    ],
-    models: [
-      { alias: "gpt", id: GPT_ID, provider: "up-openai", max_tokens: CAP },
-      { alias: "claude", id: CLAUDE_ID, provider: "up-anthropic", max_tokens: CAP }
-    ]
-  }))
+  gw = fixture.gateway()
+  openaiFake = fixture.openaiFake()
+  anthropicFake = fixture.anthropicFake()
   const { key } = await gw.createKey()
   chat = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
   messages = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
-})
-
-afterAll(async () => {
-  await gw?.close()
-  await Promise.all([openaiFake?.close(), anthropicFake?.close()])
-})
-
-beforeEach(() => {
-  openaiFake.reset()
-  anthropicFake.reset()
 })
 
 const MODES = ["non-streaming", "streaming"] as const

@@ -24,18 +24,14 @@ import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema"
 import OpenAI from "openai"
 import type { ChatCompletionStreamParams } from "openai/lib/ChatCompletionStream"
 import { Effect } from "effect"
-import { randomBytes } from "node:crypto"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeAnthropic } from "../support/fake-anthropic.ts"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody, Scenario, UsageSpec } from "../support/fake-common.ts"
-import { startFakeOpenAI } from "../support/fake-openai.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import type { TestGateway } from "../support/gateway.ts"
+import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
 type OpenAIApiError = InstanceType<typeof OpenAI.APIError>
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
 
-const OPENAI_KEY = `sk-up-openai-${randomBytes(8).toString("hex")}`
-const ANTHROPIC_KEY = `sk-ant-up-${randomBytes(8).toString("hex")}`
 const GPT_ID = "gpt-4o-mini-2024-07-18"
 const CLAUDE_ID = "claude-sonnet-4-5-20250929"
 const GPT_SLOW_ID = "gpt-4o-2024-11-20"
@@ -49,38 +45,29 @@ let openaiFake: FakeUpstream
 let anthropicFake: FakeUpstream
 let gw: TestGateway
 
+const fixture = useModelGateway({
+  gptId: GPT_ID,
+  claudeId: CLAUDE_ID,
+  cap: CAP,
+  openaiModels: [GPT_ID, GPT_SLOW_ID],
+  anthropicModels: [CLAUDE_ID, CLAUDE_SLOW_ID],
+  providers: (defaults, urls) => [
+    ...defaults,
+    // The same upstreams behind short timeouts, for the timeout cells.
+    { name: "up-openai-impatient", kind: "openai", base_url: urls.openai, api_key: OPENAI_KEY, timeouts: IMPATIENT },
+    { name: "up-anthropic-impatient", kind: "anthropic", base_url: urls.anthropic, api_key: ANTHROPIC_KEY, timeouts: IMPATIENT }
+  ],
+  models: (defaults) => [
+    ...defaults,
+    { alias: "gpt-impatient", id: GPT_SLOW_ID, provider: "up-openai-impatient", max_tokens: CAP },
+    { alias: "claude-impatient", id: CLAUDE_SLOW_ID, provider: "up-anthropic-impatient", max_tokens: CAP }
+  ]
+})
+
 beforeAll(async () => {
-  ;[openaiFake, anthropicFake] = await Promise.all([
-    startFakeOpenAI({ apiKey: OPENAI_KEY, models: [GPT_ID, GPT_SLOW_ID] }),
-    startFakeAnthropic({ apiKey: ANTHROPIC_KEY, models: [CLAUDE_ID, CLAUDE_SLOW_ID] })
-  ])
-  gw = await startGateway(testConfig({
-    workspace: { credits: 1_000_000 },
-    limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-    providers: [
-      { name: "up-openai", kind: "openai", base_url: openaiFake.url, api_key: OPENAI_KEY },
-      { name: "up-anthropic", kind: "anthropic", base_url: anthropicFake.url, api_key: ANTHROPIC_KEY },
-      // The same upstreams behind short timeouts, for the timeout cells.
-      { name: "up-openai-impatient", kind: "openai", base_url: openaiFake.url, api_key: OPENAI_KEY, timeouts: IMPATIENT },
-      { name: "up-anthropic-impatient", kind: "anthropic", base_url: anthropicFake.url, api_key: ANTHROPIC_KEY, timeouts: IMPATIENT }
-    ],
-    models: [
-      { alias: "gpt", id: GPT_ID, provider: "up-openai", max_tokens: CAP },
-      { alias: "claude", id: CLAUDE_ID, provider: "up-anthropic", max_tokens: CAP },
-      { alias: "gpt-impatient", id: GPT_SLOW_ID, provider: "up-openai-impatient", max_tokens: CAP },
-      { alias: "claude-impatient", id: CLAUDE_SLOW_ID, provider: "up-anthropic-impatient", max_tokens: CAP }
-    ]
-  }))
-})
-
-afterAll(async () => {
-  await gw?.close()
-  await Promise.all([openaiFake?.close(), anthropicFake?.close()])
-})
-
-beforeEach(() => {
-  openaiFake.reset()
-  anthropicFake.reset()
+  gw = fixture.gateway()
+  openaiFake = fixture.openaiFake()
+  anthropicFake = fixture.anthropicFake()
 })
 
 // --- the matrix axes ---------------------------------------------------------------------------

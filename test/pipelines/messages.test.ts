@@ -6,17 +6,13 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { Effect } from "effect"
-import { randomBytes } from "node:crypto"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeAnthropic } from "../support/fake-anthropic.ts"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
-import { startFakeOpenAI } from "../support/fake-openai.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import type { TestGateway } from "../support/gateway.ts"
+import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
 
-const OPENAI_KEY = `sk-up-openai-${randomBytes(8).toString("hex")}`
-const ANTHROPIC_KEY = `sk-ant-up-${randomBytes(8).toString("hex")}`
 const GPT_ID = "gpt-4o-2024-08-06"
 const CLAUDE_ID = "claude-haiku-4-5-20251001"
 const CAP = 3000
@@ -28,36 +24,19 @@ let key: string
 let keyId: string
 let client: Anthropic
 
+const fixture = useModelGateway({
+  gptId: GPT_ID,
+  claudeId: CLAUDE_ID,
+  cap: CAP,
+  models: (defaults) => [...defaults, { alias: "echo", id: "echo-1", provider: "echo" }]
+})
+
 beforeAll(async () => {
-  ;[openaiFake, anthropicFake] = await Promise.all([
-    startFakeOpenAI({ apiKey: OPENAI_KEY, models: [GPT_ID] }),
-    startFakeAnthropic({ apiKey: ANTHROPIC_KEY, models: [CLAUDE_ID] })
-  ])
-  gw = await startGateway(testConfig({
-    workspace: { credits: 1_000_000 },
-    limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-    providers: [
-      { name: "up-openai", kind: "openai", base_url: openaiFake.url, api_key: OPENAI_KEY },
-      { name: "up-anthropic", kind: "anthropic", base_url: anthropicFake.url, api_key: ANTHROPIC_KEY }
-    ],
-    models: [
-      { alias: "gpt", id: GPT_ID, provider: "up-openai", max_tokens: CAP },
-      { alias: "claude", id: CLAUDE_ID, provider: "up-anthropic", max_tokens: CAP },
-      { alias: "echo", id: "echo-1", provider: "echo" }
-    ]
-  }))
+  gw = fixture.gateway()
+  openaiFake = fixture.openaiFake()
+  anthropicFake = fixture.anthropicFake()
   ;({ key, id: keyId } = await gw.createKey())
   client = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
-})
-
-afterAll(async () => {
-  await gw?.close()
-  await Promise.all([openaiFake?.close(), anthropicFake?.close()])
-})
-
-beforeEach(() => {
-  openaiFake.reset()
-  anthropicFake.reset()
 })
 
 const PROVIDERS = [

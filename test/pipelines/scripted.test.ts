@@ -10,11 +10,10 @@ import { Clock, Duration, Effect } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ProviderError, UpstreamTimeout } from "../../src/domain/errors.ts"
-import type { AuditRecord } from "../../src/domain/records.ts"
-import { Audit } from "../../src/services/audit/Audit.ts"
-import { scriptedProviders, type Script } from "../../src/services/providers/scripted.ts"
+import { scriptedProviders, type Script, type ScriptedStreamItem } from "../../src/services/providers/scripted.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
+import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
 const POOL = 1000
@@ -62,8 +61,8 @@ const movableClock: Clock.Clock = {
 }
 
 let gateway: TestGateway
-let records: Array<AuditRecord>
 let calls: ReturnType<typeof scriptedProviders>["calls"]
+const audit = collectedAudit()
 
 beforeAll(async () => {
   const providers = [{ name: "up", kind: "openai" as const }, { name: "claude", kind: "anthropic" as const }]
@@ -73,8 +72,6 @@ beforeAll(async () => {
     anthropicCount: (call) => next.anthropicCount!(call)
   })
   calls = scripted.calls
-  const audit = Audit.layerCollect()
-  records = audit.records
   gateway = await startGateway(
     testConfig({
       workspace: { credits: POOL },
@@ -99,15 +96,8 @@ beforeEach(() => {
 })
 
 const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
-const recordOf = async (requestId: string | null) => {
-  // The record is the request scope's last finalizer: written when the answer or the stream ended.
-  for (let i = 0; i < 100; i++) {
-    const found = records.filter((r) => r.request_id === requestId)
-    if (found.length > 0) return found
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  return []
-}
+// The record is the request scope's last finalizer: written when the answer or the stream ended.
+const recordOf = (requestId: string | null) => audit.recordsOf(requestId)
 const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
 const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
 
@@ -218,6 +208,39 @@ describe("refunds, slots and audit around a scripted provider", () => {
     next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "ok" }, "stop") }] }) }
     const again = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] })
     for await (const _ of again) void _
+  })
+
+  it("writes a stream's audit record when the stream ends, not when its 200 is sent", async () => {
+    const words = "one two three four five six seven eight".split(" ")
+    next = {
+      openai: () => ({
+        events: [
+          { event: chunk({ role: "assistant", content: "" }) },
+          ...words.flatMap((word, i): Array<ScriptedStreamItem<ChatChunk>> => [
+            { delay: "30 millis" },
+            { event: chunk({ content: `${word} ` }, i === words.length - 1 ? "stop" : null) }
+          ])
+        ]
+      })
+    }
+    const { key } = await gateway.createKey()
+    const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "paid", stream: true, messages: [{ role: "user", content: "count slowly" }] })
+    })
+    const requestId = response.headers.get("x-request-id")
+    const reader = response.body!.getReader()
+    await reader.read()
+    expect(audit.records.filter((r) => r.request_id === requestId)).toEqual([])
+    while (!(await reader.read()).done) {
+      // drain to the end
+    }
+    const records = await recordOf(requestId)
+    expect(records).toHaveLength(1)
+    expect(records[0]).toMatchObject({ status: 200, error: null, stream: true })
+    // The duration covers the whole stream: eight upstream frames, 30 ms apart.
+    expect(records[0]!.duration_ms).toBeGreaterThanOrEqual(200)
   })
 
   it("a Chat Completions client reaches an Anthropic-kind provider through the adapter table", async () => {
