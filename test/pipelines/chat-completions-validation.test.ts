@@ -4,9 +4,10 @@
  * 404, a model outside the key's `allowed_models` 403, and none of them reaches the upstream.
  */
 import OpenAI from "openai"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
-import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { beforeAll, describe, expect, it } from "vitest"
+import type { FakeUpstream } from "../support/fake-common.ts"
+import { auditFor, type TestGateway } from "../support/gateway.ts"
+import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
 const MODEL_ID = "gpt-4o-mini-2024-07-18"
 const OTHER_ID = "gpt-4o-2024-08-06"
@@ -16,27 +17,21 @@ let gw: TestGateway
 let key: string
 let client: OpenAI
 
+const fixture = useModelGateway({
+  openaiModels: "any",
+  providers: (_, urls) => [{ name: "fake-openai", kind: "openai", base_url: urls.openai, api_key: OPENAI_KEY }],
+  models: () => [
+    { alias: "fast", id: MODEL_ID, provider: "fake-openai" },
+    { alias: "big", id: OTHER_ID, provider: "fake-openai" }
+  ]
+})
+
 beforeAll(async () => {
-  fake = await startFakeOpenAI({ apiKey: "sk-upstream-validation" })
-  gw = await startGateway(testConfig({
-    workspace: { credits: 1_000_000 },
-    limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-    providers: [{ name: "fake-openai", kind: "openai", base_url: fake.url, api_key: "sk-upstream-validation" }],
-    models: [
-      { alias: "fast", id: MODEL_ID, provider: "fake-openai" },
-      { alias: "big", id: OTHER_ID, provider: "fake-openai" }
-    ]
-  }))
+  gw = fixture.gateway()
+  fake = fixture.openaiFake()
   ;({ key } = await gw.createKey())
   client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
 })
-
-afterAll(async () => {
-  await gw?.close()
-  await fake?.close()
-})
-
-beforeEach(() => fake.reset())
 
 const post = async (body: unknown, apiKey = key) => {
   const response = await fetch(`${gw.url}/v1/chat/completions`, {

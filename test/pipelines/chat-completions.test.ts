@@ -6,12 +6,13 @@
  */
 import OpenAI from "openai"
 import { Effect } from "effect"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
-import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
-import { randomBytes } from "node:crypto"
+import { beforeAll, describe, expect, it } from "vitest"
+import type { FakeUpstream } from "../support/fake-common.ts"
+import { auditFor, startGateway, type TestGateway } from "../support/gateway.ts"
+import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
-const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
+/** The fixture's upstream key, given to the gateway through the environment. */
+const UPSTREAM_KEY = OPENAI_KEY
 const MODEL_ID = "gpt-4o-mini-2024-07-18"
 const CAP = 50
 
@@ -33,30 +34,22 @@ let key: string
 let keyId: string
 let client: OpenAI
 
+const fixture = useModelGateway({
+  gptId: MODEL_ID,
+  providers: (_, urls) => [{ name: "fake-openai", kind: "openai", base_url: urls.openai, api_key_env: "FAKE_OPENAI_KEY" }],
+  models: () => [
+    { alias: "fast", id: MODEL_ID, provider: "fake-openai", max_tokens: CAP },
+    { alias: "echo", id: "echo-1", provider: "echo" }
+  ],
+  env: { FAKE_OPENAI_KEY: UPSTREAM_KEY }
+})
+
 beforeAll(async () => {
-  fake = await startFakeOpenAI({ apiKey: UPSTREAM_KEY, models: [MODEL_ID] })
-  gw = await startGateway(
-    testConfig({
-      workspace: { credits: 1_000_000 },
-      limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-      providers: [{ name: "fake-openai", kind: "openai", base_url: fake.url, api_key_env: "FAKE_OPENAI_KEY" }],
-      models: [
-        { alias: "fast", id: MODEL_ID, provider: "fake-openai", max_tokens: CAP },
-        { alias: "echo", id: "echo-1", provider: "echo" }
-      ]
-    }),
-    { env: { FAKE_OPENAI_KEY: UPSTREAM_KEY } }
-  )
+  gw = fixture.gateway()
+  fake = fixture.openaiFake()
   ;({ key, id: keyId } = await gw.createKey())
   client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
 })
-
-afterAll(async () => {
-  await gw?.close()
-  await fake?.close()
-})
-
-beforeEach(() => fake.reset())
 
 const upstreamBody = (i = 0) => fake.requests[i]!.body!
 

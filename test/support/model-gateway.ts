@@ -51,6 +51,8 @@ export interface ModelGatewayOptions {
   readonly models?: (defaults: ReadonlyArray<Entry>) => ReadonlyArray<Entry>
   /** Further top-level config sections (they replace the defaults of the same name). */
   readonly config?: Record<string, unknown>
+  /** Where the gateway looks up `api_key_env` names. */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 export const useModelGateway = (options: ModelGatewayOptions = {}): ModelGatewayFixture => {
@@ -81,7 +83,7 @@ export const useModelGateway = (options: ModelGatewayOptions = {}): ModelGateway
       providers: options.providers?.(providers, { openai: openaiFake.url, anthropic: anthropicFake.url }) ?? providers,
       models: options.models?.(models) ?? models,
       ...options.config
-    }))
+    }), options.env === undefined ? {} : { env: options.env })
   })
   afterAll(async () => {
     await gateway?.close()
