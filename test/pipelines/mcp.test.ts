@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { Client as PgClient } from "../support/pg-admin.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
-import { NODE, ROOT } from "../support/process.ts"
+import { childEnv, NODE, ROOT } from "../support/process.ts"
 
 const connect = async (url: string, key: string, sessionId?: string) => {
   const transport = new StreamableHTTPClientTransport(new URL(`${url}/v1/mcp`), {
@@ -247,7 +247,8 @@ describe("/v1/mcp", () => {
       new Promise<{ code: number | null; out: string }>((resolve) => {
         // The CLI finds its own package.json relative to the working directory, so it runs from its build folder.
         const child = spawn(NODE, [inspector, `${gw.url}/v1/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${key}`, ...args], {
-          cwd: join(ROOT, "node_modules/@modelcontextprotocol/inspector-cli/build")
+          cwd: join(ROOT, "node_modules/@modelcontextprotocol/inspector-cli/build"),
+          env: childEnv()
         })
         let out = ""
         child.stdout.on("data", (c) => (out += c))
