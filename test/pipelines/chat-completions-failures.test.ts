@@ -11,11 +11,12 @@ import { createServer } from "node:net"
 import { createServer as createHttpServer, type Server } from "node:http"
 import { randomBytes } from "node:crypto"
 import { Agent, fetch as undiciFetch } from "undici"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
-import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { FakeUpstream } from "../support/fake-common.ts"
+import { auditFor, type TestGateway } from "../support/gateway.ts"
+import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
-const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
+const UPSTREAM_KEY = OPENAI_KEY
 const WRONG_KEY = `sk-wrong-${randomBytes(12).toString("hex")}`
 const TIMEOUT_MS = 300
 const quick = { connect_ms: TIMEOUT_MS, first_byte_ms: TIMEOUT_MS, idle_ms: TIMEOUT_MS }
@@ -68,45 +69,49 @@ const closedPort = async (): Promise<number> => {
   return port
 }
 
+let deadPort: number
+let truncatingPort: number
+
+// Registered before the fixture's, so it runs first: the providers below point at these.
 beforeAll(async () => {
-  fake = await startFakeOpenAI({ apiKey: UPSTREAM_KEY })
-  const deadPort = await closedPort()
+  deadPort = await closedPort()
   truncating = await startTruncatingUpstream()
-  const truncatingPort = (truncating.address() as { port: number }).port
-  gw = await startGateway(
-    testConfig({
-      workspace: { credits: 1_000_000 },
-      limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
-      providers: [
-        { name: "fake-openai", kind: "openai", base_url: fake.url, api_key_env: "FAKE_OPENAI_KEY", timeouts: quick },
-        { name: "patient-openai", kind: "openai", base_url: fake.url, api_key_env: "FAKE_OPENAI_KEY", timeouts: patient },
-        { name: "wrong-key", kind: "openai", base_url: fake.url, api_key: WRONG_KEY, timeouts: quick },
-        { name: "nowhere", kind: "openai", base_url: `http://127.0.0.1:${deadPort}/v1`, api_key: UPSTREAM_KEY, timeouts: quick },
-        { name: "truncating", kind: "openai", base_url: `http://127.0.0.1:${truncatingPort}/v1`, api_key: UPSTREAM_KEY, timeouts: quick }
-      ],
-      models: [
-        { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "fake-openai" },
-        { alias: "slow", id: "gpt-4o-2024-08-06", provider: "patient-openai" },
-        { alias: "misconfigured", id: "gpt-4.1-mini", provider: "wrong-key" },
-        { alias: "offline", id: "gpt-4.1", provider: "nowhere" },
-        { alias: "cut", id: "gpt-4.1-nano", provider: "truncating" }
-      ]
-    }),
-    { env: { FAKE_OPENAI_KEY: UPSTREAM_KEY } }
-  )
+  truncatingPort = (truncating.address() as { port: number }).port
+})
+
+const fixture = useModelGateway({
+  openaiModels: "any",
+  providers: (_, urls) => [
+    { name: "fake-openai", kind: "openai", base_url: urls.openai, api_key_env: "FAKE_OPENAI_KEY", timeouts: quick },
+    { name: "patient-openai", kind: "openai", base_url: urls.openai, api_key_env: "FAKE_OPENAI_KEY", timeouts: patient },
+    { name: "wrong-key", kind: "openai", base_url: urls.openai, api_key: WRONG_KEY, timeouts: quick },
+    { name: "nowhere", kind: "openai", base_url: `http://127.0.0.1:${deadPort}/v1`, api_key: UPSTREAM_KEY, timeouts: quick },
+    { name: "truncating", kind: "openai", base_url: `http://127.0.0.1:${truncatingPort}/v1`, api_key: UPSTREAM_KEY, timeouts: quick }
+  ],
+  models: () => [
+    { alias: "fast", id: "gpt-4o-mini-2024-07-18", provider: "fake-openai" },
+    { alias: "slow", id: "gpt-4o-2024-08-06", provider: "patient-openai" },
+    { alias: "misconfigured", id: "gpt-4.1-mini", provider: "wrong-key" },
+    { alias: "offline", id: "gpt-4.1", provider: "nowhere" },
+    { alias: "cut", id: "gpt-4.1-nano", provider: "truncating" }
+  ],
+  env: { FAKE_OPENAI_KEY: UPSTREAM_KEY }
+})
+
+beforeAll(async () => {
+  gw = fixture.gateway()
+  fake = fixture.openaiFake()
   ;({ key } = await gw.createKey())
   client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0, fetch: clientFetch })
 })
 
+// Runs before the fixture closes the gateway (after-hooks run in reverse): the clients'
+// connections first, so the gateway's graceful stop does not wait on them.
 afterAll(async () => {
   await clientAgent.destroy()
-  await gw?.close()
-  await fake?.close()
   truncating?.closeAllConnections()
   await new Promise((resolve) => truncating?.close(resolve))
 })
-
-beforeEach(() => fake.reset())
 
 const messages = [{ role: "user" as const, content: "Say something long" }]
 
