@@ -11,6 +11,7 @@ import { join } from "node:path"
 import { Client as PgClient } from "../support/pg-admin.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { movableClock } from "../support/movable-clock.ts"
 import { childEnv, NODE, ROOT } from "../support/process.ts"
 
 const connect = async (url: string, key: string, sessionId?: string) => {
@@ -175,16 +176,18 @@ describe("/v1/mcp", () => {
   })
 
   it("expires a session after its idle TTL (sliding)", async () => {
-    const short = await startGateway(testConfig({ store: store.url, mcp: { session_ttl_seconds: 1 } }))
+    // The sessions read Effect's Clock: the test moves it instead of sleeping through the TTL.
+    const time = movableClock()
+    const short = await startGateway(testConfig({ store: store.url, mcp: { session_ttl_seconds: 1 } }), { clock: time.clock })
     try {
       const init = await rpc(short.url, key, initializeBody)
       const sessionId = init.headers.get("mcp-session-id")!
       for (let i = 0; i < 3; i++) {
-        await new Promise((r) => setTimeout(r, 500))
+        time.advance(500)
         const used = await rpc(short.url, key, { jsonrpc: "2.0", id: 10 + i, method: "ping" }, { "mcp-session-id": sessionId })
         expect(used.status).toBe(200)
       }
-      await new Promise((r) => setTimeout(r, 1200))
+      time.advance(1200)
       const expired = await rpc(short.url, key, { jsonrpc: "2.0", id: 20, method: "ping" }, { "mcp-session-id": sessionId })
       expect(expired.status).toBe(404)
       expect(((await expired.json()) as any).error).toBe("session_expired")

@@ -6,7 +6,7 @@
  * serves on port 0 and the official SDKs call it.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { Clock, Duration, Effect } from "effect"
+import { Effect } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ProviderError, UpstreamTimeout } from "../../src/domain/errors.ts"
@@ -15,6 +15,7 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { movableClock } from "../support/movable-clock.ts"
 
 const POOL = 1000
 const PRICE = 7
@@ -47,18 +48,8 @@ const anthropicStart: AnthropicStreamEvent = {
 /** What the next call does; set per test. */
 let next: Script = {}
 
-/** A clock that runs `offset` ms ahead of real time, so a test can move past an expiry. */
-let offset = 0
-const real = Effect.runSync(Clock.clockWith(Effect.succeed))
-const movableClock: Clock.Clock = {
-  currentTimeMillisUnsafe: () => real.currentTimeMillisUnsafe() + offset,
-  currentTimeMillis: Effect.sync(() => real.currentTimeMillisUnsafe() + offset),
-  currentTimeNanosUnsafe: () => real.currentTimeNanosUnsafe() + BigInt(offset) * 1_000_000n,
-  currentTimeNanos: Effect.sync(() => real.currentTimeNanosUnsafe() + BigInt(offset) * 1_000_000n),
-  monotonicTimeNanosUnsafe: () => real.monotonicTimeNanosUnsafe(),
-  monotonicTimeNanos: real.monotonicTimeNanos,
-  sleep: (duration: Duration.Duration) => real.sleep(duration)
-}
+/** Time for the gateway, moved past an expiry by the tests below. */
+const time = movableClock()
 
 let gateway: TestGateway
 let calls: ReturnType<typeof scriptedProviders>["calls"]
@@ -84,7 +75,7 @@ beforeAll(async () => {
         { alias: "claude", id: "claude-up", provider: "claude", credits: PRICE, max_tokens: 100 }
       ]
     }),
-    { providers: scripted.layer, audit: audit.layer, clock: movableClock }
+    { providers: scripted.layer, audit: audit.layer, clock: time.clock }
   )
 })
 
@@ -92,7 +83,7 @@ afterAll(() => gateway.close())
 
 beforeEach(() => {
   next = {}
-  offset = 0
+  time.reset()
 })
 
 const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
@@ -350,7 +341,7 @@ describe("time from the clock layer", () => {
     const expires = new Date(Date.now() + 60 * 60 * 1000).toISOString()
     const { key } = await gateway.createKey({ expires_at: expires })
     await openai(key).chat.completions.create({ model: "paid", messages: [{ role: "user", content: "hi" }] })
-    offset = 2 * 60 * 60 * 1000
+    time.advance(2 * 60 * 60 * 1000)
     const response = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
     expect(response.status).toBe(401)
     expect(((await response.json()) as { error: string }).error).toBe("key_inactive")
@@ -378,7 +369,7 @@ describe("time from the clock layer", () => {
     const session = init.headers.get("mcp-session-id")!
     expect(session).toMatch(/^mcp_/)
     expect((await rpc({ jsonrpc: "2.0", id: 2, method: "ping" }, session)).status).toBe(200)
-    offset = 2 * 60 * 60 * 1000
+    time.advance(2 * 60 * 60 * 1000)
     const late = await rpc({ jsonrpc: "2.0", id: 3, method: "ping" }, session)
     expect(late.status).toBe(404)
     expect(((await late.json()) as { error: string }).error).toBe("session_expired")
