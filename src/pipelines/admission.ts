@@ -62,7 +62,7 @@ export const admitCosts = (options: {
   }).pipe(Scope.provide(options.scope))
 
 /** A chat-only model asked for embeddings, or the other way round: the client's mistake, named. */
-export const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
+const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
   resolved.model.endpoints.includes(endpoint)
     ? Effect.void
     : Effect.fail(new ValidationFailed({
@@ -70,10 +70,14 @@ export const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint
       details: { field: "model", model: resolved.requested }
     }))
 
-/** Body, model, scope and costs of a model request; what it admits is held by the request's scope. */
+/**
+ * Body, model, scope and costs of a model request; what it admits is held by the request's scope.
+ * `endpoint`: what the model must serve (default chat). `credits`: the price when it is not the
+ * model's own (count_tokens has one of its own).
+ */
 export const admitModelRequest = <A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
   decode: (body: unknown) => DecodeResult<A>,
-  endpoint: ModelEndpoint = "chat"
+  options: { readonly endpoint?: ModelEndpoint; readonly credits?: number } = {}
 ) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
@@ -86,8 +90,8 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     const resolved = yield* catalog.resolve(request.model)
     state.audit.model = resolved.model.id
     state.audit.provider = resolved.provider.name
-    yield* requireEndpoint(resolved, endpoint)
+    yield* requireEndpoint(resolved, options.endpoint ?? "chat")
     yield* catalog.checkScope(key, resolved)
-    yield* admitCosts({ scope: state.scope, stream, model: request.model, credits: resolved.model.credits })
+    yield* admitCosts({ scope: state.scope, stream, model: request.model, credits: options.credits ?? resolved.model.credits })
     return { raw, request, resolved }
   })

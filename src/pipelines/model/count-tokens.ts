@@ -7,32 +7,21 @@
  */
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { decodedOrFail } from "../../domain/validation.ts"
-import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
 import { AppConfig } from "../../services/config/AppConfig.ts"
 import { Providers } from "../../services/providers/Providers.ts"
 import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { decodeCountTokensRequest } from "../../wire/anthropic-count-tokens.ts"
-import { admitCosts, requireEndpoint } from "../admission.ts"
-import { authenticated, AuthenticatedKey } from "../authenticate.ts"
-import { CurrentRequest, RequestBody } from "../request.ts"
+import { admitModelRequest } from "../admission.ts"
+import { authenticated } from "../authenticate.ts"
+import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
 import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
-  const key = yield* AuthenticatedKey
-  const raw = yield* (yield* RequestBody).jsonObject
-  const request = yield* decodedOrFail(decodeCountTokensRequest(raw))
-  const catalog = yield* ModelCatalog
-  const resolved = yield* catalog.resolve(request.model)
-  state.audit.model = resolved.model.id
-  state.audit.provider = resolved.provider.name
-  state.audit.details = { operation: "count_tokens" }
-  yield* requireEndpoint(resolved, "chat")
-  yield* catalog.checkScope(key, resolved)
   const credits = (yield* AppConfig).count_tokens.credits
-  yield* admitCosts({ scope: state.scope, stream: false, model: request.model, credits })
+  const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits })
+  state.audit.details = { operation: "count_tokens" }
   const client = (yield* Providers).client(resolved.provider.name)
   if (client.kind === "anthropic") {
     const headers = (yield* HttpServerRequest).headers

@@ -16,7 +16,7 @@ import { json } from "../respond.ts"
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
-  const { raw, resolved } = yield* admitModelRequest(decodeEmbeddingsRequest, "embeddings")
+  const { raw, resolved } = yield* admitModelRequest(decodeEmbeddingsRequest, { endpoint: "embeddings" })
   const client = (yield* Providers).client(resolved.provider.name)
   if (client.kind !== "openai") {
     return yield* new ValidationFailed({
