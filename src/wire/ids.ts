@@ -8,6 +8,13 @@ export const newMessageId = (): string => `msg_${compactUuid()}`
 
 export const newToolUseId = (): string => `toolu_${compactUuid()}`
 
+/** Responses API ids: the response, its output items, and function call ids. */
+export const newResponseId = (): string => `resp_${compactUuid()}`
+export const newOutputMessageId = (): string => `msg_${compactUuid()}`
+export const newFunctionCallItemId = (): string => `fc_${compactUuid()}`
+export const newReasoningItemId = (): string => `rs_${compactUuid()}`
+export const newFunctionCallId = (): string => `call_${compactUuid()}`
+
 const validToolId = /^[a-zA-Z0-9_-]+$/
 
 /**

@@ -20,7 +20,6 @@
  * an item reference. The strict decoder fills the type in before validating, so the decoded
  * items always carry it.
  */
-import { randomUUID } from "node:crypto"
 import { Predicate, Schema } from "effect"
 import {
   type DecodeResult,
@@ -35,15 +34,6 @@ import {
   taggedUnion
 } from "./decode.ts"
 
-// --- ids ---------------------------------------------------------------------------------------
-
-const compactUuid = (): string => randomUUID().replaceAll("-", "")
-
-export const newResponseId = (): string => `resp_${compactUuid()}`
-export const newOutputMessageId = (): string => `msg_${compactUuid()}`
-export const newFunctionCallItemId = (): string => `fc_${compactUuid()}`
-export const newReasoningItemId = (): string => `rs_${compactUuid()}`
-export const newFunctionCallId = (): string => `call_${compactUuid()}`
 
 // --- request: shared pieces --------------------------------------------------------------------
 

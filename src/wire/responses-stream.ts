@@ -8,7 +8,8 @@
  * caller adds (the gateway's error envelope) ride along on it.
  */
 import { Predicate } from "effect"
-import { newResponseId, type ResponsesErrorEvent, type ResponsesLifecycleEvent, type ResponsesResponse } from "./openai-responses.ts"
+import { newResponseId } from "./ids.ts"
+import type { ResponsesErrorEvent, ResponsesLifecycleEvent, ResponsesResponse } from "./openai-responses.ts"
 import { auditUsageFromResponses, responseShell } from "./translate/chat-response-to-responses.ts"
 import { nowSeconds } from "./translate/responses.ts"
 import { type AuditUsage, emptyAuditUsage } from "./translate/usage.ts"

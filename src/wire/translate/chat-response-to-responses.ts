@@ -17,12 +17,8 @@
  */
 import { Predicate } from "effect"
 import type { ChatFinishReason, ChatResponse, ChatUsage } from "../openai-chat.ts"
+import { newFunctionCallId, newFunctionCallItemId, newOutputMessageId, newReasoningItemId, newResponseId } from "../ids.ts"
 import {
-  newFunctionCallId,
-  newFunctionCallItemId,
-  newOutputMessageId,
-  newReasoningItemId,
-  newResponseId,
   type ResponsesIncompleteReason,
   type ResponsesOutputContent,
   type ResponsesOutputItem,

@@ -23,7 +23,7 @@
  * - `fail()` gives the in-band failure: an `error` event and `response.failed` (see
  *   responses-stream.ts), and ends the stream.
  */
-import { newFunctionCallId, newFunctionCallItemId, newOutputMessageId, newReasoningItemId, newResponseId } from "../openai-responses.ts"
+import { newFunctionCallId, newFunctionCallItemId, newOutputMessageId, newReasoningItemId, newResponseId } from "../ids.ts"
 import type {
   ResponsesFunctionCall,
   ResponsesOutputContent,
