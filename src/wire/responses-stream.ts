@@ -54,6 +54,9 @@ export const responsesFailureEvents = (options: {
 
 const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed"])
 
+/** The events by which a Responses stream says it is done. */
+export const isTerminalResponsesEvent = (type: string): boolean => TERMINAL.has(type)
+
 /**
  * Follows the events of a stream forwarded from a provider's own `/responses`: the last
  * `sequence_number`, the latest response snapshot, the usage of the terminal event. So the

@@ -10,6 +10,7 @@ import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthrop
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
+import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
@@ -149,12 +150,10 @@ export const makeOpenAIClient = (
                   return Effect.fail(malformed(provider.name, event.data, redact))
                 }
                 if (item.type === "error") return Effect.fail(midStreamError(provider.name, item, redact))
-                if (item.type === "response.completed" || item.type === "response.incomplete" || item.type === "response.failed") {
-                  finished = true
-                }
+                if (isTerminalResponsesEvent(item.type)) finished = true
                 return Effect.succeed({ event: item, raw: event.data })
               }),
-              Stream.takeUntil((item) => finished && item.event.type.startsWith("response.")),
+              Stream.takeUntil((item) => isTerminalResponsesEvent(item.event.type)),
               Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "a terminal response event")))))
             )
           })
