@@ -6,6 +6,7 @@
  * request.ts); the app ends the request when a plain answer is ready or the client left before
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Option, Scope } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
@@ -119,10 +120,21 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       }
     }
 
+    const context = yield* Effect.context<never>()
+
     /** The answer is ready: a plain one ends its request now, a streamed one when its stream ends. */
-    const finish = (state: RequestState, response: HttpServerResponse, error: ApiError | undefined) => {
+    const finish = (request: HttpServerRequest, state: RequestState, response: HttpServerResponse, error: ApiError | undefined) => {
       const answered = withRequestHeaders(response, state)
       if (response.body._tag === "Stream") {
+        // Backstop: a client that leaves between this answer and the stream's first frame
+        // interrupts the response before its stream runs, so the stream never ends its request
+        // (slot, charge and audit record would be held forever). The socket closing does it
+        // then; ending a request twice does nothing, so a stream that ended it first wins.
+        const node = NodeHttpServerRequest.toServerResponse(request)
+        node.once("close", () => {
+          if (node.writableEnded) return
+          Effect.runForkWith(context)(endRequest(state, node.headersSent ? { ...CLIENT_LEFT, status: 200 } : CLIENT_LEFT))
+        })
         // Open from here until the stream ends its request (however it ends).
         const closed = metrics.streamOpened()
         return Effect.as(Scope.addFinalizer(state.scope, Effect.sync(closed)), answered)
@@ -158,7 +170,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       return yield* dispatch(request, state).pipe(
         Effect.provideService(CurrentRequest, state),
         Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, options.maxBodyBytes) }),
-        Effect.flatMap((response) => finish(state, response, undefined)),
+        Effect.flatMap((response) => finish(request, state, response, undefined)),
         Effect.catchCause((cause) => {
           // The client left while an interruptible stage (the upstream call) was waiting: no
           // answer can reach it, so the interruption goes on to onInterrupt, which records it.
@@ -174,7 +186,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
             ? storeUnavailable(outage)
             : new InternalError({ message: "internal error; quote the request id when reporting it" })
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
-          return Effect.andThen(log, finish(state, errorResponse(error, state), error))
+          return Effect.andThen(log, finish(request, state, errorResponse(error, state), error))
         }),
         // The client went away before an answer: still one record, with nginx's 499 convention;
         // or a drain's grace ran out and the server cut it (refunded, recorded as the server's doing).
