@@ -112,7 +112,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
     adminThrottleLayer(config),
-    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, dataDir }),
+    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,

@@ -130,8 +130,15 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
-  /** Reservations (decisions section 10): a dead replica's open charges are refunded after this lease. */
-  credits: def(Schema.Struct({ reservation_lease_seconds: def(PositiveInt, 30) }), {}),
+  credits: def(
+    Schema.Struct({
+      /** Reservations (decisions section 10): a dead replica's open charges are refunded after this lease. */
+      reservation_lease_seconds: def(PositiveInt, 30),
+      /** The most credits a replica leases from the pool at once to spend locally (issue 14); smaller near empty. */
+      block_size: def(PositiveInt, 200)
+    }),
+    {}
+  ),
   /** `POST /v1/messages/count_tokens`: free unless an operator prices it. */
   count_tokens: def(Schema.Struct({ credits: def(NonNegativeInt, 0) }), {}),
   audit: def(

@@ -1,14 +1,15 @@
 /**
- * The workspace credit pool (docs/decisions.md sections 4 and 10). A paid request reserves its
- * model's price atomically before the provider is called; the reservation is owned by this
- * replica and ends with the request: settled (the charge stays) or refunded when the request
- * failed with a 5xx, so a retry is never charged twice. Every movement is a ledger row, and the
- * ledger always sums to the balance.
+ * The workspace credit pool (docs/decisions.md sections 4 and 10). A paid request takes its
+ * model's price before the provider is called, from a block of the pool this replica leased
+ * (BlockWriter.ts: no store round trip per request; the charge is written, held open as a
+ * reservation owned by this replica, by the next group commit); the charge ends with the
+ * request: settled (it stays) or refunded when the request failed with a 5xx, so a retry is never
+ * charged twice. Every movement is a ledger row, and the ledger always sums to the balance.
  *
- * Faults: a settlement or refund that cannot reach the store goes to the outbox (Outbox.ts) and
- * lands when the store is back. This replica renews a lease in the store; a reservation whose
- * owner's lease lapsed (the replica died) is refunded by a live replica, with an audit record
- * whose slug is `replica_lost`.
+ * Faults: what cannot reach the store stays pending in memory and is retried with backoff, then
+ * spooled at stop. This replica renews a lease in the store; the reservations and the block of a
+ * replica whose lease lapsed (it died) are settled by a live one: each reservation refunded with
+ * an audit record whose slug is `replica_lost`, the block's unspent rest returned to the pool.
  */
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
@@ -18,7 +19,7 @@ import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
 import { spoolPath } from "../durability/spool.ts"
 import { CreditsRepo, MAX_POOL_CREDITS } from "../store/CreditsRepo.ts"
-import { makeOutbox, type PendingMovement, SPOOL_FILE } from "./Outbox.ts"
+import { makeBlockWriter, SPOOL_FILE } from "./BlockWriter.ts"
 
 export interface Charge {
   readonly amount: number
@@ -37,6 +38,18 @@ export const storeUnavailable = (cause: unknown) =>
     details: { dependency: "store" }
   })
 
+const budgetExhausted = (budget: { readonly max_requests: number }) =>
+  new BudgetExhausted({
+    message: `this key's request budget of ${budget.max_requests} requests is used up`,
+    details: { max_requests: budget.max_requests }
+  })
+
+const insufficient = (charge: Charge, available: number) =>
+  new InsufficientCredits({
+    message: `the workspace has ${available} credits; model "${charge.model}" costs ${charge.amount} per request`,
+    details: { model: charge.model, required_credits: charge.amount, available_credits: available }
+  })
+
 export interface CreditsOptions {
   /**
    * How long this replica's reservations stay its own without a renewal; it renews every third
@@ -47,8 +60,10 @@ export interface CreditsOptions {
   readonly dataDir?: string | undefined
   /** Off for one-shot commands (the CLI's top-up): no lease, no sweep, no spool. */
   readonly replica?: boolean | undefined
-  /** How long an inline settlement or refund may take before it is left to the outbox. */
+  /** How long one group commit may take on Postgres before it is abandoned and retried (a frozen store). */
   readonly inlineTimeout?: Duration.Input | undefined
+  /** The most credits one block takes from the pool (less as the pool nears empty). Default 200. */
+  readonly blockSize?: number | undefined
 }
 
 export class Credits extends Context.Service<Credits, {
@@ -83,33 +98,6 @@ export class Credits extends Context.Service<Credits, {
         const replica = options.replica ?? true
         const inlineTimeout = options.inlineTimeout ?? Duration.seconds(2)
 
-        const apply = (movement: PendingMovement) =>
-          movement.op === "settle"
-            ? Effect.asVoid(store.settleReservation(movement.request_id))
-            : Effect.asVoid(store.refundReservation(movement.request_id, movement.actor, movement.note))
-
-        const outbox = yield* makeOutbox({
-          apply,
-          spoolPath: replica && options.dataDir !== undefined ? spoolPath(options.dataDir, SPOOL_FILE) : undefined
-        })
-
-        /**
-         * Postgres can freeze (a partition), and a query on a frozen connection can neither answer
-         * nor be interrupted: the attempt is abandoned after `inlineTimeout` and the outbox takes
-         * over. SQLite is in this process and cannot: its attempt runs on the request's own fiber,
-         * with no hand-over to a second one on the hot path.
-         */
-        const attempt = (movement: PendingMovement) =>
-          store.dialect === "sqlite" ? apply(movement) : abandonAfter(apply(movement), inlineTimeout)
-
-        /** Once inline (unless the store is known to be down), else queued; idempotent either way. */
-        const end = (movement: PendingMovement): Effect.Effect<void> =>
-          outbox.down()
-            ? Effect.sync(() => outbox.enqueue(movement))
-            : attempt(movement).pipe(
-              Effect.catch(() => Effect.sync(() => outbox.enqueue(movement)))
-            )
-
         const lostRecord = (reservation: Reservation) => ({
           request_id: reservation.request_id,
           ts: new Date().toISOString(),
@@ -143,6 +131,10 @@ export class Credits extends Context.Service<Credits, {
             audit?.append(lostRecord(reservation))
           }
           if (refunded > 0) yield* Effect.logWarning(`refunded ${refunded} reservations of replicas that stopped (${REPLICA_LOST})`)
+          const blocks = yield* store.returnOrphanedBlocks(replicaId, Date.now())
+          if (blocks.blocks > 0) {
+            yield* Effect.logWarning(`returned ${blocks.blocks} credit blocks (${blocks.credits} unspent credits) of replicas that stopped to the pool`)
+          }
           return refunded
         }).pipe(Effect.catch((error) => Effect.as(Effect.logDebug(`reservation sweep failed: ${error.message}`), 0)))
 
@@ -153,6 +145,24 @@ export class Credits extends Context.Service<Credits, {
 
         if (replica) {
           yield* renew
+          // Added before the writer, so it runs after the writer's finalizer has written (or
+          // spooled) everything: gives the lease up only when nothing of ours is left pending, so
+          // a live replica then refunds any leftover at once.
+          yield* Effect.addFinalizer(() =>
+            writer !== undefined && writer.pending() === 0 ? Effect.ignore(store.removeReplica(replicaId)) : Effect.void
+          )
+        }
+        const writer = replica
+          ? yield* makeBlockWriter({
+            store,
+            owner: replicaId,
+            blockSize: Math.max(1, options.blockSize ?? 200),
+            commitTimeout: inlineTimeout,
+            spoolPath: options.dataDir !== undefined ? spoolPath(options.dataDir, SPOOL_FILE) : undefined
+          })
+          : undefined
+
+        if (replica) {
           yield* Effect.forkScoped(
             Effect.forever(
               Effect.gen(function*() {
@@ -162,56 +172,56 @@ export class Credits extends Context.Service<Credits, {
               })
             )
           )
-          // Runs before the outbox's finalizer (added after it): gives the lease up only when
-          // nothing of ours is left pending, so a live replica then refunds any leftover at once.
-          yield* Effect.addFinalizer(() =>
-            outbox.pending() === 0 ? Effect.ignore(store.removeReplica(replicaId)) : Effect.void
-          )
         }
+
+        /** One-shot commands (no replica): one store transaction per admission. */
+        const admitDirect = (charge: Charge, budget: { readonly max_requests: number } | null) =>
+          store.admitPaid({
+            keyId: charge.key_id,
+            budget: budget !== null,
+            charge: charge.amount > 0 ? { ...charge, actor: charge.key_id } : undefined
+          }).pipe(
+            Effect.mapError(storeUnavailable),
+            Effect.flatMap((result): Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits> => {
+              switch (result._tag) {
+                case "Admitted":
+                  return Effect.succeed(charge.amount > 0 ? charge : undefined)
+                case "BudgetExhausted":
+                  return Effect.fail(budgetExhausted(budget!))
+                case "Insufficient":
+                  return Effect.fail(insufficient(charge, result.available))
+              }
+            })
+          )
 
         return Credits.of({
           replicaId,
           reserve: (charge, budget) =>
             budget === null && charge.amount <= 0
               ? Effect.succeed(undefined)
-              : store.admitPaid({
-                keyId: charge.key_id,
-                budget: budget !== null,
-                charge: charge.amount > 0 ? { ...charge, actor: charge.key_id } : undefined,
-                reservation: replica
-                  ? { owner: replicaId, method: charge.method ?? null, endpoint: charge.endpoint ?? null }
-                  : undefined
-              }).pipe(
-                Effect.tapError(() =>
-                  // The charge may have committed with its reply lost: queue its refund, which
-                  // does nothing unless a reservation for this request id exists.
-                  charge.amount > 0 && replica
-                    ? Effect.sync(() => outbox.enqueue({ op: "refund", request_id: charge.request_id, actor: charge.key_id, note: "the admission's outcome was unknown (store error)" }))
-                    : Effect.void
-                ),
-                Effect.mapError(storeUnavailable),
-                Effect.flatMap((result): Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits> => {
-                  switch (result._tag) {
-                    case "Admitted":
-                      return Effect.succeed(charge.amount > 0 ? charge : undefined)
-                    case "BudgetExhausted":
-                      return Effect.fail(new BudgetExhausted({
-                        message: `this key's request budget of ${budget?.max_requests} requests is used up`,
-                        details: { max_requests: budget?.max_requests }
-                      }))
-                    case "Insufficient":
-                      return Effect.fail(new InsufficientCredits({
-                        message: `the workspace has ${result.available} credits; model "${charge.model}" costs ${charge.amount} per request`,
-                        details: { model: charge.model, required_credits: charge.amount, available_credits: result.available }
-                      }))
-                  }
-                })
-              ),
-          settle: (charge) =>
-            replica ? end({ op: "settle", request_id: charge.request_id, actor: charge.key_id, note: "" }) : Effect.void,
+              : writer === undefined
+              ? admitDirect(charge, budget)
+              : Effect.gen(function*() {
+                if (budget !== null) {
+                  const counted = yield* writer.countBudget(charge.key_id)
+                  if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))
+                  if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(budget))
+                }
+                if (charge.amount <= 0) return undefined
+                const spent = yield* writer.spend(charge)
+                switch (spent._tag) {
+                  case "Admitted":
+                    return charge
+                  case "StoreFailed":
+                    return yield* Effect.fail(storeUnavailable(spent.error))
+                  case "Insufficient":
+                    return yield* Effect.fail(insufficient(charge, spent.available))
+                }
+              }),
+          settle: (charge) => writer?.end(charge.request_id, "settle", "") ?? Effect.void,
           refund: (charge, note) =>
-            replica
-              ? end({ op: "refund", request_id: charge.request_id, actor: charge.key_id, note })
+            writer !== undefined
+              ? writer.end(charge.request_id, "refund", note)
               // Without a replica there is no reservation to end: the refund is a plain movement.
               : Effect.ignore(store.addCredits("refund", { ...charge, actor: charge.key_id, note })),
           topup: (movement) =>
@@ -226,7 +236,7 @@ export class Credits extends Context.Service<Credits, {
                   : Effect.succeed(balance)
               )
             ),
-          pending: outbox.pending,
+          pending: () => writer?.pending() ?? 0,
           sweep
         })
       })

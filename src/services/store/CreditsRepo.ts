@@ -9,6 +9,7 @@ import { SqlClient } from "effect/sql/SqlClient"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"
 import { decodeRows, DEFAULT_WORKSPACE, Num, NullableString } from "./rows.ts"
+import { type BatchResult, type BatchTx, type CreditBatch, returnOrphanedBlocks, runCreditBatch } from "./credit-batches.ts"
 import { SqliteDatabase } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -95,6 +96,15 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   /** Writes this replica's lease (epoch ms); reservations it owns are safe from others until then. */
   readonly renewReplica: (id: string, leaseUntil: number) => Effect.Effect<void, StoreError>
   readonly removeReplica: (id: string) => Effect.Effect<void, StoreError>
+  /**
+   * One group commit of a replica's credit movements (credit-batches.ts): all of it or nothing.
+   * `newBlockId` names a block leased by it.
+   */
+  readonly commitBatch: (batch: CreditBatch, newBlockId: () => string) => Effect.Effect<BatchResult, StoreError>
+  /** The counter replicas bump to ask the others for their blocks back. */
+  readonly reclaimCounter: Effect.Effect<number, StoreError>
+  /** Returns the blocks of replicas (not `self`) with no lease valid at `now`; how many, and their credits. */
+  readonly returnOrphanedBlocks: (self: string, now: number) => Effect.Effect<{ readonly blocks: number; readonly credits: number }, StoreError>
   /** Open reservations whose owner is not `self` and has no lease valid at `now` (epoch ms). */
   readonly orphanedReservations: (self: string, now: number, limit: number) => Effect.Effect<ReadonlyArray<Reservation>, StoreError>
   /**
@@ -154,7 +164,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
             RETURNING 1 AS ok
           ), c AS (
             UPDATE workspaces SET credits = credits - ${amount}
-            WHERE ${amount} > 0 AND id = ${DEFAULT_WORKSPACE} AND credits >= ${amount}
+            WHERE ${amount} > 0 AND id = ${DEFAULT_WORKSPACE} AND credits - leased >= ${amount}
               AND (NOT ${budget} OR EXISTS (SELECT 1 FROM b))
             RETURNING credits
           ), l AS (
@@ -179,14 +189,58 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
             // Only a refusal pays a second read: the statement's own snapshot may predate the
             // commits it waited for, so it cannot say what the pool holds now.
             return row.balance === null
-              ? Effect.map(getWorkspace, (w): AdmitResult => ({ _tag: "Insufficient", available: w.credits }))
+              ? Effect.map(
+                decodeRows(Schema.Struct({ free: Num }))(sql`SELECT credits - leased AS free FROM workspaces WHERE id = ${DEFAULT_WORKSPACE}`),
+                (rows): AdmitResult => ({ _tag: "Insufficient", available: rows[0]!.free })
+              )
               : Effect.succeed<AdmitResult>({ _tag: "Admitted", balance: row.balance })
           })
         )
       }
 
+      const pgTx: BatchTx = {
+        dialect: "postgres",
+        all: (text, params) => sql.unsafe<Record<string, unknown>>(text, params as Array<unknown>),
+        insertMany: (table, columns, rows) =>
+          Effect.gen(function*() {
+            // Under Postgres's 65,535 parameters per statement.
+            const chunk = Math.floor(60_000 / columns.length)
+            for (let i = 0; i < rows.length; i += chunk) {
+              const part = rows.slice(i, i + chunk)
+              const values = part.map((_, r) => `(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(", ")})`).join(", ")
+              yield* sql.unsafe(`INSERT INTO ${table} (${columns.join(", ")}) VALUES ${values}`, part.flat() as Array<unknown>)
+            }
+          })
+      }
+
+      /** A batch on Postgres in one SqlClient transaction; on SQLite in one synchronous transaction on the raw connection. */
+      const inTransaction = <A>(work: (tx: BatchTx) => Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> => {
+        if (sqlite === undefined) return sql.withTransaction(work(pgTx))
+        const raw = sqlite
+        const tx = sqliteTx(raw)
+        return Effect.scoped(Effect.gen(function*() {
+          // Holding the client's connection lease: no SqlClient statement can run in between.
+          yield* sql.reserve
+          yield* sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN")
+          const result = yield* work(tx).pipe(
+            Effect.onError(() => Effect.sync(() => {
+              if (raw.db.isTransaction) raw.db.exec("ROLLBACK")
+            }))
+          )
+          yield* sqliteTry(() => raw.db.exec("COMMIT"), "COMMIT")
+          return result
+        }))
+      }
+
       return CreditsRepo.of({
         dialect,
+        commitBatch: (batch, newBlockId) => inTransaction((tx) => runCreditBatch(tx, batch, newBlockId)).pipe(storeOp("CreditsRepo.commitBatch")),
+        reclaimCounter: sql`SELECT reclaim FROM workspaces WHERE id = ${DEFAULT_WORKSPACE}`.pipe(
+          decodeRows(Schema.Struct({ reclaim: Num })),
+          Effect.map((rows) => rows[0]?.reclaim ?? 0),
+          storeOp("CreditsRepo.reclaimCounter")
+        ),
+        returnOrphanedBlocks: (self, now) => inTransaction((tx) => returnOrphanedBlocks(tx, self, now)).pipe(storeOp("CreditsRepo.returnOrphanedBlocks")),
         ensureWorkspace: (initialCredits) =>
           sql.withTransaction(
             Effect.gen(function*() {
@@ -229,7 +283,9 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
         refundReservation: (requestId, actor, note) =>
           sql.withTransaction(
             Effect.gen(function*() {
-              // The delete decides who refunds: concurrent callers (the owner's outbox, sweepers on
+              // The workspace row first, as a batch takes it: a sweeper and a batch never wait on each other in a cycle.
+              if (dialect === "postgres") yield* sql`SELECT 1 FROM workspaces WHERE id = ${DEFAULT_WORKSPACE} FOR UPDATE`
+              // The delete decides who refunds: concurrent callers (the owner's batch, sweepers on
               // other replicas) serialise on the row, and only the one that removed it goes on.
               const rows = yield* decodeReservations(sql`DELETE FROM credit_reservations WHERE request_id = ${requestId} RETURNING *`)
               if (rows.length === 0) return undefined
@@ -284,11 +340,11 @@ const admitPaidSqlite = (raw: SqliteDatabase["Service"], input: AdmitInput): Eff
           }
           const charge = input.charge
           if (charge === undefined || charge.amount <= 0) return { _tag: "Admitted", balance: undefined }
-          const rows = prepare("UPDATE workspaces SET credits = credits - ? WHERE id = ? AND credits >= ? RETURNING credits")
+          const rows = prepare("UPDATE workspaces SET credits = credits - ? WHERE id = ? AND credits - leased >= ? RETURNING credits")
             .all(charge.amount, DEFAULT_WORKSPACE, charge.amount) as Array<{ credits: number }>
           if (rows.length === 0) {
-            const pool = prepare("SELECT credits FROM workspaces WHERE id = ?").get(DEFAULT_WORKSPACE) as { credits: number }
-            return { _tag: "Insufficient", available: Number(pool.credits) }
+            const pool = prepare("SELECT credits - leased AS free FROM workspaces WHERE id = ?").get(DEFAULT_WORKSPACE) as { free: number }
+            return { _tag: "Insufficient", available: Number(pool.free) }
           }
           const balance = Number(rows[0]!.credits)
           const ts = new Date().toISOString()
@@ -316,3 +372,38 @@ const admitPaidSqlite = (raw: SqliteDatabase["Service"], input: AdmitInput): Eff
     },
     catch: (cause) => new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation: "admitPaid" }) })
   })
+
+const sqliteTry = <A>(f: () => A, operation: string): Effect.Effect<A, SqlError> =>
+  Effect.try({
+    try: f,
+    catch: (cause) => new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation }) })
+  })
+
+/** The batch statements on SQLite's raw connection: `$n` placeholders become `?n`, inserts go row by row on one prepared statement. */
+const sqliteTx = (raw: SqliteDatabase["Service"]): BatchTx => {
+  const texts = new Map<string, string>()
+  const text = (pg: string) => {
+    let t = texts.get(pg)
+    if (t === undefined) {
+      t = pg.replace(/\$(\d+)/g, "?$1")
+      if (texts.size < 500) texts.set(pg, t)
+    }
+    return t
+  }
+  return {
+    dialect: "sqlite",
+    all: (sql, params) =>
+      sqliteTry(() => {
+        const statement = raw.prepare(text(sql))
+        const values = params as Array<string | number | null>
+        return statement.columns().length > 0
+          ? statement.all(...values) as Array<Record<string, unknown>>
+          : (statement.run(...values), [])
+      }, "commitBatch"),
+    insertMany: (table, columns, rows) =>
+      sqliteTry(() => {
+        const statement = raw.prepare(`INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
+        for (const row of rows) statement.run(...(row as Array<string | number | null>))
+      }, "commitBatch")
+  }
+}

@@ -167,9 +167,35 @@ const reservations = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * Credit blocks (issue 14): a replica leases a block of the pool in one transaction and spends it
+ * in memory, writing the per-request charges in batches. `workspaces.credits` stays the balance
+ * (the ledger's sum); `leased` is what blocks still hold of it, so `credits - leased` is what a
+ * new block or a direct charge may take. `reclaim` is bumped by a replica that found the pool
+ * short while others held blocks: every replica that sees it change returns its block.
+ * The unique charge per request id makes a batch that was abandoned mid-commit and retried
+ * (a frozen store) unable to charge twice.
+ */
+const creditBlocks = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `ALTER TABLE workspaces ADD COLUMN leased ${big} NOT NULL DEFAULT 0`,
+    `ALTER TABLE workspaces ADD COLUMN reclaim ${big} NOT NULL DEFAULT 0`,
+    `CREATE TABLE credit_blocks (
+      id TEXT PRIMARY KEY,
+      owner TEXT NOT NULL,
+      remaining ${big} NOT NULL CHECK (remaining >= 0),
+      created_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX credit_blocks_owner ON credit_blocks (owner)`,
+    `CREATE UNIQUE INDEX credit_ledger_charge_once ON credit_ledger (request_id) WHERE kind = 'charge'`
+  ])
+}
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),
   "3_sql_tools": sqlTools(dialect),
-  "4_credit_reservations": reservations(dialect)
+  "4_credit_reservations": reservations(dialect),
+  "5_credit_blocks": creditBlocks(dialect)
 })

@@ -1,0 +1,534 @@
+/**
+ * A replica's credits between requests and the store (issue 14, docs/decisions.md section 10).
+ *
+ * The replica leases a **block** of the pool and spends it in memory: a paid request is admitted
+ * by taking its price from the block, with no store round trip. Everything the store must learn
+ * (the request's charge, held open as a reservation while the request is in flight; its
+ * settlement or refund; budget counts; block returns and leases) is written by one fiber, in one
+ * transaction per round (**group commit**): what accumulates while a commit is in flight goes in
+ * the next one. A charge therefore lands within one commit of its admission, usually while its
+ * provider call is still running.
+ *
+ * What a crash costs: charges not yet committed are never written, and the block's unspent rest
+ * as the store knows it (which still counts them) returns to the pool when the sweep of a live
+ * replica finds the lease lapsed. The customer is never charged for them; the operator forgoes
+ * at most the requests admitted during the last commit round, and never more than one block.
+ *
+ * Budgets are not split into blocks (a budget per key per replica would strand requests with an
+ * idle replica): a budgeted request waits for the commit that counts it, shared with every other
+ * request of its round, and each count is checked in order, so a budget stays exact.
+ */
+import { Duration, Effect, Fiber, type Scope } from "effect"
+import { randomBytes } from "node:crypto"
+import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
+import { takeSpool, writeSpool } from "../durability/spool.ts"
+import type { BatchCharge, BatchResult, CreditBatch } from "../store/credit-batches.ts"
+import type { CreditsRepo } from "../store/CreditsRepo.ts"
+import type { StoreError } from "../store/StoreError.ts"
+
+export const SPOOL_FILE = "credit-outbox.jsonl"
+
+/** How long a request short of credits waits for other replicas to return their blocks before its 402. */
+const RECLAIM_WAIT_MS = 2_000
+/** Between two lease attempts while waiting for blocks to come back. */
+const RECLAIM_RETRY_MS = 10
+/** A block nothing was spent from for this long goes back to the pool. */
+const IDLE_RETURN_MS = 1_000
+/** With other replicas live, a held block checks this often whether one of them asked for it back. */
+const RECLAIM_POLL_MS = 50
+
+export interface SpendRequest {
+  readonly amount: number
+  readonly key_id: string
+  readonly request_id: string
+  readonly model: string
+  readonly method?: string | null | undefined
+  readonly endpoint?: string | null | undefined
+}
+
+export type SpendOutcome =
+  | { readonly _tag: "Admitted" }
+  | { readonly _tag: "Insufficient"; readonly available: number }
+  | { readonly _tag: "StoreFailed"; readonly error: unknown }
+
+export type BudgetOutcome = { readonly _tag: "Counted" } | { readonly _tag: "Exhausted" } | { readonly _tag: "StoreFailed"; readonly error: unknown }
+
+interface End {
+  readonly op: "settle" | "refund"
+  readonly note: string
+}
+
+/** One paid request's charge until the store holds all of it. */
+interface Entry {
+  readonly request_id: string
+  readonly key_id: string
+  readonly amount: number
+  readonly model: string | null
+  readonly method: string | null
+  readonly endpoint: string | null
+  readonly block: string
+  /** pending: not written; writing: in the commit in flight; written: its reservation is open; ending: its end is in flight. */
+  state: "pending" | "writing" | "written" | "ending"
+  end: End | undefined
+  /** Sent with its end already known (no reservation was written for it). */
+  sentEnded: boolean
+  retried: boolean
+  /** The request's end waits for the commit that carries it (or for that commit to fail). */
+  acknowledge: (() => void) | undefined
+}
+
+/** What a graceful stop could not write: taken back by the next start. The first two are the outbox's older format. */
+type Spooled =
+  | { readonly op: "settle" | "refund"; readonly request_id: string; readonly actor: string; readonly note: string }
+  | {
+    readonly op: "charge"
+    readonly block: string
+    readonly request_id: string
+    readonly actor: string
+    readonly amount: number
+    readonly model: string | null
+    readonly end: "settle" | "refund"
+    readonly note: string
+  }
+  | { readonly op: "return"; readonly block: string }
+
+interface Waiter {
+  readonly request: SpendRequest
+  readonly since: number
+  readonly resume: (outcome: SpendOutcome) => void
+}
+
+interface BudgetWaiter {
+  readonly keyId: string
+  readonly resume: (outcome: BudgetOutcome) => void
+}
+
+export interface BlockWriter {
+  /** Takes `request.amount` from the block (at once when it holds enough), else waits for a lease. */
+  readonly spend: (request: SpendRequest) => Effect.Effect<SpendOutcome>
+  /** Counts one request against the key's budget, in the next commit. */
+  readonly countBudget: (keyId: string) => Effect.Effect<BudgetOutcome>
+  /**
+   * The request ended: its charge stays (settle) or goes back (refund). Waits for the commit that
+   * writes it, or for that commit to fail (then it is retried in the background). Never fails.
+   */
+  readonly end: (requestId: string, op: "settle" | "refund", note: string) => Effect.Effect<void>
+  /** Movements the store does not hold yet (charges, settlements, refunds). */
+  readonly pending: () => number
+  /** True while commits fail: new paid requests are refused rather than spent blind. */
+  readonly down: () => boolean
+}
+
+export const makeBlockWriter = (options: {
+  readonly store: CreditsRepo["Service"]
+  readonly owner: string
+  readonly blockSize: number
+  /** Postgres: how long one commit may take before it is abandoned (a frozen store); SQLite commits inline. */
+  readonly commitTimeout: Duration.Input
+  readonly spoolPath: string | undefined
+}): Effect.Effect<BlockWriter, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const { owner, store } = options
+    const entries = new Map<string, Entry>()
+    let block: { id: string; remaining: number; reclaimSeen: number } | undefined
+    let returns: Array<string> = []
+    let waiters: Array<Waiter> = []
+    let budgetWaiters: Array<BudgetWaiter> = []
+    let strays = false
+    let reclaimRound = false
+    let retryAt = 0
+    let live = 1
+    let lastSpend = 0
+    let lastCommit = 0
+    const outage = outageTracker()
+    let wakeUp: (() => void) | undefined
+    /** The round whose commit is in flight, so a stop can hand its waiters an answer. */
+    let current: NonNullable<ReturnType<typeof takeBatch>> | undefined
+    const newBlockId = () => `blk_${randomBytes(8).toString("hex")}`
+
+    const wake = () => {
+      const resume = wakeUp
+      wakeUp = undefined
+      resume?.()
+    }
+
+    const detach = () => {
+      if (block === undefined) return
+      returns.push(block.id)
+      block = undefined
+    }
+
+    const admit = (request: SpendRequest, from: { id: string; remaining: number }) => {
+      from.remaining -= request.amount
+      lastSpend = Date.now()
+      entries.set(request.request_id, {
+        request_id: request.request_id,
+        key_id: request.key_id,
+        amount: request.amount,
+        model: request.model,
+        method: request.method ?? null,
+        endpoint: request.endpoint ?? null,
+        block: from.id,
+        state: "pending",
+        end: undefined,
+        sentEnded: false,
+        retried: false,
+        acknowledge: undefined
+      })
+      wake()
+    }
+
+    if (options.spoolPath !== undefined) {
+      const spooled = takeSpool<Spooled>(options.spoolPath)
+      for (const item of spooled.items) {
+        if (item.op === "return") returns.push(item.block)
+        else if (item.op === "charge") {
+          entries.set(item.request_id, {
+            request_id: item.request_id, key_id: item.actor, amount: item.amount, model: item.model, method: null, endpoint: null,
+            block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined
+          })
+        } else {
+          entries.set(item.request_id, {
+            request_id: item.request_id, key_id: item.actor, amount: 0, model: null, method: null, endpoint: null,
+            block: "", state: "written", end: { op: item.op, note: item.note }, sentEnded: false, retried: false, acknowledge: undefined
+          })
+        }
+      }
+      if (spooled.items.length > 0 || spooled.skipped > 0) {
+        yield* Effect.logInfo(
+          `credit outbox: took back ${spooled.items.length} spooled movements from ${options.spoolPath}` +
+            (spooled.skipped > 0 ? ` (${spooled.skipped} unreadable lines skipped)` : "")
+        )
+      }
+    }
+
+    const hasWork = (now: number) =>
+      budgetWaiters.length > 0 || returns.length > 0 || (waiters.length > 0 && now >= retryAt) ||
+      [...entries.values()].some((e) => e.state === "pending" || (e.state === "written" && e.end !== undefined))
+
+    /** Everything the store should learn now, marked in flight; undefined when there is nothing. */
+    const takeBatch = (now: number): { batch: CreditBatch; sent: Array<Entry>; budgets: Array<BudgetWaiter>; returned: Array<string>; leasing: boolean } | undefined => {
+      const sent: Array<Entry> = []
+      const charges: Array<BatchCharge> = []
+      const settles: Array<string> = []
+      const refunds: Array<{ request_id: string; actor: string; note: string }> = []
+      for (const entry of entries.values()) {
+        if (entry.state === "pending") {
+          entry.state = "writing"
+          entry.sentEnded = entry.end !== undefined
+          sent.push(entry)
+          charges.push({
+            block: entry.block,
+            request_id: entry.request_id,
+            amount: entry.amount,
+            key_id: entry.key_id,
+            model: entry.model,
+            open: entry.end === undefined ? { method: entry.method, endpoint: entry.endpoint } : undefined,
+            refundNote: entry.end?.op === "refund" ? entry.end.note : undefined,
+            retried: entry.retried
+          })
+        } else if (entry.state === "written" && entry.end !== undefined) {
+          entry.state = "ending"
+          sent.push(entry)
+          if (entry.end.op === "settle") settles.push(entry.request_id)
+          else refunds.push({ request_id: entry.request_id, actor: entry.key_id, note: entry.end.note })
+        }
+      }
+      const leasing = waiters.length > 0 && now >= retryAt
+      // The block cannot pay the first waiter: its rest goes back in the same commit as the new lease.
+      if (leasing) detach()
+      const budgets = budgetWaiters
+      budgetWaiters = []
+      const counts = new Map<string, number>()
+      for (const waiter of budgets) counts.set(waiter.keyId, (counts.get(waiter.keyId) ?? 0) + 1)
+      const returned = returns
+      returns = []
+      if (sent.length === 0 && budgets.length === 0 && returned.length === 0 && !leasing && !strays) return undefined
+      const head = waiters[0]
+      return {
+        batch: {
+          owner,
+          budgets: [...counts].map(([keyId, count]) => ({ keyId, count })),
+          charges,
+          settles,
+          refunds,
+          returns: returned,
+          // Before a lease, any block of ours the store holds besides those returned here is a stray.
+          strays: leasing || strays ? { keep: block?.id } : undefined,
+          lease: leasing ? { min: head!.request.amount, size: Math.max(options.blockSize, head!.request.amount) } : undefined,
+          reclaim: leasing && reclaimRound,
+          now
+        },
+        sent,
+        budgets,
+        returned,
+        leasing
+      }
+    }
+
+    const settleBudgets = (budgets: Array<BudgetWaiter>, admitted: ReadonlyMap<string, number>) => {
+      const left = new Map(admitted)
+      for (const waiter of budgets) {
+        const n = left.get(waiter.keyId) ?? 0
+        if (n > 0) {
+          left.set(waiter.keyId, n - 1)
+          waiter.resume({ _tag: "Counted" })
+        } else waiter.resume({ _tag: "Exhausted" })
+      }
+    }
+
+    const refuse = (predicate: (waiter: Waiter) => boolean, available: number) => {
+      const kept: Array<Waiter> = []
+      for (const waiter of waiters) {
+        if (predicate(waiter)) waiter.resume({ _tag: "Insufficient", available })
+        else kept.push(waiter)
+      }
+      waiters = kept
+    }
+
+    const applied = (taken: NonNullable<ReturnType<typeof takeBatch>>, result: BatchResult) =>
+      Effect.gen(function*() {
+        const now = Date.now()
+        lastCommit = now
+        settleBudgets(taken.budgets, result.budgets)
+        let dropped = 0
+        const done = (entry: Entry) => {
+          entries.delete(entry.request_id)
+          entry.acknowledge?.()
+        }
+        for (const entry of taken.sent) {
+          if (entry.state === "ending") {
+            done(entry)
+          } else if (result.dropped.has(entry.request_id)) {
+            dropped++
+            done(entry)
+            if (block?.id === entry.block) block = undefined
+          } else if (result.found.has(entry.request_id)) {
+            // An abandoned commit wrote it after all; its end (if any) goes through its reservation.
+            entry.state = "written"
+            entry.retried = false
+          } else if (entry.sentEnded) {
+            done(entry)
+          } else {
+            entry.state = "written"
+            entry.retried = false
+          }
+        }
+        if (dropped > 0) {
+          yield* Effect.logWarning(`${dropped} charges were not written: their block had been returned by another replica (this replica's lease had lapsed); they are not charged`)
+        }
+        if (taken.batch.strays !== undefined) strays = false
+
+        const lease = result.lease
+        if (lease?._tag === "Leased") {
+          live = result.live
+          reclaimRound = false
+          block = { id: lease.id, remaining: lease.amount, reclaimSeen: result.reclaim }
+          while (waiters.length > 0 && waiters[0]!.request.amount <= block.remaining) {
+            const waiter = waiters.shift()!
+            admit(waiter.request, block)
+            waiter.resume({ _tag: "Admitted" })
+          }
+          retryAt = 0
+        } else if (lease?._tag === "Short") {
+          if (lease.held === 0) {
+            // No replica holds a block: the balance is all there is, so the refusal is exact.
+            refuse((w) => w.request.amount > lease.free, lease.free)
+            reclaimRound = false
+            retryAt = 0
+          } else {
+            // Other replicas hold blocks: they return them when they see the reclaim counter move.
+            refuse((w) => now - w.since >= RECLAIM_WAIT_MS, lease.free)
+            reclaimRound = true
+            retryAt = now + RECLAIM_RETRY_MS
+          }
+        } else if (block !== undefined && result.reclaim > block.reclaimSeen) {
+          detach()
+        }
+      })
+
+    const failed = (taken: NonNullable<ReturnType<typeof takeBatch>>, error: unknown) => {
+      for (const entry of taken.sent) {
+        if (entry.state === "writing") {
+          entry.state = "pending"
+          entry.retried = true
+        } else if (entry.state === "ending") entry.state = "written"
+      }
+      // Ends stay queued and are retried; their requests do not wait through an outage.
+      for (const entry of entries.values()) {
+        const acknowledge = entry.acknowledge
+        entry.acknowledge = undefined
+        acknowledge?.()
+      }
+      returns = [...taken.returned, ...returns]
+      // A commit whose outcome is unknown may have leased a block we never heard of.
+      strays = true
+      for (const waiter of taken.budgets) waiter.resume({ _tag: "StoreFailed", error })
+      if (taken.leasing) {
+        for (const waiter of waiters) waiter.resume({ _tag: "StoreFailed", error })
+        waiters = []
+      }
+    }
+
+    const commit = (batch: CreditBatch) =>
+      store.dialect === "sqlite"
+        ? store.commitBatch(batch, newBlockId)
+        : abandonAfter(store.commitBatch(batch, newBlockId), options.commitTimeout)
+
+    /** One round: returns false when the store refused it. */
+    const round = Effect.gen(function*() {
+      const taken = takeBatch(Date.now())
+      if (taken === undefined) return true
+      current = taken
+      const exit = yield* Effect.exit(commit(taken.batch))
+      current = undefined
+      if (exit._tag === "Success") {
+        yield* applied(taken, exit.value)
+        const lasted = outage.succeeded()
+        if (lasted !== undefined) yield* Effect.logInfo(`credit movements reach the store again after ${Math.round(lasted)} ms; outbox empty`)
+        return true
+      }
+      const error = exit.cause
+      failed(taken, error)
+      if (outage.failed()) {
+        yield* Effect.logError(`credit movements cannot reach the store; ${pendingCount()} pending, retrying with backoff`)
+      }
+      return false
+    })
+
+    /** Between rounds with nothing to write: give an idle block back, or see whether another replica asked for it. */
+    const housekeeping = Effect.gen(function*() {
+      const now = Date.now()
+      if (block === undefined || waiters.length > 0) return
+      if (now - lastSpend >= IDLE_RETURN_MS) return detach()
+      if (live > 1 && now - lastCommit >= RECLAIM_POLL_MS) {
+        lastCommit = now
+        const counter = yield* Effect.option(store.reclaimCounter)
+        if (counter._tag === "Some" && block !== undefined && counter.value > block.reclaimSeen) detach()
+      }
+    })
+
+    const idleWait = Effect.callback<void>((resume) => {
+      wakeUp = () => resume(Effect.void)
+      return Effect.sync(() => {
+        wakeUp = undefined
+      })
+    })
+
+    const worker = Effect.gen(function*() {
+      let attempt = 0
+      while (true) {
+        const now = Date.now()
+        if (!hasWork(now)) {
+          const timeout = waiters.length > 0
+            ? Math.max(1, retryAt - now)
+            : block !== undefined ? (live > 1 ? RECLAIM_POLL_MS : IDLE_RETURN_MS) : undefined
+          if (timeout === undefined) yield* idleWait
+          else yield* Effect.timeoutOption(idleWait, Duration.millis(timeout))
+          yield* housekeeping
+          if (!hasWork(Date.now())) continue
+        }
+        // Let the admissions of this tick join the round.
+        yield* Effect.yieldNow
+        if (yield* round) attempt = 0
+        else yield* Effect.sleep(Duration.millis(backoffDelayMs(attempt++)))
+      }
+    })
+
+    const pendingCount = () => {
+      let count = 0
+      for (const entry of entries.values()) if (entry.state !== "written" || entry.end !== undefined) count++
+      return count
+    }
+
+    // Taken back from a spool: written before anything else of this start looks at the pool.
+    if (entries.size > 0 || returns.length > 0) yield* round
+
+    const fiber = yield* Effect.forkScoped(worker)
+
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* Fiber.interrupt(fiber)
+        // A round cut short by the stop is retried like a failed one.
+        if (current !== undefined) failed(current, new Error("the gateway is stopping"))
+        current = undefined
+        for (const entry of entries.values()) {
+          if (entry.state === "writing") {
+            entry.state = "pending"
+            entry.retried = true
+          } else if (entry.state === "ending") entry.state = "written"
+        }
+        for (const waiter of waiters) waiter.resume({ _tag: "StoreFailed", error: new Error("the gateway is stopping") })
+        waiters = []
+        detach()
+        strays = true
+        // Bounded: a stop must not hang on a store that does not answer.
+        yield* Effect.ignore(abandonAfter(round, Duration.seconds(2)))
+        if (entries.size > 0 || returns.length > 0) yield* Effect.ignore(abandonAfter(round, Duration.seconds(1)))
+        const left: Array<Spooled> = []
+        for (const entry of entries.values()) {
+          entry.acknowledge?.()
+          if (entry.state === "pending") {
+            left.push({
+              op: "charge", block: entry.block, request_id: entry.request_id, actor: entry.key_id, amount: entry.amount, model: entry.model,
+              end: entry.end?.op ?? "refund", note: entry.end?.note ?? "the gateway stopped before the request ended"
+            })
+          } else if (entry.end !== undefined) {
+            left.push({ op: entry.end.op, request_id: entry.request_id, actor: entry.key_id, note: entry.end.note })
+          }
+        }
+        for (const id of returns) left.push({ op: "return", block: id })
+        const movements = left.filter((item) => item.op !== "return").length
+        if (left.length === 0) return
+        if (options.spoolPath === undefined) {
+          return yield* Effect.logError(`credit outbox: ${movements} movements could not be written and there is no data directory to spool them to`)
+        }
+        const path = options.spoolPath
+        yield* Effect.try(() => writeSpool(path, left)).pipe(
+          Effect.andThen(Effect.logWarning(`credit outbox: ${movements} movements spooled to ${path}; the next start writes them`)),
+          Effect.catch((error) => Effect.logError(`credit outbox: could not spool ${movements} movements to ${path}`, error))
+        )
+      })
+    )
+
+    const spendSlow = (request: SpendRequest) =>
+      Effect.callback<SpendOutcome>((resume) => {
+        waiters.push({ request, since: Date.now(), resume: (outcome) => resume(Effect.succeed(outcome)) })
+        wake()
+      })
+
+    return {
+      spend: (request) =>
+        Effect.suspend(() => {
+          if (outage.down) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
+          // Waiters first: a request arriving now does not overtake one waiting for a lease.
+          if (waiters.length === 0 && block !== undefined && block.remaining >= request.amount) {
+            admit(request, block)
+            return Effect.succeed<SpendOutcome>({ _tag: "Admitted" })
+          }
+          return spendSlow(request)
+        }),
+      countBudget: (keyId) =>
+        Effect.suspend(() =>
+          outage.down
+            ? Effect.succeed<BudgetOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
+            : Effect.callback<BudgetOutcome>((resume) => {
+              budgetWaiters.push({ keyId, resume: (outcome) => resume(Effect.succeed(outcome)) })
+              wake()
+            })
+        ),
+      end: (requestId, op, note) =>
+        Effect.suspend(() => {
+          const entry = entries.get(requestId)
+          if (entry === undefined || entry.end !== undefined) return Effect.void
+          entry.end = { op, note }
+          wake()
+          if (outage.down) return Effect.void
+          return Effect.callback<void>((resume) => {
+            entry.acknowledge = () => resume(Effect.void)
+          })
+        }),
+      pending: pendingCount,
+      down: () => outage.down
+    } satisfies BlockWriter
+  })

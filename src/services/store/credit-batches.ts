@@ -1,0 +1,227 @@
+/**
+ * One group commit of a replica's credit movements (issue 14, docs/decisions.md section 10): the
+ * budget counts, block charges, reservation endings, block returns and at most one block lease
+ * that accumulated since its previous commit, in one transaction that holds the workspace row
+ * from its first statement, so every ledger row's `balance_after` follows the previous one in
+ * `seq` order across replicas. Each movement is still checked in order: a budget never passes its
+ * maximum, a block never pays more than it holds, a lease never takes more than the pool has free.
+ *
+ * Written once for both dialects over a small statement interface (`$n` placeholders; SQLite runs
+ * them on its raw connection, synchronously, Postgres through the SqlClient).
+ */
+import { Effect } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
+import type { Reservation } from "../../domain/records.ts"
+import { DEFAULT_WORKSPACE } from "./rows.ts"
+
+export interface BatchTx {
+  readonly dialect: "sqlite" | "postgres"
+  readonly all: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>
+  readonly insertMany: (table: string, columns: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>) => Effect.Effect<void, SqlError>
+}
+
+export interface BatchCharge {
+  readonly block: string
+  readonly request_id: string
+  readonly amount: number
+  readonly key_id: string
+  readonly model: string | null
+  /** The request is still in flight: the charge is held open as a reservation owned by the batch's owner. */
+  readonly open: { readonly method: string | null; readonly endpoint: string | null } | undefined
+  /** The request already ended with a refund: its refund row follows the charge. */
+  readonly refundNote: string | undefined
+  /** A failed or abandoned commit carried it: it may be written already, so look first. */
+  readonly retried: boolean
+}
+
+export interface CreditBatch {
+  readonly owner: string
+  /** Requests to count against each key's budget, in arrival order. */
+  readonly budgets: ReadonlyArray<{ readonly keyId: string; readonly count: number }>
+  readonly charges: ReadonlyArray<BatchCharge>
+  /** Reservations (written by an earlier commit) whose requests ended and keep their charge. */
+  readonly settles: ReadonlyArray<string>
+  /** Reservations whose requests ended with a refund. */
+  readonly refunds: ReadonlyArray<{ readonly request_id: string; readonly actor: string; readonly note: string }>
+  /** Blocks of this owner whose unspent rest goes back to the pool (after the charges above). */
+  readonly returns: ReadonlyArray<string>
+  /** Return every block of this owner except `keep`: a failed commit may have leased one unseen. */
+  readonly strays: { readonly keep: string | undefined } | undefined
+  /** Lease a block of at least `min` credits (at most `size`, less as the pool nears empty). */
+  readonly lease: { readonly min: number; readonly size: number } | undefined
+  /** The lease came up short while other replicas held blocks: ask them to return theirs. */
+  readonly reclaim: boolean
+  /** Epoch ms, for the count of live replicas that sizes a block. */
+  readonly now: number
+}
+
+export type LeaseResult =
+  | { readonly _tag: "Leased"; readonly id: string; readonly amount: number }
+  | { readonly _tag: "Short"; readonly free: number; readonly held: number }
+
+export interface BatchResult {
+  /** How many of each key's requests its budget admitted (the first ones, in order). */
+  readonly budgets: ReadonlyMap<string, number>
+  /** Charges this commit wrote. */
+  readonly written: ReadonlySet<string>
+  /** Retried charges an earlier, abandoned commit had written after all. */
+  readonly found: ReadonlySet<string>
+  /** Charges whose block was gone (swept after this replica's lease lapsed): not charged. */
+  readonly dropped: ReadonlySet<string>
+  readonly refunded: ReadonlyArray<Reservation>
+  readonly lease: LeaseResult | undefined
+  readonly reclaim: number
+  readonly live: number
+}
+
+const n = (value: unknown) => Number(value)
+
+const placeholders = (from: number, count: number) => Array.from({ length: count }, (_, i) => `$${from + i}`).join(", ")
+
+export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () => string) =>
+  Effect.gen(function*() {
+    const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
+    const [ws] = yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+    let credits = n(ws!.credits)
+    let leased = n(ws!.leased)
+    let reclaim = n(ws!.reclaim)
+    const ts = new Date().toISOString()
+    const ledger: Array<ReadonlyArray<unknown>> = []
+    const reservations: Array<ReadonlyArray<unknown>> = []
+    const row = (kind: "charge" | "refund", amount: number, actor: string, keyId: string | null, requestId: string, model: string | null, note: string | null) =>
+      ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
+
+    const budgets = new Map<string, number>()
+    for (const { count, keyId } of batch.budgets) {
+      const [key] = yield* tx.all(`SELECT budget_used, budget_max_requests FROM api_keys WHERE id = $1${lock}`, [keyId])
+      if (key === undefined || key.budget_max_requests === null) {
+        budgets.set(keyId, 0)
+        continue
+      }
+      const admitted = Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used)))
+      budgets.set(keyId, admitted)
+      if (admitted > 0) yield* tx.all(`UPDATE api_keys SET budget_used = budget_used + $1 WHERE id = $2`, [admitted, keyId])
+    }
+
+    // Retried charges an abandoned commit wrote after all are not written again.
+    const found = new Set<string>()
+    const retried = batch.charges.filter((c) => c.retried).map((c) => c.request_id)
+    for (let i = 0; i < retried.length; i += 500) {
+      const ids = retried.slice(i, i + 500)
+      const rows = yield* tx.all(`SELECT request_id FROM credit_ledger WHERE kind = 'charge' AND request_id IN (${placeholders(1, ids.length)})`, ids)
+      for (const r of rows) found.add(String(r.request_id))
+    }
+
+    const written = new Set<string>()
+    const dropped = new Set<string>()
+    const byBlock = new Map<string, Array<BatchCharge>>()
+    for (const charge of batch.charges) {
+      if (found.has(charge.request_id)) continue
+      const list = byBlock.get(charge.block)
+      if (list === undefined) byBlock.set(charge.block, [charge])
+      else list.push(charge)
+    }
+    for (const [block, charges] of byBlock) {
+      const total = charges.reduce((sum, c) => sum + c.amount, 0)
+      const paid = yield* tx.all(
+        `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND owner = $3 AND remaining >= $1 RETURNING remaining`,
+        [total, block, batch.owner]
+      )
+      if (paid.length === 0) {
+        for (const c of charges) dropped.add(c.request_id)
+        continue
+      }
+      leased -= total
+      for (const c of charges) {
+        credits -= c.amount
+        row("charge", -c.amount, c.key_id, c.key_id, c.request_id, c.model, null)
+        written.add(c.request_id)
+        if (c.refundNote !== undefined) {
+          credits += c.amount
+          row("refund", c.amount, c.key_id, c.key_id, c.request_id, c.model, c.refundNote)
+        } else if (c.open !== undefined) {
+          reservations.push([c.request_id, batch.owner, c.amount, c.key_id, c.model, c.open.method, c.open.endpoint, ts])
+        }
+      }
+    }
+
+    if (batch.settles.length > 0) {
+      yield* tx.all(`DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, batch.settles.length)})`, batch.settles)
+    }
+    const refunded: Array<Reservation> = []
+    for (const refund of batch.refunds) {
+      // The delete decides who refunds (this owner's end, or a sweeper that thought it dead).
+      const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [refund.request_id])
+      if (r === undefined) continue
+      const reservation: Reservation = {
+        request_id: String(r.request_id),
+        owner: String(r.owner),
+        amount: n(r.amount),
+        key_id: (r.key_id as string | null) ?? null,
+        model: (r.model as string | null) ?? null,
+        method: (r.method as string | null) ?? null,
+        endpoint: (r.endpoint as string | null) ?? null,
+        created_at: String(r.created_at)
+      }
+      credits += reservation.amount
+      row("refund", reservation.amount, refund.actor, reservation.key_id, reservation.request_id, reservation.model, refund.note)
+      refunded.push(reservation)
+    }
+
+    for (const block of batch.returns) {
+      const [r] = yield* tx.all(`DELETE FROM credit_blocks WHERE id = $1 AND owner = $2 RETURNING remaining`, [block, batch.owner])
+      if (r !== undefined) leased -= n(r.remaining)
+    }
+    if (batch.strays !== undefined) {
+      const rows = yield* tx.all(`DELETE FROM credit_blocks WHERE owner = $1 AND id <> $2 RETURNING remaining`, [batch.owner, batch.strays.keep ?? ""])
+      for (const r of rows) leased -= n(r.remaining)
+    }
+
+    let lease: LeaseResult | undefined
+    let live = 1
+    if (batch.lease !== undefined) {
+      const free = credits - leased
+      if (free >= batch.lease.min) {
+        const [count] = yield* tx.all(`SELECT COUNT(*) AS live FROM replicas WHERE lease_until >= $1 OR id = $2`, [batch.now, batch.owner])
+        live = Math.max(1, n(count!.live))
+        // Half the free pool shared by the live replicas, so a block never strands much near empty.
+        const amount = Math.min(batch.lease.size, free, Math.max(batch.lease.min, Math.floor(free / (2 * live))))
+        const id = newBlockId()
+        yield* tx.all(`INSERT INTO credit_blocks (id, owner, remaining, created_at) VALUES ($1, $2, $3, $4)`, [id, batch.owner, amount, ts])
+        leased += amount
+        lease = { _tag: "Leased", id, amount }
+      } else {
+        lease = { _tag: "Short", free, held: leased }
+        if (batch.reclaim && leased > 0) reclaim++
+      }
+    }
+
+    if (ledger.length > 0) {
+      yield* tx.insertMany(
+        "credit_ledger",
+        ["ts", "workspace_id", "kind", "amount", "balance_after", "actor", "key_id", "request_id", "model", "note"],
+        ledger
+      )
+    }
+    if (reservations.length > 0) {
+      yield* tx.insertMany("credit_reservations", ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at"], reservations)
+    }
+    if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
+      yield* tx.all(`UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, [credits, leased, reclaim, DEFAULT_WORKSPACE])
+    }
+    return { budgets, written, found, dropped, refunded, lease, reclaim, live } satisfies BatchResult
+  })
+
+/** Returns the blocks of replicas whose lease lapsed (they died holding them); the rest of each goes back to the pool. */
+export const returnOrphanedBlocks = (tx: BatchTx, self: string, now: number) =>
+  Effect.gen(function*() {
+    const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
+    yield* tx.all(`SELECT leased FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+    const rows = yield* tx.all(
+      `DELETE FROM credit_blocks WHERE owner <> $1 AND owner NOT IN (SELECT id FROM replicas WHERE lease_until >= $2) RETURNING owner, remaining`,
+      [self, now]
+    )
+    const total = rows.reduce((sum, r) => sum + n(r.remaining), 0)
+    if (rows.length > 0) yield* tx.all(`UPDATE workspaces SET leased = leased - $1 WHERE id = $2`, [total, DEFAULT_WORKSPACE])
+    return { blocks: rows.length, credits: total }
+  })
