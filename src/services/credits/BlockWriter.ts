@@ -73,8 +73,10 @@ interface Entry {
   /** Sent with its end already known (no reservation was written for it). */
   sentEnded: boolean
   retried: boolean
-  /** The request's end waits for the commit that carries it (or for that commit to fail). */
+  /** The request's refund waits for the commit that carries it (or for that commit to fail). */
   acknowledge: (() => void) | undefined
+  /** The admission waits for the commit that writes its charge: true once it is durable. */
+  onWritten: ((written: boolean) => void) | undefined
 }
 
 /** What a graceful stop could not write: taken back by the next start. The first two are the outbox's older format. */
@@ -158,7 +160,7 @@ export const makeBlockWriter = (options: {
       block = undefined
     }
 
-    const admit = (request: SpendRequest, from: { id: string; remaining: number }) => {
+    const admit = (request: SpendRequest, from: { id: string; remaining: number }, onWritten: (written: boolean) => void) => {
       from.remaining -= request.amount
       lastSpend = Date.now()
       entries.set(request.request_id, {
@@ -173,7 +175,8 @@ export const makeBlockWriter = (options: {
         end: undefined,
         sentEnded: false,
         retried: false,
-        acknowledge: undefined
+        acknowledge: undefined,
+        onWritten
       })
       wake()
     }
@@ -185,12 +188,12 @@ export const makeBlockWriter = (options: {
         else if (item.op === "charge") {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: item.amount, model: item.model, method: null, endpoint: null,
-            block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined
+            block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined, onWritten: undefined
           })
         } else {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: 0, model: null, method: null, endpoint: null,
-            block: "", state: "written", end: { op: item.op, note: item.note }, sentEnded: false, retried: false, acknowledge: undefined
+            block: "", state: "written", end: { op: item.op, note: item.note }, sentEnded: false, retried: false, acknowledge: undefined, onWritten: undefined
           })
         }
       }
@@ -296,22 +299,31 @@ export const makeBlockWriter = (options: {
           entries.delete(entry.request_id)
           entry.acknowledge?.()
         }
+        const durable = (entry: Entry, written: boolean) => {
+          const onWritten = entry.onWritten
+          entry.onWritten = undefined
+          onWritten?.(written)
+        }
         for (const entry of taken.sent) {
           if (entry.state === "ending") {
             done(entry)
           } else if (result.dropped.has(entry.request_id)) {
+            // Not charged, so not served either.
             dropped++
+            durable(entry, false)
             done(entry)
             if (block?.id === entry.block) block = undefined
           } else if (result.found.has(entry.request_id)) {
             // An abandoned commit wrote it after all; its end (if any) goes through its reservation.
             entry.state = "written"
             entry.retried = false
+            durable(entry, true)
           } else if (entry.sentEnded) {
             done(entry)
           } else {
             entry.state = "written"
             entry.retried = false
+            durable(entry, true)
           }
         }
         if (dropped > 0) {
@@ -326,8 +338,7 @@ export const makeBlockWriter = (options: {
           block = { id: lease.id, remaining: lease.amount, reclaimSeen: result.reclaim }
           while (waiters.length > 0 && waiters[0]!.request.amount <= block.remaining) {
             const waiter = waiters.shift()!
-            admit(waiter.request, block)
-            waiter.resume({ _tag: "Admitted" })
+            admit(waiter.request, block, (written) => waiter.resume(written ? admitted : notWritten))
           }
           retryAt = 0
         } else if (lease?._tag === "Short") {
@@ -352,6 +363,14 @@ export const makeBlockWriter = (options: {
         if (entry.state === "writing") {
           entry.state = "pending"
           entry.retried = true
+          // Its request is refused (503) and never served: the charge, whether the failed commit
+          // wrote it or a retry will, is refunded.
+          if (entry.onWritten !== undefined) {
+            const onWritten = entry.onWritten
+            entry.onWritten = undefined
+            entry.end ??= { op: "refund", note: "the admission's outcome was unknown (store error)" }
+            onWritten(false)
+          }
         } else if (entry.state === "ending") entry.state = "written"
       }
       // Ends stay queued and are retried; their requests do not wait through an outage.
@@ -468,6 +487,7 @@ export const makeBlockWriter = (options: {
         const left: Array<Spooled> = []
         for (const entry of entries.values()) {
           entry.acknowledge?.()
+          entry.onWritten?.(false)
           if (entry.state === "pending") {
             left.push({
               op: "charge", block: entry.block, request_id: entry.request_id, actor: entry.key_id, amount: entry.amount, model: entry.model,
@@ -491,6 +511,9 @@ export const makeBlockWriter = (options: {
       })
     )
 
+    const admitted: SpendOutcome = { _tag: "Admitted" }
+    const notWritten: SpendOutcome = { _tag: "StoreFailed", error: new Error("the charge could not be written to the store") }
+
     const spendSlow = (request: SpendRequest) =>
       Effect.callback<SpendOutcome>((resume) => {
         waiters.push({ request, since: Date.now(), resume: (outcome) => resume(Effect.succeed(outcome)) })
@@ -503,8 +526,11 @@ export const makeBlockWriter = (options: {
           if (outage.down) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
           // Waiters first: a request arriving now does not overtake one waiting for a lease.
           if (waiters.length === 0 && block !== undefined && block.remaining >= request.amount) {
-            admit(request, block)
-            return Effect.succeed<SpendOutcome>({ _tag: "Admitted" })
+            const from = block
+            // The charge is durable before the provider is called (group commit: one transaction for every request of the round).
+            return Effect.callback<SpendOutcome>((resume) => {
+              admit(request, from, (written) => resume(Effect.succeed(written ? admitted : notWritten)))
+            })
           }
           return spendSlow(request)
         }),
@@ -523,7 +549,9 @@ export const makeBlockWriter = (options: {
           if (entry === undefined || entry.end !== undefined) return Effect.void
           entry.end = { op, note }
           wake()
-          if (outage.down) return Effect.void
+          // A settlement changes no balance (the reservation row goes): nobody waits for it. A
+          // crash before it lands refunds the request (the sweep), in the customer's favour.
+          if (outage.down || op === "settle") return Effect.void
           return Effect.callback<void>((resume) => {
             entry.acknowledge = () => resume(Effect.void)
           })

@@ -43,7 +43,7 @@ export interface CreditBatch {
   readonly settles: ReadonlyArray<string>
   /** Reservations whose requests ended with a refund. */
   readonly refunds: ReadonlyArray<{ readonly request_id: string; readonly actor: string; readonly note: string }>
-  /** Blocks of this owner whose unspent rest goes back to the pool (after the charges above). */
+  /** Blocks of this owner (or of its previous start, from a spool) whose unspent rest goes back to the pool (after the charges above). */
   readonly returns: ReadonlyArray<string>
   /** Return every block of this owner except `keep`: a failed commit may have leased one unseen. */
   readonly strays: { readonly keep: string | undefined } | undefined
@@ -124,8 +124,9 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     for (const [block, charges] of byBlock) {
       const total = charges.reduce((sum, c) => sum + c.amount, 0)
       const paid = yield* tx.all(
-        `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND owner = $3 AND remaining >= $1 RETURNING remaining`,
-        [total, block, batch.owner]
+        // By id alone: a spool taken back at start charges the blocks of the previous start.
+        `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND remaining >= $1 RETURNING remaining`,
+        [total, block]
       )
       if (paid.length === 0) {
         for (const c of charges) dropped.add(c.request_id)
@@ -169,7 +170,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     }
 
     for (const block of batch.returns) {
-      const [r] = yield* tx.all(`DELETE FROM credit_blocks WHERE id = $1 AND owner = $2 RETURNING remaining`, [block, batch.owner])
+      const [r] = yield* tx.all(`DELETE FROM credit_blocks WHERE id = $1 RETURNING remaining`, [block])
       if (r !== undefined) leased -= n(r.remaining)
     }
     if (batch.strays !== undefined) {
