@@ -138,7 +138,9 @@ export class Credits extends Context.Service<Credits, {
           return refunded
         }).pipe(Effect.catch((error) => Effect.as(Effect.logDebug(`reservation sweep failed: ${error.message}`), 0)))
 
-        const renew = store.renewReplica(replicaId, Date.now() + leaseMs).pipe(
+        // Suspended: each renewal reads the clock (built once, every renewal wrote the first start's
+        // lease_until, so every replica looked dead one lease after its start).
+        const renew = Effect.suspend(() => store.renewReplica(replicaId, Date.now() + leaseMs)).pipe(
           // An outage is logged once by the outbox or the audit writer, not once per renewal here.
           Effect.catch((error) => Effect.logDebug(`replica lease not renewed: ${error.message}`))
         )
