@@ -1,0 +1,184 @@
+/**
+ * Credit blocks across three replicas (issue 14, docs/decisions.md section 10): three real
+ * `modelgate serve` processes on one Postgres store, each admitting paid requests from a block of
+ * the pool it leased. What a client and the operator see must be what one process with one pool
+ * would show: exactly as many paid requests served as the pool pays for, whichever replicas they
+ * reach; a 402 only when the pool truly cannot pay (never because another replica holds the rest
+ * in its block); refunds; and the unspent rest of a block back in the pool when its replica stops
+ * or is killed. The pool is topped up to a known amount at the start of each test.
+ */
+import { randomBytes } from "node:crypto"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
+import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
+import { Client } from "../support/pg-admin.ts"
+import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import {
+  adminCall,
+  ADMIN_TOKEN,
+  balance,
+  burst,
+  chat,
+  count,
+  expectError,
+  expectLedgerExplains,
+  ledger,
+  ledgerOf,
+  newKey,
+  summary,
+  waitFor
+} from "./support.ts"
+
+const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
+const POOL = 60
+const LEASE_SECONDS = 2
+
+let fake: FakeUpstream
+let db: TempDatabase
+let pg: Client
+let dir: string
+let configPath: string
+const replicas: Array<GatewayProcess> = []
+let key: string
+
+/** The i-th request goes to replica i mod 3. */
+const spread = (i: number) => replicas[i % 3]!.url
+
+const topUpTo = async (target: number) => {
+  const now = await balance(replicas[0]!.url)
+  if (target > now) {
+    const reply = await adminCall(replicas[0]!.url, "POST", "/workspace/credits", { credits: target - now, note: "credit-blocks test" })
+    expect(reply.status, reply.text).toBe(200)
+  }
+  expect(await balance(replicas[1]!.url)).toBe(target)
+}
+
+/** What the blocks hold, as the store sees it: the workspace's leased credits and the blocks with credits left. */
+const blocks = async () => {
+  const [ws] = await pg.query<{ credits: string; leased: string }>("SELECT credits, leased FROM workspaces")
+  const rows = await pg.query<{ owner: string; remaining: string }>("SELECT owner, remaining FROM credit_blocks WHERE remaining > 0")
+  return { credits: Number(ws!.credits), leased: Number(ws!.leased), blocks: rows.map((r) => ({ owner: r.owner, remaining: Number(r.remaining) })) }
+}
+
+beforeAll(async () => {
+  ;[fake, db] = await Promise.all([startFakeOpenAI({ apiKey: UPSTREAM_KEY }), createPostgresDatabase("mg_blocks")])
+  pg = new Client(db.url)
+  dir = tempDir("modelgate-blocks-")
+  configPath = writeConfig(dir, {
+    server: { host: "127.0.0.1" },
+    store: db.url,
+    admin: { token: ADMIN_TOKEN },
+    workspace: { credits: POOL },
+    limits: { requests_per_minute: 100_000, concurrent_streams: 5 },
+    credits: { reservation_lease_seconds: LEASE_SECONDS, block_size: 20 },
+    audit: { flush_interval_ms: 50 },
+    providers: [
+      { name: "echo", kind: "echo" },
+      { name: "fake", kind: "openai", base_url: fake.url, api_key: UPSTREAM_KEY }
+    ],
+    models: [
+      { alias: "paid", id: "echo-paid", provider: "echo", credits: 1 },
+      { alias: "upstream", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: 2 }
+    ]
+  })
+  // One after the other: on a busy machine three cold starts at once can exceed the start timeout.
+  for (let i = 0; i < 3; i++) replicas.push(await spawnGateway(configPath))
+  key = (await newKey(replicas[0]!.url)).key
+}, 120_000)
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.stop("SIGKILL")))
+  await fake?.close()
+  await db?.drop()
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+})
+
+describe("credit blocks across three replicas", () => {
+  // First: it needs the untouched initial pool.
+  it(`a pool of ${POOL}, a model costing 1, 150 concurrent requests over three replicas: exactly ${POOL} served`, async () => {
+    expect(await balance(replicas[0]!.url)).toBe(POOL)
+    const replies = await burst(150, spread, key, { model: "paid" })
+    const served = replies.filter((r) => r.status === 200)
+    expect(served, summary(replies)).toHaveLength(POOL)
+    expect(count(replies, 402), summary(replies)).toBe(150 - POOL)
+    for (const reply of replies.filter((r) => r.status === 402)) {
+      expectError(reply, 402, "insufficient_credits")
+      // Refused only once nothing was left anywhere: no replica held credits in a block.
+      expect(reply.body.details).toEqual({ model: "paid", required_credits: 1, available_credits: 0 })
+    }
+    for (const replica of replicas) expect(await balance(replica.url)).toBe(0)
+    const rows = await ledger(replicas[2]!.url)
+    expectLedgerExplains(rows, 0)
+    const charges = rows.filter((r) => r.kind === "charge")
+    expect(new Set(charges.map((r) => r.request_id))).toEqual(new Set(served.map((r) => r.requestId)))
+    // Every block spent.
+    expect(await blocks()).toEqual({ credits: 0, leased: 0, blocks: [] })
+  }, 60_000)
+
+  it("no false 402 near empty: credits held in the others' blocks are handed back to the replica that needs them", async () => {
+    await topUpTo(30)
+    // Each replica leases a block and spends a little of it.
+    for (let i = 0; i < 6; i++) expect((await chat(spread(i), key, { model: "paid" })).status).toBe(200)
+    const held = await blocks()
+    expect(held.blocks.length).toBeGreaterThanOrEqual(1)
+    // Everything that is left, and more, asked of one replica only, at once.
+    const replies = await burst(40, () => replicas[2]!.url, key, { model: "paid" })
+    expect(count(replies, 200), summary(replies)).toBe(24)
+    expect(count(replies, 402), summary(replies)).toBe(16)
+    for (const reply of replies.filter((r) => r.status === 402)) expect(reply.body.details.available_credits).toBe(0)
+    expect(await balance(replicas[0]!.url)).toBe(0)
+    expectLedgerExplains(await ledger(replicas[1]!.url), 0)
+  }, 60_000)
+
+  it("a provider failure is refunded against the block: the ledger has the charge and the refund", async () => {
+    await topUpTo(10)
+    fake.enqueue({ kind: "error", status: 500 })
+    const failed = await chat(replicas[1]!.url, key, { model: "upstream" })
+    expectError(failed, 502, "provider_error")
+    expect((await ledgerOf(replicas[0]!.url, failed.requestId)).map((r) => [r.kind, r.amount])).toEqual([["charge", -2], ["refund", 2]])
+    expect(await balance(replicas[0]!.url)).toBe(10)
+    // The refunded credits can be spent again, to the last one, on any replica.
+    const replies = await burst(15, spread, key, { model: "paid" })
+    expect(count(replies, 200), summary(replies)).toBe(10)
+    expect(await balance(replicas[2]!.url)).toBe(0)
+    expectLedgerExplains(await ledger(replicas[2]!.url), 0)
+  }, 60_000)
+
+  it("a graceful stop gives the unspent rest of the replica's block back at once", async () => {
+    await topUpTo(40)
+    const leaving = await spawnGateway(configPath)
+    try {
+      expect((await chat(leaving.url, key, { model: "paid" })).status).toBe(200)
+      const before = await blocks()
+      expect(before.leased).toBeGreaterThan(0)
+      expect(await leaving.stop("SIGTERM")).toBe(0)
+      // Well within its lease (nothing waited for a sweep): no block is left but the others' (none here).
+      expect(await blocks()).toEqual({ credits: 39, leased: 0, blocks: [] })
+    } finally {
+      await leaving.stop("SIGKILL")
+    }
+    const replies = await burst(45, spread, key, { model: "paid" })
+    expect(count(replies, 200), summary(replies)).toBe(39)
+    expectLedgerExplains(await ledger(replicas[0]!.url), 0)
+  }, 90_000)
+
+  it("a replica killed holding a block: the sweep returns its unspent rest, and the ledger still sums", async () => {
+    await topUpTo(40)
+    const doomed = await spawnGateway(configPath)
+    expect((await chat(doomed.url, key, { model: "paid" })).status).toBe(200)
+    const held = await blocks()
+    expect(held.leased).toBeGreaterThan(0)
+    // Its settlement landed (a settlement still in memory at the kill would be refunded, replica_lost).
+    await waitFor("the request settled", async () => (await pg.query("SELECT 1 FROM credit_reservations")).length === 0, 5000)
+    await doomed.stop("SIGKILL")
+    // The survivors' own blocks go back when idle; the dead one's once its lease lapsed and a sweep ran.
+    await waitFor("the dead replica's block returned", async () => (await blocks()).blocks.length === 0, LEASE_SECONDS * 1000 * 3 + 5000)
+    expect(await blocks()).toEqual({ credits: 39, leased: 0, blocks: [] })
+    // Its one served request stays charged; the rest is spendable to the last credit.
+    const replies = await burst(45, spread, key, { model: "paid" })
+    expect(count(replies, 200), summary(replies)).toBe(39)
+    expect(await balance(replicas[1]!.url)).toBe(0)
+    expectLedgerExplains(await ledger(replicas[1]!.url), 0)
+  }, 90_000)
+})
