@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
 import { AuditRepo } from "../../../src/services/store/AuditRepo.ts"
+import type { BatchCharge, CreditBatch } from "../../../src/services/store/credit-batches.ts"
 import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
 import { DEFAULT_WORKSPACE } from "../../../src/services/store/rows.ts"
@@ -249,6 +250,78 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
 
         const ledger = yield* credits.ledger({ limit: 1000 })
         expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe((yield* credits.getWorkspace).credits)
+      }))
+    })
+
+    it("commits a replica's batch exactly once: a block's lease, charges, ends, a retry after an abandoned commit, a return, budgets in order", async () => {
+      await run(Effect.gen(function*() {
+        const credits = yield* CreditsRepo
+        const keys = yield* KeysRepo
+        yield* credits.addCredits("topup", { amount: 100, actor: "test" })
+        const start = (yield* credits.getWorkspace).credits
+        yield* credits.renewReplica("rep_batch", Date.now() + 60_000)
+        const ids = ["blk_one", "blk_two"]
+        const newId = () => ids.shift()!
+        const empty: CreditBatch = {
+          owner: "rep_batch", budgets: [], charges: [], settles: [], refunds: [], returns: [], strays: undefined,
+          lease: undefined, reclaim: false, now: Date.now()
+        }
+        const charge = (request_id: string, extra: Partial<BatchCharge> = {}): BatchCharge => ({
+          block: "blk_one", request_id, amount: 3, key_id: "key_c", model: "m", open: undefined, refundNote: undefined, retried: false, ...extra
+        })
+
+        // A block of the pool: the balance does not move, the free part does.
+        const leased = yield* credits.commitBatch({ ...empty, lease: { min: 1, size: 20 } }, newId)
+        expect(leased.lease).toEqual({ _tag: "Leased", id: "blk_one", amount: 20 })
+        expect((yield* credits.getWorkspace).credits).toBe(start)
+
+        // Settled before it was written (a charge), in flight (a charge and a reservation), refunded (both rows).
+        const first = yield* credits.commitBatch({
+          ...empty,
+          charges: [charge("req_c1"), charge("req_c2", { open: { method: "POST", endpoint: "/v1/chat/completions" } }), charge("req_c3", { refundNote: "provider failed" })]
+        }, newId)
+        expect([...first.written]).toEqual(["req_c1", "req_c2", "req_c3"])
+        expect((yield* credits.getWorkspace).credits).toBe(start - 6)
+        expect((yield* credits.orphanedReservations("rep_other", Date.now() + 3_600_000, 10)).map((r) => r.request_id)).toEqual(["req_c2"])
+
+        // Written twice is refused whole; a retry marked as such finds what was written and writes the rest.
+        const twice = yield* Effect.flip(credits.commitBatch({ ...empty, charges: [charge("req_c4"), charge("req_c1")] }, newId))
+        expect(twice._tag).toBe("StoreError")
+        expect((yield* credits.getWorkspace).credits).toBe(start - 6)
+        const retried = yield* credits.commitBatch({ ...empty, charges: [charge("req_c1", { retried: true }), charge("req_c4", { retried: true })] }, newId)
+        expect([...retried.found]).toEqual(["req_c1"])
+        expect([...retried.written]).toEqual(["req_c4"])
+        expect((yield* credits.getWorkspace).credits).toBe(start - 9)
+
+        // The in-flight one ends with a refund, once.
+        const ended = yield* credits.commitBatch({ ...empty, refunds: [{ request_id: "req_c2", actor: "key_c", note: "failed" }] }, newId)
+        expect(ended.refunded.map((r) => [r.request_id, r.amount])).toEqual([["req_c2", 3]])
+        const again = yield* credits.commitBatch({ ...empty, refunds: [{ request_id: "req_c2", actor: "key_c", note: "failed" }] }, newId)
+        expect(again.refunded).toEqual([])
+        expect((yield* credits.getWorkspace).credits).toBe(start - 6)
+
+        // Returned: its rest is free again, and a charge still naming it is not written.
+        yield* credits.commitBatch({ ...empty, returns: ["blk_one"] }, newId)
+        const late = yield* credits.commitBatch({ ...empty, charges: [charge("req_c5")] }, newId)
+        expect([...late.dropped]).toEqual(["req_c5"])
+        const short = yield* credits.commitBatch({ ...empty, lease: { min: 1_000_000, size: 1_000_000 }, reclaim: true }, newId)
+        expect(short.lease).toEqual({ _tag: "Short", free: start - 6, held: 0 })
+
+        // Budgets: of five requests counted at once against a budget of three, the first three pass.
+        yield* keys.insertKey({ ...key("key_batch", "hash_batch"), budget: { max_requests: 3 } })
+        const counted = yield* credits.commitBatch({ ...empty, budgets: [{ keyId: "key_batch", count: 5 }] }, newId)
+        expect(counted.budgets.get("key_batch")).toBe(3)
+        expect((yield* keys.findKeyById("key_batch"))?.budget_used).toBe(3)
+
+        const ledger = [...yield* credits.ledger({ limit: 1000 })].reverse()
+        let running = 0
+        for (const row of ledger) {
+          running += row.amount
+          expect(row.balance_after).toBe(running)
+        }
+        expect(running).toBe((yield* credits.getWorkspace).credits)
+        expect(ledger.filter((r) => r.request_id === "req_c1").map((r) => r.kind)).toEqual(["charge"])
+        expect(ledger.filter((r) => r.request_id === "req_c3").map((r) => r.kind)).toEqual(["charge", "refund"])
       }))
     })
 
