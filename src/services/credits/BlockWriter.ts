@@ -205,9 +205,12 @@ export const makeBlockWriter = (options: {
       }
     }
 
-    const hasWork = (now: number) =>
-      budgetWaiters.length > 0 || returns.length > 0 || (waiters.length > 0 && now >= retryAt) ||
-      [...entries.values()].some((e) => e.state === "pending" || (e.state === "written" && e.end !== undefined))
+    /** Something to commit. `strays` (set by a failed commit) also makes the round that tells an outage is over. */
+    const hasWork = (now: number) => {
+      if (budgetWaiters.length > 0 || returns.length > 0 || strays || (waiters.length > 0 && now >= retryAt)) return true
+      for (const entry of entries.values()) if (entry.state === "pending" || (entry.state === "written" && entry.end !== undefined)) return true
+      return false
+    }
 
     /** Everything the store should learn now, marked in flight; undefined when there is nothing. */
     const takeBatch = (now: number): { batch: CreditBatch; sent: Array<Entry>; budgets: Array<BudgetWaiter>; returned: Array<string>; leasing: boolean } | undefined => {
