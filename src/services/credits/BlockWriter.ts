@@ -527,6 +527,8 @@ export const makeBlockWriter = (options: {
       spend: (request) =>
         Effect.suspend(() => {
           if (outage.down) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
+          // One charge per request id (the store holds it unique, as it always held the reservation).
+          if (entries.has(request.request_id)) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error(`request ${request.request_id} is already charged`) })
           // Waiters first: a request arriving now does not overtake one waiting for a lease.
           if (waiters.length === 0 && block !== undefined && block.remaining >= request.amount) {
             const from = block
