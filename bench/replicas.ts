@@ -4,9 +4,14 @@
  * then against three gateway processes on the same Postgres store and Redis, and against one
  * SQLite gateway. Reports requests per second and the gateways' CPU time per paid request (user +
  * system of every gateway process, summed): on a machine with fewer cores than processes the
- * throughput saturates, and CPU per request is the figure that says whether replicas scale.
+ * throughput saturates, and CPU per request is the figure that says whether replicas scale. The
+ * idle CPU of the processes (timers, lease renewals, polls), measured before the load, is also
+ * subtracted in a second column: on a busy machine the throughput is low and it weighs a lot.
  *
- *   node bench/replicas.ts [--quick] [--concurrency 48] [--only sqlite|postgres]
+ *   node bench/replicas.ts [--quick] [--concurrency 48 | --per-gateway 16] [--only sqlite|postgres]
+ *
+ * `--concurrency`: that many workers in all, spread over the gateways (3 replicas then share the
+ * load one had); `--per-gateway`: that many per gateway (each process sees the same load).
  *
  * Kept apart from bench/run.ts (its own scenario, its own output) so the two evolve separately.
  */
@@ -37,6 +42,9 @@ const option = (name: string) => {
 }
 const QUICK = flag("--quick")
 const CONCURRENCY = Number(option("--concurrency") ?? 48)
+/** Instead: this many workers per gateway, so each process sees the same load whatever their number. */
+const PER_GATEWAY = option("--per-gateway") === undefined ? undefined : Number(option("--per-gateway"))
+const workersFor = (gateways: number) => PER_GATEWAY === undefined ? CONCURRENCY : PER_GATEWAY * gateways
 const ONLY = option("--only")
 const WINDOWS = QUICK ? 2 : 5
 const WINDOW_MS = QUICK ? 1_000 : 3_000
@@ -60,55 +68,91 @@ const BUDGET_KEY = { name: "bench-paid-budget", budget: { max_requests: 1_000_00
 
 interface Result {
   readonly rps: ReadonlyArray<number>
+  /** Gateway CPU per request, ms, all measured gateway processes summed. */
   readonly cpuPerRequest: number
+  /** The same, less what the processes burn when idle (timers, lease renewals, polls) over the same time. */
+  readonly netCpuPerRequest: number
 }
 
-/** `concurrency` workers spread over the gateways (worker i sends to gateway i mod n), for each window. */
-const closedLoop = async (gateways: ReadonlyArray<Gateway>, key: string): Promise<Result> => {
-  const targets: Array<Target> = gateways.map((g) => ({
+interface Scenario {
+  readonly name: string
+  readonly gateways: ReadonlyArray<Gateway>
+  readonly key: string
+}
+
+const targetsOf = (scenario: Scenario): Array<Target> =>
+  scenario.gateways.map((g) => ({
     label: g.url,
-    pool: makePool(g.url, Math.ceil(CONCURRENCY / gateways.length)),
+    pool: makePool(g.url, Math.ceil(workersFor(scenario.gateways.length) / scenario.gateways.length)),
     path: "/v1/chat/completions",
-    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+    headers: { "content-type": "application/json", authorization: `Bearer ${scenario.key}` },
     body
   }))
+
+const cpuOf = (gateways: ReadonlyArray<Gateway>) => gateways.reduce((sum, g) => sum + cpuTimeMs(g.pid), 0)
+
+/** CPU ms per second the gateways use with no traffic at all. */
+const idleCpuRate = async (gateways: ReadonlyArray<Gateway>) => {
+  const before = cpuOf(gateways)
+  const start = performance.now()
+  await new Promise((r) => setTimeout(r, QUICK ? 1_000 : 3_000))
+  return (cpuOf(gateways) - before) / ((performance.now() - start) / 1000)
+}
+
+/**
+ * Closed loop: `concurrency` workers spread over a scenario's gateways (worker i sends to gateway i
+ * mod n). The scenarios' windows are interleaved (window w runs every scenario once, in an order
+ * that rotates), so drift on a shared machine hits them alike.
+ */
+const measure = async (scenarios: ReadonlyArray<Scenario>): Promise<Map<string, Result>> => {
+  const all = [...new Set(scenarios.flatMap((s) => s.gateways))]
+  const targets = new Map(scenarios.map((s) => [s.name, targetsOf(s)]))
   try {
-    await warmUp(targets, QUICK ? 200 : 1_000, 8)
-    const rps: Array<number> = []
-    let cpu = 0
-    let requests = 0
-    const cpuNow = () => gateways.reduce((sum, g) => sum + cpuTimeMs(g.pid), 0)
+    // Every gateway warm (JIT, pools, caches) before anything counts.
+    for (const scenario of scenarios) await warmUp(targets.get(scenario.name)!, QUICK ? 300 : 1_500, 8)
+    const idle = await idleCpuRate(all)
+    const acc = new Map(scenarios.map((s) => [s.name, { rps: [] as Array<number>, cpu: 0, idle: 0, requests: 0 }]))
     for (let window = 0; window < WINDOWS; window++) {
-      const before = cpuNow()
-      const start = performance.now()
-      const deadline = start + WINDOW_MS
-      let completed = 0
-      await Promise.all(Array.from({ length: CONCURRENCY }, async (_, worker) => {
-        const target = targets[worker % targets.length]!
-        while (performance.now() < deadline) {
-          await send(target)
-          completed++
-        }
-      }))
-      rps.push(completed / ((performance.now() - start) / 1000))
-      cpu += cpuNow() - before
-      requests += completed
+      const k = window % scenarios.length
+      for (const scenario of [...scenarios.slice(k), ...scenarios.slice(0, k)]) {
+        const into = acc.get(scenario.name)!
+        const list = targets.get(scenario.name)!
+        const before = cpuOf(scenario.gateways)
+        const start = performance.now()
+        const deadline = start + WINDOW_MS
+        let completed = 0
+        await Promise.all(Array.from({ length: workersFor(list.length) }, async (_, worker) => {
+          const target = list[worker % list.length]!
+          while (performance.now() < deadline) {
+            await send(target)
+            completed++
+          }
+        }))
+        const seconds = (performance.now() - start) / 1000
+        into.rps.push(completed / seconds)
+        into.cpu += cpuOf(scenario.gateways) - before
+        into.idle += (idle * scenario.gateways.length / all.length) * seconds
+        into.requests += completed
+      }
     }
-    return { rps, cpuPerRequest: cpu / requests }
+    return new Map([...acc].map(([name, a]) => [name, { rps: a.rps, cpuPerRequest: a.cpu / a.requests, netCpuPerRequest: (a.cpu - a.idle) / a.requests }]))
   } finally {
-    await Promise.all(targets.map((t) => t.pool.close()))
+    await Promise.all([...targets.values()].flat().map((t) => t.pool.close()))
   }
 }
 
 const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
-const rows: Array<[string, string, string, string]> = []
+const rows: Array<[string, string, string, string, string]> = []
 const record = (name: string, result: Result, base?: Result) => {
   const rps = mean(result.rps)
   rows.push([
     name,
     `${Math.round(rps).toLocaleString("en-US")} (${Math.round(Math.min(...result.rps))}-${Math.round(Math.max(...result.rps))})`,
     `${(result.cpuPerRequest * 1000).toFixed(0)} us`,
-    base === undefined ? "" : `${(rps / mean(base.rps)).toFixed(2)}x req/s, ${(result.cpuPerRequest / base.cpuPerRequest).toFixed(2)}x CPU/req`
+    `${(result.netCpuPerRequest * 1000).toFixed(0)} us`,
+    base === undefined
+      ? ""
+      : `${(rps / mean(base.rps)).toFixed(2)}x req/s, ${(result.netCpuPerRequest / base.netCpuPerRequest).toFixed(2)}x net CPU/req`
   ])
   process.stderr.write(`  ${name}: ${rows.at(-1)!.slice(1).join(", ")}\n`)
 }
@@ -117,7 +161,8 @@ const load = () => loadavg().map((l) => l.toFixed(1)).join(" ")
 
 const main = async () => {
   installSignalHandlers()
-  process.stderr.write(`load average at start: ${load()}; concurrency ${CONCURRENCY}, ${WINDOWS} windows of ${WINDOW_MS} ms\n`)
+  const workers = PER_GATEWAY === undefined ? `concurrency ${CONCURRENCY} in all` : `concurrency ${PER_GATEWAY} per gateway`
+  process.stderr.write(`load average at start: ${load()}; ${workers}, ${WINDOWS} windows of ${WINDOW_MS} ms\n`)
   const dir = tempDir()
   const upstream = await startUpstream()
 
@@ -125,8 +170,11 @@ const main = async () => {
     const gateway = await startGateway(dir, "sqlite", gatewayConfig(upstream.url, `sqlite:${dir}/sqlite.db`))
     const paid = await createKey(gateway, PAID_KEY)
     const budget = await createKey(gateway, BUDGET_KEY)
-    record("SQLite, 1 process: paid", await closedLoop([gateway], paid.key))
-    record("SQLite, 1 process: paid + budget", await closedLoop([gateway], budget.key))
+    const results = await measure([
+      { name: "SQLite, 1 process: paid", gateways: [gateway], key: paid.key },
+      { name: "SQLite, 1 process: paid + budget", gateways: [gateway], key: budget.key }
+    ])
+    for (const [name, result] of results) record(name, result)
     await gateway.stop()
   }
 
@@ -139,18 +187,23 @@ const main = async () => {
     const paid = await createKey(gateways[0]!, PAID_KEY)
     const budget = await createKey(gateways[0]!, BUDGET_KEY)
     onCleanup(() => deleteRedisKeysOf([paid.id, budget.id]))
-    const one = await closedLoop([gateways[0]!], paid.key)
-    record("Postgres + Redis, 1 replica: paid", one)
-    record("Postgres + Redis, 3 replicas: paid", await closedLoop(gateways, paid.key), one)
-    const oneBudget = await closedLoop([gateways[0]!], budget.key)
-    record("Postgres + Redis, 1 replica: paid + budget", oneBudget)
-    record("Postgres + Redis, 3 replicas: paid + budget", await closedLoop(gateways, budget.key), oneBudget)
+    const results = await measure([
+      { name: "1 replica: paid", gateways: [gateways[0]!], key: paid.key },
+      { name: "3 replicas: paid", gateways, key: paid.key },
+      { name: "1 replica: paid + budget", gateways: [gateways[0]!], key: budget.key },
+      { name: "3 replicas: paid + budget", gateways, key: budget.key }
+    ])
+    const get = (name: string) => results.get(name)!
+    record("Postgres + Redis, 1 replica: paid", get("1 replica: paid"))
+    record("Postgres + Redis, 3 replicas: paid", get("3 replicas: paid"), get("1 replica: paid"))
+    record("Postgres + Redis, 1 replica: paid + budget", get("1 replica: paid + budget"))
+    record("Postgres + Redis, 3 replicas: paid + budget", get("3 replicas: paid + budget"), get("1 replica: paid + budget"))
   }
 
-  const header = ["scenario", "paid req/s (min-max window)", "gateway CPU per request", "vs 1 replica"]
+  const header = ["scenario", "paid req/s (min-max window)", "gateway CPU per request", "less idle CPU", "vs 1 replica"]
   const line = (cells: ReadonlyArray<string>) => `| ${cells.join(" | ")} |`
   console.log([line(header), line(header.map(() => "---")), ...rows.map(line)].join("\n"))
-  console.log(`\nload average at the end: ${load()}`)
+  console.log(`\n${workers}; load average at the end: ${load()}`)
 }
 
 main().then(
