@@ -9,7 +9,7 @@ import { SqlClient } from "effect/sql/SqlClient"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"
 import { decodeRows, DEFAULT_WORKSPACE, Num, NullableString } from "./rows.ts"
-import { type BatchResult, type BatchTx, type CreditBatch, returnOrphanedBlocks, runCreditBatch } from "./credit-batches.ts"
+import { type BatchResult, type BatchTx, type BatchWrite, type CreditBatch, returnOrphanedBlocks, runCreditBatch } from "./credit-batches.ts"
 import { SqliteDatabase } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -201,15 +201,31 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
       const pgTx: BatchTx = {
         dialect: "postgres",
         all: (text, params) => sql.unsafe<Record<string, unknown>>(text, params as Array<unknown>),
-        insertMany: (table, columns, rows) =>
+        writeAll: (writes) =>
           Effect.gen(function*() {
-            // Under Postgres's 65,535 parameters per statement.
-            const chunk = Math.floor(60_000 / columns.length)
-            for (let i = 0; i < rows.length; i += chunk) {
-              const part = rows.slice(i, i + chunk)
-              const values = part.map((_, r) => `(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(", ")})`).join(", ")
-              yield* sql.unsafe(`INSERT INTO ${table} (${columns.join(", ")}) VALUES ${values}`, part.flat() as Array<unknown>)
+            // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
+            // parameters per statement; a write too large for that goes by itself.
+            let group: Array<BatchWrite> = []
+            let count = 0
+            const flush = Effect.suspend(() => {
+              if (group.length === 0) return Effect.void
+              const params: Array<unknown> = []
+              const parts = group.map((write, i) => {
+                const offset = params.length
+                params.push(...write.params)
+                return `w${i} AS (${write.text.replace(/\$(\d+)/g, (_, d: string) => `$${Number(d) + offset}`)})`
+              })
+              const text = group.length === 1 ? group[0]!.text : `WITH ${parts.join(", ")} SELECT 1`
+              group = []
+              count = 0
+              return Effect.asVoid(sql.unsafe(text, params))
+            })
+            for (const write of writes) {
+              if (count + write.params.length > 60_000) yield* flush
+              group.push(write)
+              count += write.params.length
             }
+            yield* flush
           })
       }
 
@@ -400,10 +416,13 @@ const sqliteTx = (raw: SqliteDatabase["Service"]): BatchTx => {
           ? statement.all(...values) as Array<Record<string, unknown>>
           : (statement.run(...values), [])
       }, "commitBatch"),
-    insertMany: (table, columns, rows) =>
+    writeAll: (writes) =>
       sqliteTry(() => {
-        const statement = raw.prepare(`INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
-        for (const row of rows) statement.run(...(row as Array<string | number | null>))
+        for (const write of writes) {
+          // Multi-row inserts vary in length: prepared once each, not kept (see sqlite-client.ts).
+          const statement = write.params.length > 40 ? raw.db.prepare(text(write.text)) : raw.prepare(text(write.text))
+          statement.run(...(write.params as Array<string | number | null>))
+        }
       }, "commitBatch")
   }
 }

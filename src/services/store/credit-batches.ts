@@ -14,10 +14,35 @@ import type { SqlError } from "effect/sql/SqlError"
 import type { Reservation } from "../../domain/records.ts"
 import { DEFAULT_WORKSPACE } from "./rows.ts"
 
+export interface BatchWrite {
+  readonly text: string
+  readonly params: ReadonlyArray<unknown>
+}
+
 export interface BatchTx {
   readonly dialect: "sqlite" | "postgres"
   readonly all: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>
-  readonly insertMany: (table: string, columns: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>) => Effect.Effect<void, SqlError>
+  /**
+   * Statements whose results nobody reads, in order (Postgres sends them as one statement of
+   * data-modifying CTEs: one round trip instead of one each; they touch different rows).
+   */
+  readonly writeAll: (writes: ReadonlyArray<BatchWrite>) => Effect.Effect<void, SqlError>
+}
+
+/** Multi-row INSERTs with `$n` placeholders, each under both stores' limit on parameters per statement. */
+const insertRows = (table: string, columns: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>): Array<BatchWrite> => {
+  const writes: Array<BatchWrite> = []
+  const perStatement = Math.floor(30_000 / columns.length)
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const part = rows.slice(i, i + perStatement)
+    writes.push({
+      text: `INSERT INTO ${table} (${columns.join(", ")}) VALUES ${
+        part.map((_, r) => `(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(", ")})`).join(", ")
+      }`,
+      params: part.flat()
+    })
+  }
+  return writes
 }
 
 export interface BatchCharge {
@@ -146,9 +171,6 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       }
     }
 
-    if (batch.settles.length > 0) {
-      yield* tx.all(`DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, batch.settles.length)})`, batch.settles)
-    }
     const refunded: Array<Reservation> = []
     for (const refund of batch.refunds) {
       // The delete decides who refunds (this owner's end, or a sweeper that thought it dead).
@@ -197,19 +219,25 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       }
     }
 
+    const writes: Array<BatchWrite> = []
+    for (let i = 0; i < batch.settles.length; i += 30_000) {
+      const ids = batch.settles.slice(i, i + 30_000)
+      writes.push({ text: `DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, ids.length)})`, params: ids })
+    }
     if (ledger.length > 0) {
-      yield* tx.insertMany(
+      writes.push(...insertRows(
         "credit_ledger",
         ["ts", "workspace_id", "kind", "amount", "balance_after", "actor", "key_id", "request_id", "model", "note"],
         ledger
-      )
+      ))
     }
     if (reservations.length > 0) {
-      yield* tx.insertMany("credit_reservations", ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at"], reservations)
+      writes.push(...insertRows("credit_reservations", ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at"], reservations))
     }
     if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
-      yield* tx.all(`UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, [credits, leased, reclaim, DEFAULT_WORKSPACE])
+      writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
     }
+    if (writes.length > 0) yield* tx.writeAll(writes)
     return { budgets, written, found, dropped, refunded, lease, reclaim, live } satisfies BatchResult
   })
 
