@@ -204,8 +204,8 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
         writeAll: (writes) =>
           Effect.gen(function*() {
             // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
-            // parameters per statement; a write too large for that goes by itself.
-            let group: Array<BatchWrite> = []
+            // parameters per statement: a larger batch goes in several.
+            let group: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
             let count = 0
             const flush = Effect.suspend(() => {
               if (group.length === 0) return Effect.void
@@ -220,7 +220,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
               count = 0
               return Effect.asVoid(sql.unsafe(text, params))
             })
-            for (const write of writes) {
+            for (const write of writes.flatMap(pgStatements)) {
               if (count + write.params.length > 60_000) yield* flush
               group.push(write)
               count += write.params.length
@@ -419,10 +419,27 @@ const sqliteTx = (raw: SqliteDatabase["Service"]): BatchTx => {
     writeAll: (writes) =>
       sqliteTry(() => {
         for (const write of writes) {
-          // Multi-row inserts vary in length: prepared once each, not kept (see sqlite-client.ts).
-          const statement = write.params.length > 40 ? raw.db.prepare(text(write.text)) : raw.prepare(text(write.text))
-          statement.run(...(write.params as Array<string | number | null>))
+          if ("text" in write) {
+            raw.prepare(text(write.text)).run(...(write.params as Array<string | number | null>))
+            continue
+          }
+          const statement = raw.prepare(`INSERT INTO ${write.table} (${write.columns.join(", ")}) VALUES (${write.columns.map(() => "?").join(", ")})`)
+          for (const row of write.rows) statement.run(...(row as Array<string | number | null>))
         }
       }, "commitBatch")
   }
+}
+
+/** A write as Postgres statements: rows as multi-row INSERTs of at most 30,000 parameters each. */
+const pgStatements = (write: BatchWrite): Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> => {
+  if ("text" in write) return [write]
+  const { columns, rows, table } = write
+  const statements: Array<{ text: string; params: ReadonlyArray<unknown> }> = []
+  const perStatement = Math.floor(30_000 / columns.length)
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const part = rows.slice(i, i + perStatement)
+    const values = part.map((_, r) => `(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(", ")})`).join(", ")
+    statements.push({ text: `INSERT INTO ${table} (${columns.join(", ")}) VALUES ${values}`, params: part.flat() })
+  }
+  return statements
 }

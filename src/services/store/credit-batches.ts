@@ -14,35 +14,20 @@ import type { SqlError } from "effect/sql/SqlError"
 import type { Reservation } from "../../domain/records.ts"
 import { DEFAULT_WORKSPACE } from "./rows.ts"
 
-export interface BatchWrite {
-  readonly text: string
-  readonly params: ReadonlyArray<unknown>
-}
+/** A statement whose result nobody reads, or rows to insert (each store inserts them its own way). */
+export type BatchWrite =
+  | { readonly text: string; readonly params: ReadonlyArray<unknown> }
+  | { readonly table: string; readonly columns: ReadonlyArray<string>; readonly rows: ReadonlyArray<ReadonlyArray<unknown>> }
 
 export interface BatchTx {
   readonly dialect: "sqlite" | "postgres"
   readonly all: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, SqlError>
   /**
-   * Statements whose results nobody reads, in order (Postgres sends them as one statement of
-   * data-modifying CTEs: one round trip instead of one each; they touch different rows).
+   * Writes whose results nobody reads, in order (Postgres sends them as one statement of
+   * data-modifying CTEs, one round trip instead of one each: they touch different rows; SQLite
+   * runs them one by one, rows through one prepared statement).
    */
   readonly writeAll: (writes: ReadonlyArray<BatchWrite>) => Effect.Effect<void, SqlError>
-}
-
-/** Multi-row INSERTs with `$n` placeholders, each under both stores' limit on parameters per statement. */
-const insertRows = (table: string, columns: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>): Array<BatchWrite> => {
-  const writes: Array<BatchWrite> = []
-  const perStatement = Math.floor(30_000 / columns.length)
-  for (let i = 0; i < rows.length; i += perStatement) {
-    const part = rows.slice(i, i + perStatement)
-    writes.push({
-      text: `INSERT INTO ${table} (${columns.join(", ")}) VALUES ${
-        part.map((_, r) => `(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(", ")})`).join(", ")
-      }`,
-      params: part.flat()
-    })
-  }
-  return writes
 }
 
 export interface BatchCharge {
@@ -225,14 +210,14 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       writes.push({ text: `DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, ids.length)})`, params: ids })
     }
     if (ledger.length > 0) {
-      writes.push(...insertRows(
-        "credit_ledger",
-        ["ts", "workspace_id", "kind", "amount", "balance_after", "actor", "key_id", "request_id", "model", "note"],
-        ledger
-      ))
+      writes.push({
+        table: "credit_ledger",
+        columns: ["ts", "workspace_id", "kind", "amount", "balance_after", "actor", "key_id", "request_id", "model", "note"],
+        rows: ledger
+      })
     }
     if (reservations.length > 0) {
-      writes.push(...insertRows("credit_reservations", ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at"], reservations))
+      writes.push({ table: "credit_reservations", columns: ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at"], rows: reservations })
     }
     if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
       writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
