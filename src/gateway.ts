@@ -5,6 +5,7 @@
 import { Clock, Effect, Layer, Logger, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
+import { coreLayer, type CoreOverrides } from "./core.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
@@ -31,18 +32,12 @@ import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
-import { KeyCache } from "./services/auth/KeyCache.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
-import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
-import { CreditsRepo } from "./services/store/CreditsRepo.ts"
-import { StoreLayer } from "./services/store/StoreLayer.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
-export interface GatewayOverrides {
-  /** Every store repository at once (for example `StoreLayer.fromUrl`, or one with a repository swapped). */
-  readonly store?: ReturnType<typeof StoreLayer.fromUrl> | undefined
+export interface GatewayOverrides extends CoreOverrides {
   /** The provider clients (for example `scriptedProviders` from services/providers/scripted.ts). */
   readonly providers?: Layer.Layer<Providers> | undefined
   /** Rate limiter and stream slots together. */
@@ -53,14 +48,6 @@ export interface GatewayOverrides {
   readonly clock?: Clock.Clock | undefined
   /** Where `api_key_env` names are looked up; main passes the process environment. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
-}
-
-/** Store plus the services every entry point (server and CLI) shares. */
-export const coreLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
-  const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store))
-  )
-  return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }
 
 export const httpLayer = (config: GatewayConfig) => {

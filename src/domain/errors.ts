@@ -3,8 +3,7 @@
  * slug of the spec's section 7 and the status table below is the only place that decides the
  * HTTP status, so a slug can never drift between endpoints.
  */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 const fields = {
   message: Schema.String,
   details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))

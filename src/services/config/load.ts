@@ -2,7 +2,9 @@
  * Turns a YAML file, MODELGATE_* variables and CLI flags into a validated GatewayConfig.
  * Pure apart from reading the file, so every rule here is testable without a process.
  */
-import { Result, Schema, SchemaIssue } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as YAML from "yaml"
 import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 

@@ -2,8 +2,9 @@
  * The shape of modelgate.yaml (docs/decisions.md section 2). Snake case on purpose: these are the
  * names operators write in YAML and in MODELGATE_* variables.
  */
-import { Effect, Schema, SchemaAST } from "effect"
-
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
 const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
   schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
 

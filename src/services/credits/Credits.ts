@@ -10,7 +10,11 @@
  * owner's lease lapsed (the replica died) is refunded by a live replica, with an audit record
  * whose slug is `replica_lost`.
  */
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { randomBytes } from "node:crypto"
 import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, ValidationFailed } from "../../domain/errors.ts"
 import type { CreditMovement, Reservation } from "../../domain/records.ts"

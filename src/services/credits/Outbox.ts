@@ -11,7 +11,11 @@
  * lapses: the customer is never charged for an unfinished request, at worst not charged for a
  * finished one.
  */
-import { Deferred, Duration, Effect, Fiber, type Scope } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
 import type { StoreError } from "../store/StoreError.ts"
 import { abandonAfter, backoffDelayMs, type BackoffPolicy, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { takeSpool, writeSpool } from "../durability/spool.ts"

@@ -15,7 +15,9 @@
  * Label children are resolved once per combination and cached, so a request costs a few map
  * lookups and additions, no label objects.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 import type { AuditRecord } from "../../domain/records.ts"
 

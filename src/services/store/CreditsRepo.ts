@@ -4,7 +4,11 @@
  * still owned. Key budgets are counted here too, because admitting a paid request counts the
  * budget and charges the pool in one transaction.
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"

@@ -3,7 +3,7 @@
  * never edited. Timestamps are ISO-8601 text in both dialects so queries stay portable and
  * sort correctly as strings.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql/SqlClient"
 
 type Dialect = "sqlite" | "postgres"
