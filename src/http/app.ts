@@ -6,7 +6,7 @@
  * request.ts); the app ends the request when a plain answer is ready or the client left before
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Effect, Option, Scope } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"

@@ -12,7 +12,6 @@
  * 403 tools_disabled -> 429 budget -> 402 credits (tools/call) -> the tool. Answers are JSON
  * (clients must accept JSON or SSE), notifications get 202 with no body.
  */
-import { specTypeSchemas } from "@modelcontextprotocol/server"
 import { type Cause, Effect, Exit, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
@@ -25,6 +24,7 @@ import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/m
 import type { Credits } from "../services/credits/Credits.ts"
 import type { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { McpSessions } from "../services/mcp/McpSessions.ts"
+import { validateSpec } from "../services/mcp/sdk.ts"
 import { StatelessMcp } from "../services/mcp/StatelessMcp.ts"
 import { Connections } from "../services/sql/Connections.ts"
 import { SqlTools } from "../services/sql/SqlTools.ts"
@@ -34,10 +34,6 @@ import { authenticated, AuthenticatedKey, type RateDecision } from "./authentica
 /** The session revisions this handler speaks, newest first; 2026-07-28 is StatelessMcp's. */
 export const SUPPORTED_MCP_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"] as const
 export const STATELESS_MCP_VERSION = "2026-07-28"
-
-/** The SDK's validator for one spec type; its issues carry the path of what is wrong. */
-const validate = <K extends "JSONRPCMessage" | "InitializeRequest" | "CallToolRequest">(type: K, value: unknown) =>
-  specTypeSchemas[type]["~standard"].validate(value)
 
 const rpcResult = (id: string | number, result: unknown) => json({ jsonrpc: "2.0", id, result })
 const rpcError = (id: string | number | null, code: number, message: string) => json({ jsonrpc: "2.0", id, error: { code, message } })
@@ -193,9 +189,9 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   yield* checkOrigin
   const request = yield* HttpServerRequest
   const body = yield* (yield* RequestBody).jsonObject
-  if ((yield* StatelessMcp).isStateless(request.headers, body)) return yield* statelessRequest(key, body)
+  if (yield* (yield* StatelessMcp).isStateless(request.headers, body)) return yield* statelessRequest(key, body)
   yield* checkProtocolHeader
-  const parsed = validate("JSONRPCMessage", body)
+  const parsed = yield* validateSpec("JSONRPCMessage", body)
   if (parsed.issues !== undefined) {
     const field = (parsed.issues[0]?.path ?? []).map((segment) => typeof segment === "object" ? String(segment.key) : String(segment))
     return yield* new ValidationFailed({ message: "not a JSON-RPC 2.0 message", details: { field: field.join(".") } })
@@ -205,7 +201,7 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   const sessions = yield* McpSessions
 
   if (message.method === "initialize") {
-    const init = validate("InitializeRequest", body)
+    const init = yield* validateSpec("InitializeRequest", body)
     if (init.issues !== undefined) return yield* new ValidationFailed({ message: "malformed initialize request", details: { field: "params" } })
     yield* requireTools(key)
     yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:initialize", credits: 0 })
@@ -241,7 +237,7 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
       return rpcResult(id, { tools: advertisedTools((yield* SqlTools).definitions) })
     case "tools/call": {
-      const call = validate("CallToolRequest", body)
+      const call = yield* validateSpec("CallToolRequest", body)
       if (call.issues !== undefined) return rpcError(id, -32602, "malformed tools/call: params.name is required")
       const { name, arguments: args } = call.value.params
       const result = yield* runTool(key, name, args ?? {})

@@ -1,6 +1,6 @@
 /**
- * The admin app at `/app`: the files `npm ci` built into app/dist (read once at start, served
- * from memory), and its session endpoints. The app itself is a client of the admin API on the
+ * The admin app at `/app`: the files `npm ci` built into app/dist (read once, on the first
+ * request for one, then served from memory), and its session endpoints. The app itself is a client of the admin API on the
  * same origin, authenticated by the session cookie (see admin-auth.ts).
  *
  * Every app response carries a strict Content-Security-Policy: scripts, styles, images and
@@ -94,12 +94,15 @@ export interface AppRoutesOptions {
 const SignIn = Schema.Struct({ token: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096)) })
 
 export const appRoutes = (options: AppRoutesOptions) => {
-  const files = loadStaticFiles(options.dist ?? APP_DIST)
+  // Read on first use: a gateway whose admin app is never opened does not hold it in memory.
+  let loaded: ReadonlyMap<string, StaticFile> | undefined
+  const staticFiles = () => (loaded ??= loadStaticFiles(options.dist ?? APP_DIST))
 
   const serve = (path: string) =>
     Effect.gen(function*() {
       // Unknown paths below /app get the app's page (it routes in the browser), but a missing
       // asset stays a 404 so a stale page does not execute HTML as a script.
+      const files = staticFiles()
       const file = files.get(path) ?? (path.startsWith("assets/") ? undefined : files.get("index.html"))
       if (file === undefined) {
         return yield* new NotFound({
