@@ -130,7 +130,10 @@ const creditsAdd = Command.make(
     note: Flag.String("note").pipe(Flag.withDescription("Why (kept in the ledger)"), Flag.optional)
   },
   Effect.fn(function*({ amount, note }) {
-    if (amount <= 0) return yield* Console.error("modelgate: credits must be a positive integer")
+    if (amount <= 0) {
+      yield* Console.error("modelgate: credits must be a positive integer")
+      return yield* Effect.sync(() => process.exit(1))
+    }
     const config = yield* readConfig()
     const { addCredits } = yield* load(() => import("./commands/credits.ts"))
     return yield* addCredits(config, amount, note)
