@@ -344,7 +344,7 @@ const main = async () => {
     "1 credit per request from the pool (SQLite ledger), audit. Translation: the client speaks Chat Completions, the",
     "provider is Anthropic-kind; its direct baseline is the same Anthropic call made directly.",
     "gateway CPU/req: user + system CPU of the gateway process per request (all its threads, background work included).",
-    "The reference rows put a minimal node:http + undici proxy (bench/proxy.ts) where the gateway is, interleaved with",
+    "The reference rows put a minimal node:http proxy (bench/proxy.ts: keep-alive http.Agent, bytes piped) where the gateway is, interleaved with",
     "the row above them: what one more Node hop costs on this machine, before any gateway work. With a slow upstream",
     "every process idles between requests, and waking an idle process costs extra on some machines (VMs above all):",
     "compare the 20 ms rows with their reference row, not with the 0 ms rows."
