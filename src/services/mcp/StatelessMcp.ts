@@ -107,7 +107,7 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
           onerror: (error) => runLog(Effect.logDebug(`MCP 2026-07-28 request refused or failed: ${error.message}`))
         })
         yield* Scope.addFinalizer(layerScope, Effect.promise(() => handler.close()))
-        return { sdk, handler }
+        return handler
       }))
 
       return StatelessMcp.of({
@@ -121,7 +121,7 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
               body
             }).kind !== "legacy"),
         serve: (request) =>
-          Effect.flatMap(sdkHandler, ({ handler }) => Effect.promise((signal) => {
+          Effect.flatMap(sdkHandler, (handler) => Effect.promise((signal) => {
             const headers = new Headers()
             for (const [name, value] of Object.entries(request.headers)) {
               if (value !== undefined && forwarded(name)) headers.set(name, value)
