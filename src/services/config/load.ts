@@ -145,6 +145,50 @@ const checkModelEntry = (m: ModelConfig, at: string): string | undefined => {
   return undefined
 }
 
+const isLoopbackHost = (host: string) => ["localhost", "::1", "[::1]"].includes(host) || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+/** An http(s) URL; plain http only toward this machine (tokens and codes travel over it). */
+const checkUrl = (value: string, at: string, originOnly: boolean): string | undefined => {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return `${at}: expected an absolute URL`
+  }
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
+    return `${at}: expected an https:// URL (http:// only on a loopback host)`
+  }
+  if (url.username !== "" || url.password !== "") return `${at}: no credentials in the URL`
+  if (originOnly && (url.pathname !== "/" || url.search !== "" || url.hash !== "")) {
+    return `${at}: expected an origin only (scheme, host and port; the gateway serves at the root)`
+  }
+  return undefined
+}
+
+/** `admin.oidc`: the rules between its fields, and what it needs from the rest of the file. */
+const checkAdminOidc = (config: GatewayConfig): string | undefined => {
+  const oidc = config.admin.oidc
+  if (oidc === undefined) return undefined
+  const rule = oidc.admin_claim
+  if ((rule.value === undefined) === (rule.includes === undefined)) {
+    return "admin.oidc.admin_claim: give exactly one of value (the claim equals it) or includes (the claim lists it)"
+  }
+  const urlProblem = checkUrl(oidc.issuer, "admin.oidc.issuer", false) ??
+    (oidc.jwks_url === undefined ? undefined : checkUrl(oidc.jwks_url, "admin.oidc.jwks_url", false)) ??
+    (oidc.public_url === undefined ? undefined : checkUrl(oidc.public_url, "admin.oidc.public_url", true))
+  if (urlProblem) return urlProblem
+  if (!oidc.scopes.includes("openid")) return "admin.oidc.scopes: must include openid"
+  if (oidc.public_url === undefined && !isLoopbackHost(config.server.host)) {
+    return "admin.oidc.public_url: required when server.host is not loopback (the redirect URI is built from it, never from a request's Host header)"
+  }
+  // The session cookies and the sign-in flow's cookie are signed with a key derived from the
+  // admin token; on loopback an unset token is replaced by a one-time one at start (main.ts).
+  if (config.admin.token === undefined && !isLoopbackHost(config.server.host)) {
+    return "admin.token: required with admin.oidc (it signs the app's session cookies; keep it as a break-glass credential)"
+  }
+  return undefined
+}
+
 /** Cross-field rules the per-field schema cannot express; each names the offending field. */
 const checkReferences = (config: GatewayConfig): string | undefined => {
   const providerNames = new Set<string>()
@@ -171,6 +215,8 @@ const checkReferences = (config: GatewayConfig): string | undefined => {
       names.add(name)
     }
   }
+  const adminOidcProblem = checkAdminOidc(config)
+  if (adminOidcProblem) return adminOidcProblem
   const ids = new Set<number>()
   for (const [i, c] of config.connections.entries()) {
     if (ids.has(c.id)) return `connections.${i}.id: duplicate connection id ${c.id}`

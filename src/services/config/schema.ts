@@ -68,6 +68,41 @@ export const ConnectionConfig = Schema.Struct({
 })
 export type ConnectionConfig = typeof ConnectionConfig.Type
 
+/**
+ * Which identity-provider users are admins: the ID token's (or API bearer token's) claim `claim`
+ * (a name, or a dotted path such as `realm_access.roles`) must equal `value`, or, as a list or a
+ * space-separated string, contain `includes`. Exactly one of the two (checked in load.ts).
+ */
+export const AdminClaimConfig = Schema.Struct({
+  claim: Schema.NonEmptyString.check(Schema.isMaxLength(200)),
+  value: Schema.optional(Schema.Union([Schema.String, Schema.Boolean, Schema.Number])),
+  includes: Schema.optional(Schema.NonEmptyString)
+})
+export type AdminClaimConfig = typeof AdminClaimConfig.Type
+
+/** `admin.oidc`: sign-in to the admin app and bearer tokens for the admin API from one OpenID Connect issuer. */
+export const AdminOidcConfig = Schema.Struct({
+  issuer: Schema.NonEmptyString,
+  /** The name on the app's sign-in button; default: the issuer's host. */
+  name: Schema.optional(Schema.NonEmptyString.check(Schema.isMaxLength(60))),
+  client_id: Schema.NonEmptyString,
+  /** Absent: a public client (PKCE only, no client authentication at the token endpoint). */
+  client_secret: Schema.optional(Schema.NonEmptyString),
+  /** `aud` that admin API bearer tokens must carry; default: client_id. */
+  audience: Schema.optional(Schema.NonEmptyString),
+  admin_claim: AdminClaimConfig,
+  scopes: def(Schema.Array(Schema.NonEmptyString), ["openid", "email", "profile"]),
+  /**
+   * The gateway's URL as browsers reach it (`https://gateway.example.com`); the redirect URI to
+   * register is `<public_url>/app/oidc/callback`. Never taken from a request's Host header.
+   * Optional on a loopback host, where the bound address is used.
+   */
+  public_url: Schema.optional(Schema.NonEmptyString),
+  /** Absent: from the issuer's discovery document. */
+  jwks_url: Schema.optional(Schema.NonEmptyString)
+})
+export type AdminOidcConfig = typeof AdminOidcConfig.Type
+
 export const GatewayConfig = Schema.Struct({
   server: def(
     Schema.Struct({
@@ -96,7 +131,13 @@ export const GatewayConfig = Schema.Struct({
     message: "expected sqlite:<path> or postgres://..."
   })), "sqlite:./data/modelgate.db"),
   redis: Schema.optional(Schema.String.check(Schema.isPattern(/^rediss?:\/\//, { message: "expected redis://..." }))),
-  admin: def(Schema.Struct({ token: Schema.optional(Schema.String.check(Schema.isMinLength(8))) }), {}),
+  admin: def(
+    Schema.Struct({
+      token: Schema.optional(Schema.String.check(Schema.isMinLength(8))),
+      oidc: Schema.optional(AdminOidcConfig)
+    }),
+    {}
+  ),
   workspace: def(Schema.Struct({ credits: def(NonNegativeInt, 1000) }), {}),
   limits: def(
     Schema.Struct({
