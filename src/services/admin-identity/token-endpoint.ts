@@ -83,7 +83,7 @@ export const exchangeCode = (input: CodeExchange): Effect.Effect<{ readonly idTo
       },
       catch: (error) =>
         new CodeExchangeFailed({
-          message: `token endpoint unreachable: ${error instanceof Error ? error.message : String(error)}`.slice(0, 300),
+          message: `token endpoint request failed: ${error instanceof Error ? error.message : String(error)}`.slice(0, 300),
           unavailable: true
         })
     })
