@@ -86,6 +86,13 @@ describe("admin API with identity-provider bearer tokens", () => {
     expect(body.message).toMatch(/^invalid identity-provider token: /)
   })
 
+  it("refuses a subject longer than OpenID Connect allows (it would ride in cookies and the ledger)", async () => {
+    const token = await issuer.mint({ subject: "a".repeat(256), claims: { groups: ["gateway-admins"] } })
+    const response = await bearer(gw, token)
+    expect(response.status).toBe(403)
+    expect((await response.json() as { message: string }).message).toContain("longer than 255")
+  })
+
   it("refuses a token whose signature was tampered with", async () => {
     const token = tamperSignature(await issuer.mint({ subject: "alice", claims: { groups: ["gateway-admins"] } }))
     const response = await bearer(gw, token)
@@ -203,6 +210,9 @@ describe("admin app sign-in through the identity provider (over HTTP)", () => {
     expect(topUp.status).toBe(200)
     const [record] = await auditFor(gw, topUp.headers.get("x-request-id")!)
     expect(record!.details).toMatchObject({ admin: { issuer: issuer.issuer, subject: "alice" } })
+    // The ledger names who added the credits too.
+    const ledger = await (await gw.admin("GET", "/workspace/ledger?kind=topup")).json() as { data: Array<{ actor: string }> }
+    expect(ledger.data[0]!.actor).toBe("admin:alice")
 
     // The code was used once: replaying the callback (even with the flow cookie) gets no session.
     const replay = await finish(redirect, flowCookie)

@@ -27,7 +27,7 @@
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
-import { CsrfRejected, DependencyUnavailable, ScopeViolation, Unauthorized } from "../../domain/errors.ts"
+import { CsrfRejected, DependencyUnavailable, type RateLimited, ScopeViolation, Unauthorized } from "../../domain/errors.ts"
 import type { AdminIdentityShape, AdminPrincipal } from "../../services/admin-identity/AdminIdentity.ts"
 import { AdminThrottle } from "../../services/limits/AdminThrottle.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
@@ -105,6 +105,7 @@ export interface AdminAuthOptions {
 const recordAdmin = (admin: AdminPrincipal) =>
   Effect.map(CurrentRequest, (state) => {
     state.audit.details = { ...state.audit.details, admin: { issuer: admin.issuer, subject: admin.subject } }
+    return admin
   })
 
 export const makeAdminAuth = (options: AdminAuthOptions) => {
@@ -219,8 +220,15 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       Effect.flatMap(recordAdmin)
     )
 
-  /** Guards every admin API route: bearer token (the admin token or an admin's JWT), or session cookie plus CSRF proof for writes. */
-  const requireAdmin = Effect.gen(function*() {
+  /**
+   * Guards every admin API route: bearer token (the admin token or an admin's JWT), or session
+   * cookie plus CSRF proof for writes. Succeeds with the identity-provider admin acting, if one is.
+   */
+  const requireAdmin: Effect.Effect<
+    AdminPrincipal | undefined,
+    Unauthorized | ScopeViolation | CsrfRejected | DependencyUnavailable | RateLimited,
+    HttpServerRequest | CurrentRequest | AdminThrottle
+  > = Effect.gen(function*() {
     const request = yield* HttpServerRequest
     if (options.token === undefined) return yield* disabled()
     const header = request.headers["authorization"]
@@ -229,7 +237,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       if (!match) return yield* new Unauthorized({ message: "missing admin token: send `Authorization: Bearer <admin token>`" })
       yield* throttled
       const presented = match[1]!.trim()
-      if (sameSecret(presented, options.token)) return
+      if (sameSecret(presented, options.token)) return undefined
       if (options.identity !== undefined && JWT_SHAPE.test(presented)) return yield* identityAdmin(options.identity, presented)
       return yield* failed("invalid admin token")
     }
@@ -240,7 +248,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       })
     }
     if (!isSafeMethod(request.method)) yield* checkCsrf(session)
-    if (session.admin !== undefined) yield* recordAdmin(session.admin)
+    return session.admin === undefined ? undefined : yield* recordAdmin(session.admin)
   })
 
   /** Sign-in: the admin token in exchange for a session; throttled like the admin API. */

@@ -66,6 +66,7 @@ export interface AdminIdentityShape {
 /** PKCE S256 (RFC 7636 section 4.2). */
 export const codeChallengeOf = (verifier: string) => createHash("sha256").update(verifier, "ascii").digest("base64url")
 
+const MAX_SUBJECT_LENGTH = 255
 const DISPLAY_CLAIMS = ["preferred_username", "email", "name"] as const
 const printable = /^[^\p{Cc}\p{Cf}]{1,100}$/u
 
@@ -84,7 +85,10 @@ export const makeAdminIdentity = (settings: AdminOidcConfig, verifier: IssuerVer
   const name = settings.name ?? new URL(settings.issuer).host
 
   const requireAdmin = (token: VerifiedToken): Effect.Effect<AdminPrincipal, NotAnAdmin> =>
-    namesAdmin(token.claims, rule)
+    // The subject rides in the session cookie and the ledger; OpenID Connect Core 2 bounds it at 255.
+    token.subject.length > MAX_SUBJECT_LENGTH
+      ? Effect.fail(new NotAnAdmin({ message: `the token's subject is longer than ${MAX_SUBJECT_LENGTH} characters` }))
+      : namesAdmin(token.claims, rule)
       ? Effect.succeed(principalOf(token))
       : Effect.fail(new NotAnAdmin({ message: `the identity-provider user is not an admin (the admin rule wants the ${describeRule(rule)})` }))
 
