@@ -244,7 +244,9 @@ describe("identity-provider tokens when the issuer cannot be reached", () => {
       flaky.setDown(true)
       const down = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
       expect(down.status).toBe(503)
-      expect((await envelope(down)).error).toBe("dependency_unavailable")
+      expect(await envelope(down)).toMatchObject({ error: "dependency_unavailable", details: { dependency: "identity_provider" } })
+      const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
+      expect(metrics).toMatch(/^modelgate_dependency_errors_total\{dependency="identity_provider"\} 1$/m)
       flaky.setDown(false)
       await new Promise((resolve) => setTimeout(resolve, 1_100)) // discovery is not retried within a second
       const up = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })

@@ -14,6 +14,7 @@ import { decodeJwt } from "jose"
 import { DependencyUnavailable, Unauthorized } from "../../domain/errors.ts"
 import type { SubjectPrincipal } from "../../domain/records.ts"
 import type { OidcIssuerConfig, OidcPolicyConfig } from "../config/schema.ts"
+import { Metrics } from "../metrics/Metrics.ts"
 import { type SubjectSighting, SubjectsRepo } from "../store/SubjectsRepo.ts"
 import { type IssuerVerifier, makeIssuerVerifier, MAX_TOKEN_LENGTH, type TokenRejected } from "./issuer.ts"
 import { choosePolicy, subjectPrincipal } from "./policies.ts"
@@ -70,6 +71,7 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
         // Subjects are recorded as seen in batches off the request path (as keys' last use is),
         // so the store learns who they are without a write per request.
         const subjects = Option.getOrUndefined(yield* Effect.serviceOption(SubjectsRepo))
+        const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
         let seen = new Map<string, SubjectSighting>()
         const flushSeen = Effect.suspend(() => {
           if (seen.size === 0 || subjects === undefined) return Effect.void
@@ -92,7 +94,10 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
           if (configured === undefined) {
             return yield* new Unauthorized({ message: "identity-provider token refused: its issuer is not accepted here", details: { reason: "issuer" } })
           }
-          const verified = yield* Effect.mapError(configured.verifier.verify(token), refusal)
+          const verified = yield* configured.verifier.verify(token).pipe(
+            Effect.tapError((error) => error.reason === "unavailable" ? Effect.sync(() => metrics?.dependencyError("identity_provider")) : Effect.void),
+            Effect.mapError(refusal)
+          )
           const principal = subjectPrincipal(verified.issuer, verified.subject, choosePolicy(configured.policies, verified.claims))
           const now = yield* Clock.currentTimeMillis
           seen.set(principal.id, { id: principal.id, issuer: principal.issuer, subject: principal.subject, seen_at: new Date(now).toISOString() })
