@@ -34,6 +34,7 @@ import { Metrics } from "./services/metrics/Metrics.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
+import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
@@ -142,7 +143,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
-    Auth.layer,
+    Auth.layer.pipe(Layer.provideMerge(IdentityTokens.layer(config.auth.oidc))),
     config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
     ModelCatalog.layer(config),
     TokenEstimator.layer,

@@ -80,7 +80,7 @@ describe("admin API with identity-provider bearer tokens", () => {
     const token = await issuer.mint({ subject: "alice", claims: { groups: ["gateway-admins"] }, ...options })
     const response = await bearer(gw, token)
     expect(response.status).toBe(401)
-    expect(response.headers.get("www-authenticate")).toBe(`Bearer error="invalid_token"`)
+    expect(response.headers.get("www-authenticate")).toMatch(/^Bearer error="invalid_token"/)
     const body = await response.json() as { error: string; message: string }
     expect(body.error).toBe("unauthorized")
     expect(body.message).toMatch(/^invalid identity-provider token: /)
@@ -116,6 +116,8 @@ describe("admin API with identity-provider bearer tokens", () => {
       const response = await bearer(cold, token)
       expect(response.status).toBe(503)
       expect((await response.json() as { error: string }).error).toBe("dependency_unavailable")
+      const metrics = await (await fetch(`${cold.url}/metrics`)).text()
+      expect(metrics).toMatch(/modelgate_dependency_errors_total\{dependency="identity_provider"\} [1-9]/)
     } finally {
       issuer.setDown(false)
       await cold.close()
@@ -289,8 +291,8 @@ describe("admin.oidc configuration", () => {
   })
 
   it.each([
-    [{ ...oidc, admin_claim: { claim: "groups" } }, "admin.oidc.admin_claim: give exactly one of value"],
-    [{ ...oidc, admin_claim: { claim: "groups", value: "a", includes: "b" } }, "admin.oidc.admin_claim: give exactly one of value"],
+    [{ ...oidc, admin_claim: { claim: "groups" } }, "admin.oidc.admin_claim: give exactly one of equals or includes"],
+    [{ ...oidc, admin_claim: { claim: "groups", equals: "a", includes: "b" } }, "admin.oidc.admin_claim: give exactly one of equals or includes"],
     [{ ...oidc, issuer: "http://idp.example.com" }, "admin.oidc.issuer: expected an https:// URL"],
     [{ ...oidc, public_url: "https://gw.example.com/admin" }, "admin.oidc.public_url: expected an origin only"],
     [{ ...oidc, scopes: ["email"] }, "admin.oidc.scopes: must include openid"]

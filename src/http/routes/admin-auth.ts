@@ -212,7 +212,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
         NotAnAdmin: (error) => Effect.fail(new ScopeViolation({ message: error.message })),
         TokenRejected: (error) =>
           error.reason === "unavailable"
-            ? Effect.fail(new DependencyUnavailable({ message: error.message }))
+            ? Effect.fail(new DependencyUnavailable({ message: error.message, details: { dependency: "identity_provider" } }))
             : FORGERY_REASONS.has(error.reason)
             ? failed(`invalid identity-provider token: ${error.message}`)
             : Effect.fail(new Unauthorized({ message: `invalid identity-provider token: ${error.message}` }))
@@ -244,7 +244,8 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
     const session = yield* currentSession
     if (session === undefined) {
       return yield* new Unauthorized({
-        message: "missing admin token: send `Authorization: Bearer <admin token>` or sign in at /app"
+        message: "missing admin token: send `Authorization: Bearer <admin token>` or sign in at /app",
+        missing: true
       })
     }
     if (!isSafeMethod(request.method)) yield* checkCsrf(session)

@@ -11,10 +11,11 @@
  *   (http/routes/admin-oidc.ts); this service talks to the issuer: discovery, the code exchange
  *   and the ID token's checks (signature, `iss`, `aud` = client id, `azp`, `exp`, `nonce`).
  */
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
 import type { AdminOidcConfig } from "../config/schema.ts"
 import { isAcceptableIssuerUrl, type IssuerVerifier, makeIssuerVerifier, TokenRejected, type VerifiedToken } from "../identity/issuer.ts"
+import { Metrics } from "../metrics/Metrics.ts"
 import { describeRule, namesAdmin } from "./admin-claim.ts"
 import { exchangeCode } from "./token-endpoint.ts"
 
@@ -80,9 +81,19 @@ const endpointOf = (metadata: Readonly<Record<string, unknown>>, name: string): 
   return typeof value === "string" && isAcceptableIssuerUrl(value) ? value : undefined
 }
 
-export const makeAdminIdentity = (settings: AdminOidcConfig, verifier: IssuerVerifier): AdminIdentityShape => {
+/**
+ * `onUnavailable`: called each time the issuer could not be reached (discovery, keys, token
+ * endpoint), so the operator's dependency-error metric counts it.
+ */
+export const makeAdminIdentity = (
+  settings: AdminOidcConfig,
+  verifier: IssuerVerifier,
+  onUnavailable: () => void = () => {}
+): AdminIdentityShape => {
   const rule = settings.admin_claim
   const name = settings.name ?? new URL(settings.issuer).host
+  const countUnavailable = <E extends { readonly reason: string }>(error: E) =>
+    error.reason === "unavailable" ? Effect.sync(onUnavailable) : Effect.void
 
   const requireAdmin = (token: VerifiedToken): Effect.Effect<AdminPrincipal, NotAnAdmin> =>
     // The subject rides in the session cookie and the ledger; OpenID Connect Core 2 bounds it at 255.
@@ -111,10 +122,10 @@ export const makeAdminIdentity = (settings: AdminOidcConfig, verifier: IssuerVer
     name,
     issuer: settings.issuer,
     verifyBearer: Effect.fn("AdminIdentity.verifyBearer")(function*(token: string) {
-      return yield* requireAdmin(yield* verifier.verify(token))
+      return yield* requireAdmin(yield* verifier.verify(token).pipe(Effect.tapError(countUnavailable)))
     }),
     authorizationUrl: Effect.fn("AdminIdentity.authorizationUrl")(function*(request: AuthorizationRequest) {
-      const url = new URL((yield* endpoints).authorization)
+      const url = new URL((yield* endpoints.pipe(Effect.tapError(countUnavailable))).authorization)
       url.searchParams.set("response_type", "code")
       url.searchParams.set("client_id", settings.client_id)
       url.searchParams.set("redirect_uri", request.redirectUri)
@@ -148,16 +159,22 @@ export const makeAdminIdentity = (settings: AdminOidcConfig, verifier: IssuerVer
       return yield* requireAdmin(verified).pipe(
         Effect.mapError((error) => new SignInRefused({ reason: "not_admin", message: error.message }))
       )
-    })
+    }, Effect.tapError(countUnavailable))
   }
 }
 
 export class AdminIdentity extends Context.Service<AdminIdentity, AdminIdentityShape>()("modelgate/admin-identity/AdminIdentity") {
   /** From `admin.oidc`; nothing is fetched from the issuer until the first token or sign-in. */
   static readonly layer = (settings: AdminOidcConfig): Layer.Layer<AdminIdentity> =>
-    Layer.sync(AdminIdentity, () =>
-      makeAdminIdentity(
-        settings,
-        makeIssuerVerifier({ issuer: settings.issuer, audience: settings.audience ?? settings.client_id, jwks_url: settings.jwks_url })
-      ))
+    Layer.effect(
+      AdminIdentity,
+      Effect.gen(function*() {
+        const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+        return makeAdminIdentity(
+          settings,
+          makeIssuerVerifier({ issuer: settings.issuer, audience: settings.audience ?? settings.client_id, jwks_url: settings.jwks_url }),
+          () => metrics?.dependencyError("identity_provider")
+        )
+      })
+    )
 }

@@ -4,6 +4,7 @@
  */
 import { Result, Schema, SchemaIssue } from "effect"
 import * as YAML from "yaml"
+import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "../identity/issuer.ts"
 import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -170,8 +171,8 @@ const checkAdminOidc = (config: GatewayConfig): string | undefined => {
   const oidc = config.admin.oidc
   if (oidc === undefined) return undefined
   const rule = oidc.admin_claim
-  if ((rule.value === undefined) === (rule.includes === undefined)) {
-    return "admin.oidc.admin_claim: give exactly one of value (the claim equals it) or includes (the claim lists it)"
+  if ((rule.equals === undefined) === (rule.includes === undefined)) {
+    return "admin.oidc.admin_claim: give exactly one of equals or includes"
   }
   const urlProblem = checkUrl(oidc.issuer, "admin.oidc.issuer", false) ??
     (oidc.jwks_url === undefined ? undefined : checkUrl(oidc.jwks_url, "admin.oidc.jwks_url", false)) ??
@@ -226,6 +227,51 @@ const checkReferences = (config: GatewayConfig): string | undefined => {
     // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a trusted proxy.
     const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.server.host) || config.server.host.startsWith("127.")
     if (!loopback) return `server.tls: required when server.host (${config.server.host}) is not loopback, unless server.trust_proxy is true`
+  }
+  return undefined
+}
+
+/** The rules of `auth.oidc` its schema cannot say; each names the offending field. */
+const checkIdentityIssuers = (config: GatewayConfig): string | undefined => {
+  const issuers = new Set<string>()
+  for (const [i, entry] of config.auth.oidc.entries()) {
+    const at = `auth.oidc.${i}`
+    if (!isAcceptableIssuerUrl(entry.issuer)) {
+      return `${at}.issuer: expected an https URL (plain http only on a loopback host, for development)`
+    }
+    if (issuers.has(entry.issuer)) return `${at}.issuer: ${entry.issuer} is configured twice`
+    issuers.add(entry.issuer)
+    if (typeof entry.audience !== "string" && entry.audience.length === 0) return `${at}.audience: at least one audience is needed`
+    if (entry.jwks_url !== undefined && !isAcceptableIssuerUrl(entry.jwks_url)) {
+      return `${at}.jwks_url: expected an https URL (plain http only on a loopback host, for development)`
+    }
+    if (entry.algorithms !== undefined) {
+      if (entry.algorithms.length === 0) return `${at}.algorithms: at least one algorithm is needed (or leave it out)`
+      const refused = entry.algorithms.find((alg) => !ASYMMETRIC_ALGORITHMS.includes(alg))
+      if (refused !== undefined) {
+        return `${at}.algorithms: ${refused} is not accepted; only asymmetric algorithms (${ASYMMETRIC_ALGORITHMS.join(", ")})`
+      }
+    }
+    if (entry.policies.length === 0) return `${at}.policies: at least one policy is needed (a token without one is refused)`
+    const names = new Set<string>()
+    for (const [j, policy] of entry.policies.entries()) {
+      const pat = `${at}.policies.${j}`
+      if (names.has(policy.name)) return `${pat}.name: duplicate policy name "${policy.name}"`
+      names.add(policy.name)
+      const conditions = policy.when === undefined ? [] : Array.isArray(policy.when) ? policy.when : [policy.when]
+      if (Array.isArray(policy.when) && policy.when.length === 0) return `${pat}.when: an empty list; leave it out to match every token`
+      for (const [k, condition] of conditions.entries()) {
+        const cat = Array.isArray(policy.when) ? `${pat}.when.${k}` : `${pat}.when`
+        if ((condition.equals === undefined) === (condition.includes === undefined)) {
+          return `${cat}: give exactly one of equals or includes`
+        }
+      }
+      const granted = new Set<string>()
+      for (const [k, grant] of policy.connections.entries()) {
+        if (granted.has(grant.connection)) return `${pat}.connections.${k}.connection: "${grant.connection}" is granted twice`
+        granted.add(grant.connection)
+      }
+    }
   }
   return undefined
 }
@@ -286,7 +332,7 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
     models.push(modelWithDefaults({ alias: "echo", id: "echo-1", provider: "echo", credits: 0, max_tokens: 4096, endpoints: ["chat", "embeddings"] }))
   }
   const final: GatewayConfig = { ...config, providers, models }
-  const problem = checkReferences(final)
+  const problem = checkReferences(final) ?? checkIdentityIssuers(final)
   if (problem) return Result.fail(new ConfigInvalid({ message: `${where}: ${problem}` }))
   return Result.succeed(final)
 }

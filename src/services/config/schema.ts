@@ -69,16 +69,60 @@ export const ConnectionConfig = Schema.Struct({
 export type ConnectionConfig = typeof ConnectionConfig.Type
 
 /**
- * Which identity-provider users are admins: the ID token's (or API bearer token's) claim `claim`
- * (a name, or a dotted path such as `realm_access.roles`) must equal `value`, or, as a list or a
- * space-separated string, contain `includes`. Exactly one of the two (checked in load.ts).
+ * `auth.oidc`: identity-provider tokens (decisions section 11). Each issuer lists policies; the
+ * first whose `when` matches the token's claims gives the token its permissions. Cross-field
+ * rules (issuer URL, one kind of condition, ...) are checked after decoding (load.ts).
  */
-export const AdminClaimConfig = Schema.Struct({
-  claim: Schema.NonEmptyString.check(Schema.isMaxLength(200)),
-  value: Schema.optional(Schema.Union([Schema.String, Schema.Boolean, Schema.Number])),
-  includes: Schema.optional(Schema.NonEmptyString)
+export const OidcClaimCondition = Schema.Struct({
+  /** Claim name (`groups`), or a dotted path into nested claims (`realm_access.roles`). */
+  claim: Schema.NonEmptyString,
+  /** The claim equals this value (or, when the claim is an array, holds it). */
+  equals: Schema.optional(Schema.Union([Schema.String, Schema.Number, Schema.Boolean])),
+  /** The claim is an array holding this value, or a space-separated string (`scope`) naming it. */
+  includes: Schema.optional(Schema.String)
 })
-export type AdminClaimConfig = typeof AdminClaimConfig.Type
+export type OidcClaimCondition = typeof OidcClaimCondition.Type
+
+export const OidcPolicyConfig = Schema.Struct({
+  /** Shown in audit records and errors. */
+  name: Schema.NonEmptyString,
+  /** Absent: every token of the issuer matches (a catch-all, last). A list: every condition must hold. */
+  when: Schema.optional(Schema.Union([OidcClaimCondition, Schema.Array(OidcClaimCondition)])),
+  /** Aliases or full ids; absent means every model. */
+  allowed_models: Schema.optional(Schema.Array(Schema.NonEmptyString)),
+  tools_enabled: def(Schema.Boolean, false),
+  /** Connection grants by connection name. */
+  connections: def(Schema.Array(Schema.Struct({
+    connection: Schema.NonEmptyString,
+    role: Schema.Literals(["read", "edit"])
+  })), []),
+  /** Requests each subject may make, counted per subject for as long as the store keeps it. */
+  budget: Schema.optional(Schema.Struct({ max_requests: PositiveInt })),
+  limits: Schema.optional(Schema.Struct({
+    requests_per_minute: Schema.optional(PositiveInt),
+    concurrent_streams: Schema.optional(PositiveInt)
+  }))
+})
+export type OidcPolicyConfig = typeof OidcPolicyConfig.Type
+
+export const OidcIssuerConfig = Schema.Struct({
+  /** Exactly the `iss` its tokens carry: https, or http on loopback for development. */
+  issuer: Schema.NonEmptyString,
+  /** The `aud` a token must carry (one of them, when a list). */
+  audience: Schema.Union([Schema.NonEmptyString, Schema.Array(Schema.NonEmptyString)]),
+  /** Absent: the `jwks_uri` of the issuer's discovery document. */
+  jwks_url: Schema.optional(Schema.NonEmptyString),
+  /** Accepted signing algorithms; default every asymmetric one (never HS* or none). */
+  algorithms: Schema.optional(Schema.Array(Schema.NonEmptyString)),
+  clock_skew_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 300 })), 30),
+  /**
+   * A token signed under a key id the cached key set lacks refetches the set, at most once per
+   * this many seconds (a flood of made-up key ids must not become a flood of fetches).
+   */
+  jwks_cooldown_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 3600 })), 30),
+  policies: Schema.Array(OidcPolicyConfig)
+})
+export type OidcIssuerConfig = typeof OidcIssuerConfig.Type
 
 /** `admin.oidc`: sign-in to the admin app and bearer tokens for the admin API from one OpenID Connect issuer. */
 export const AdminOidcConfig = Schema.Struct({
@@ -90,7 +134,8 @@ export const AdminOidcConfig = Schema.Struct({
   client_secret: Schema.optional(Schema.NonEmptyString),
   /** `aud` that admin API bearer tokens must carry; default: client_id. */
   audience: Schema.optional(Schema.NonEmptyString),
-  admin_claim: AdminClaimConfig,
+  /** Who is an admin: the same kind of claim condition as an auth.oidc policy's `when` (one of equals, includes). */
+  admin_claim: OidcClaimCondition,
   scopes: def(Schema.Array(Schema.NonEmptyString), ["openid", "email", "profile"]),
   /**
    * The gateway's URL as browsers reach it (`https://gateway.example.com`); the redirect URI to
@@ -150,6 +195,8 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
+  /** Credentials other than API keys that clients may present (identity-provider tokens). */
+  auth: def(Schema.Struct({ oidc: def(Schema.Array(OidcIssuerConfig), []) }), {}),
   providers: def(Schema.Array(ProviderConfig), []),
   models: def(Schema.Array(ModelConfig), []),
   connections: def(Schema.Array(ConnectionConfig), []),
