@@ -19,6 +19,7 @@ import {
   type TestIssuer,
   unsignedToken
 } from "../support/oidc-issuer.ts"
+import { movableClock } from "../support/movable-clock.ts"
 import { Client as PgClient } from "../support/pg-admin.ts"
 
 let idp: TestIssuer
@@ -230,6 +231,30 @@ describe("identity-provider tokens", () => {
     })
     expect(refused.status).toBe(403)
     expect((await envelope(refused)).error).toBe("tools_disabled")
+  })
+})
+
+describe("identity-provider tokens over time", () => {
+  it("refuses a token once it expires, although it was served (and remembered) before", async () => {
+    const time = movableClock()
+    const gateway = await startGateway(testConfig({
+      auth: { oidc: [{ issuer: idp.issuer, audience: idp.audience, clock_skew_seconds: 5, policies: [{ name: "everyone" }] }] }
+    }), { clock: time.clock })
+    try {
+      const token = await idp.mint({ subject: "lee", expiresIn: 30 })
+      const call = () => fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
+      expect((await call()).status).toBe(200)
+      expect((await call()).status).toBe(200)
+      time.advance(20_000)
+      expect((await call()).status).toBe(200)
+      time.advance(16_000) // past exp + clock skew
+      const expired = await call()
+      expect(expired.status).toBe(401)
+      expect(await envelope(expired)).toMatchObject({ error: "unauthorized", details: { reason: "expired" } })
+      expect(expired.headers.get("www-authenticate")).toContain('error="invalid_token"')
+    } finally {
+      await gateway.close()
+    }
   })
 })
 
