@@ -9,6 +9,7 @@ import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
+import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -73,6 +74,7 @@ export const httpLayer = (config: GatewayConfig) => {
     ...modelRoutes,
     ...completionRoutes,
     ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+    ...adminSubjectRoutes({ auth }),
     ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes })
   ]
   return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))

@@ -158,8 +158,18 @@ describe("identity-provider tokens", () => {
     expect((await envelope(exhausted)).error).toBe("budget_exhausted")
     // Another subject of the same policy has a budget of its own.
     expect((await chat(await mlToken("dave"))).status).toBe(200)
-    const row = await Effect.runPromise(gw.store.subjects.getSubject(subjectId(idp.issuer, "carol")))
+    const carol = subjectId(idp.issuer, "carol")
+    const row = await Effect.runPromise(gw.store.subjects.getSubject(carol))
     expect(row?.budget_used).toBe(3)
+    // The operator sees it in the admin API and resets it, as for a key.
+    expect(await (await gw.admin("GET", `/subjects/${carol}`)).json()).toMatchObject({ id: carol, issuer: idp.issuer, subject: "carol", budget_used: 3 })
+    const listed = await (await gw.admin("GET", "/subjects?limit=1000")).json() as { data: Array<{ id: string }> }
+    expect(listed.data.map((s) => s.id)).toContain(carol)
+    expect((await fetch(`${gw.url}/subjects/${carol}`)).status).toBe(401)
+    expect((await gw.admin("GET", "/subjects/sub_00000000000000000000000000000000")).status).toBe(404)
+    const reset = await gw.admin("POST", `/subjects/${carol}/budget/reset`)
+    expect(await reset.json()).toMatchObject({ id: carol, budget_used: 0 })
+    expect((await chat(await mlToken("carol"))).status).toBe(200)
   })
 
   it("rate-limits per subject with the policy's limit, a nested claim choosing the policy", async () => {
