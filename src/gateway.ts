@@ -11,6 +11,7 @@ import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
 import { AdminIdentity } from "./services/admin-identity/AdminIdentity.ts"
+import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -99,6 +100,7 @@ export const httpLayer = (config: GatewayConfig) =>
       ...modelRoutes,
       ...completionRoutes,
       ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+      ...adminSubjectRoutes({ auth }),
       ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
       ...signInRoutes
     ]

@@ -75,7 +75,9 @@ const checkProtocolHeader = Effect.gen(function*() {
 const requireTools = (key: Principal) =>
   key.tools_enabled
     ? Effect.void
-    : Effect.fail(new ToolsDisabled({ message: "this key may not use the MCP tools (tools_enabled is false)" }))
+    : Effect.fail(new ToolsDisabled({
+      message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use the MCP tools (tools_enabled is false)`
+    }))
 
 const sessionHeader = Effect.gen(function*() {
   const request = yield* HttpServerRequest

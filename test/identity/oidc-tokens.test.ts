@@ -19,6 +19,7 @@ import {
   type TestIssuer,
   unsignedToken
 } from "../support/oidc-issuer.ts"
+import { movableClock } from "../support/movable-clock.ts"
 import { Client as PgClient } from "../support/pg-admin.ts"
 
 let idp: TestIssuer
@@ -157,8 +158,18 @@ describe("identity-provider tokens", () => {
     expect((await envelope(exhausted)).error).toBe("budget_exhausted")
     // Another subject of the same policy has a budget of its own.
     expect((await chat(await mlToken("dave"))).status).toBe(200)
-    const row = await Effect.runPromise(gw.store.subjects.getSubject(subjectId(idp.issuer, "carol")))
+    const carol = subjectId(idp.issuer, "carol")
+    const row = await Effect.runPromise(gw.store.subjects.getSubject(carol))
     expect(row?.budget_used).toBe(3)
+    // The operator sees it in the admin API and resets it, as for a key.
+    expect(await (await gw.admin("GET", `/subjects/${carol}`)).json()).toMatchObject({ id: carol, issuer: idp.issuer, subject: "carol", budget_used: 3 })
+    const listed = await (await gw.admin("GET", "/subjects?limit=1000")).json() as { data: Array<{ id: string }> }
+    expect(listed.data.map((s) => s.id)).toContain(carol)
+    expect((await fetch(`${gw.url}/subjects/${carol}`)).status).toBe(401)
+    expect((await gw.admin("GET", "/subjects/sub_00000000000000000000000000000000")).status).toBe(404)
+    const reset = await gw.admin("POST", `/subjects/${carol}/budget/reset`)
+    expect(await reset.json()).toMatchObject({ id: carol, budget_used: 0 })
+    expect((await chat(await mlToken("carol"))).status).toBe(200)
   })
 
   it("rate-limits per subject with the policy's limit, a nested claim choosing the policy", async () => {
@@ -230,6 +241,30 @@ describe("identity-provider tokens", () => {
     })
     expect(refused.status).toBe(403)
     expect((await envelope(refused)).error).toBe("tools_disabled")
+  })
+})
+
+describe("identity-provider tokens over time", () => {
+  it("refuses a token once it expires, although it was served (and remembered) before", async () => {
+    const time = movableClock()
+    const gateway = await startGateway(testConfig({
+      auth: { oidc: [{ issuer: idp.issuer, audience: idp.audience, clock_skew_seconds: 5, policies: [{ name: "everyone" }] }] }
+    }), { clock: time.clock })
+    try {
+      const token = await idp.mint({ subject: "lee", expiresIn: 30 })
+      const call = () => fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
+      expect((await call()).status).toBe(200)
+      expect((await call()).status).toBe(200)
+      time.advance(20_000)
+      expect((await call()).status).toBe(200)
+      time.advance(16_000) // past exp + clock skew
+      const expired = await call()
+      expect(expired.status).toBe(401)
+      expect(await envelope(expired)).toMatchObject({ error: "unauthorized", details: { reason: "expired" } })
+      expect(expired.headers.get("www-authenticate")).toContain('error="invalid_token"')
+    } finally {
+      await gateway.close()
+    }
   })
 })
 

@@ -58,7 +58,7 @@ export interface ModelCatalogShape {
   readonly lookup: (name: string) => ResolvedModel | undefined
   readonly resolve: (name: string) => Effect.Effect<ResolvedModel, NotFound>
   /** 403 unless the key's allow-list covers the model (absent list = every model). */
-  readonly checkScope: (key: Pick<Principal, "allowed_models">, resolved: ResolvedModel) => Effect.Effect<void, ScopeViolation>
+  readonly checkScope: (key: Pick<Principal, "allowed_models"> & { readonly kind?: Principal["kind"] }, resolved: ResolvedModel) => Effect.Effect<void, ScopeViolation>
   readonly isAllowed: (key: Pick<Principal, "allowed_models">, model: CatalogModel) => boolean
 }
 
@@ -149,7 +149,7 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
       isAllowed(key, resolved.model)
         ? Effect.void
         : Effect.fail(new ScopeViolation({
-          message: `this key may not use model "${resolved.requested}"`,
+          message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use model "${resolved.requested}"`,
           details: { model: resolved.requested }
         })),
     isAllowed

@@ -8,8 +8,14 @@
  * with the reason in `details.reason`. An issuer whose keys cannot be fetched is 503
  * dependency_unavailable: the token may well be valid, so the client should retry rather than
  * sign in again, and nothing is let in meanwhile. Tokens are never logged or stored.
+ *
+ * A verified token is remembered (by its SHA-256, in memory) until it expires or for a minute,
+ * whichever comes first, because a signature check is most of what a token costs per request and
+ * clients send the same token until it expires. A minute adds little to what the cached key set
+ * already implies: a key the issuer withdraws is trusted until that set is refetched anyway.
  */
 import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
+import { createHash } from "node:crypto"
 import { decodeJwt } from "jose"
 import { DependencyUnavailable, Unauthorized } from "../../domain/errors.ts"
 import type { SubjectPrincipal } from "../../domain/records.ts"
@@ -24,6 +30,16 @@ export interface IdentityTokensShape {
   readonly enabled: boolean
   /** The subject a token stands for; `policy` null when none of its issuer's policies matched. */
   readonly authenticate: (token: string) => Effect.Effect<SubjectPrincipal, Unauthorized | DependencyUnavailable>
+}
+
+/** Verified tokens remembered at most this long, and at most this many (oldest dropped first). */
+const VERIFIED_TTL_MS = 60_000
+const VERIFIED_MAX = 10_000
+
+interface Remembered {
+  readonly principal: SubjectPrincipal
+  /** Epoch ms after which the token must be verified again (its expiry, with the clock skew allowed). */
+  readonly until: number
 }
 
 const MALFORMED = "the bearer token is neither an API key nor a well-formed identity-provider token (JWT)"
@@ -46,6 +62,7 @@ const refusal = (error: TokenRejected): Unauthorized | DependencyUnavailable =>
 interface ConfiguredIssuer {
   readonly verifier: IssuerVerifier
   readonly policies: ReadonlyArray<OidcPolicyConfig>
+  readonly skewMs: number
 }
 
 export class IdentityTokens extends Context.Service<IdentityTokens, IdentityTokensShape>()("modelgate/IdentityTokens") {
@@ -64,7 +81,8 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
               clock_skew_seconds: entry.clock_skew_seconds,
               jwks_options: { cooldownDuration: entry.jwks_cooldown_seconds * 1000 }
             }),
-            policies: entry.policies
+            policies: entry.policies,
+            skewMs: entry.clock_skew_seconds * 1000
           })
         }
 
@@ -84,9 +102,27 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
           yield* Effect.addFinalizer(() => flushSeen)
         }
 
+        const verified = new Map<string, Remembered>()
+        const remember = (digest: string, principal: SubjectPrincipal, exp: unknown, skewMs: number, now: number) => {
+          if (typeof exp !== "number") return
+          if (verified.size >= VERIFIED_MAX) verified.delete(verified.keys().next().value!)
+          verified.set(digest, { principal, until: Math.min(now + VERIFIED_TTL_MS, exp * 1000 + skewMs) })
+        }
+        const sighted = (principal: SubjectPrincipal, now: number) => {
+          seen.set(principal.id, { id: principal.id, issuer: principal.issuer, subject: principal.subject, seen_at: new Date(now).toISOString() })
+          return principal
+        }
+
         const authenticate = Effect.fnUntraced(function*(token: string) {
           if (token.length > MAX_TOKEN_LENGTH) {
             return yield* new Unauthorized({ message: `identity-provider token refused: longer than ${MAX_TOKEN_LENGTH} characters`, details: { reason: "malformed" } })
+          }
+          const now = yield* Clock.currentTimeMillis
+          const digest = createHash("sha256").update(token).digest("base64url")
+          const known = verified.get(digest)
+          if (known !== undefined) {
+            if (now < known.until) return sighted(known.principal, now)
+            verified.delete(digest)
           }
           const iss = claimedIssuer(token)
           if (iss === undefined) return yield* new Unauthorized({ message: MALFORMED, details: { reason: "malformed" } })
@@ -94,14 +130,13 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
           if (configured === undefined) {
             return yield* new Unauthorized({ message: "identity-provider token refused: its issuer is not accepted here", details: { reason: "issuer" } })
           }
-          const verified = yield* configured.verifier.verify(token).pipe(
+          const checked = yield* configured.verifier.verify(token).pipe(
             Effect.tapError((error) => error.reason === "unavailable" ? Effect.sync(() => metrics?.dependencyError("identity_provider")) : Effect.void),
             Effect.mapError(refusal)
           )
-          const principal = subjectPrincipal(verified.issuer, verified.subject, choosePolicy(configured.policies, verified.claims))
-          const now = yield* Clock.currentTimeMillis
-          seen.set(principal.id, { id: principal.id, issuer: principal.issuer, subject: principal.subject, seen_at: new Date(now).toISOString() })
-          return principal
+          const principal = subjectPrincipal(checked.issuer, checked.subject, choosePolicy(configured.policies, checked.claims))
+          remember(digest, principal, checked.claims["exp"], configured.skewMs, now)
+          return sighted(principal, now)
         })
 
         return IdentityTokens.of({ enabled: issuers.length > 0, authenticate })

@@ -34,6 +34,8 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
   readonly getSubject: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
   /** Most recently seen first. */
   readonly listSubjects: (limit: number) => Effect.Effect<ReadonlyArray<SubjectRecord>, StoreError>
+  /** Sets the subject's request count back to 0; undefined when no such subject was ever seen. */
+  readonly resetBudget: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
 }>()("modelgate/SubjectsRepo") {
   static readonly layer = Layer.effect(
     SubjectsRepo,
@@ -59,6 +61,12 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
           sql`SELECT * FROM identity_subjects ORDER BY last_seen_at DESC, id LIMIT ${limit}`.pipe(
             decodeSubjects,
             storeOp("SubjectsRepo.listSubjects")
+          ),
+        resetBudget: (id) =>
+          sql`UPDATE identity_subjects SET budget_used = 0 WHERE id = ${id} RETURNING *`.pipe(
+            decodeSubjects,
+            Effect.map((rows) => rows[0]),
+            storeOp("SubjectsRepo.resetBudget")
           )
       })
     })
