@@ -111,6 +111,19 @@ describe("identity-provider tokens", () => {
     expect(row).toMatchObject({ id, issuer: idp.issuer, subject: "alice", budget_used: 1 })
   })
 
+  it("serves the messages format (an Anthropic client's auth token) and the model list with a token too", async () => {
+    const token = await mlToken("mia")
+    const response = await fetch(`${gw.url}/v1/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({ model: "echo", max_tokens: 50, messages: [{ role: "user", content: "hello" }] })
+    })
+    const body = await response.json() as { type: string; content: Array<{ text: string }> }
+    expect(response.status, JSON.stringify(body)).toBe(200)
+    expect(body.type).toBe("message")
+    expect((await models(token)).status).toBe(200)
+  })
+
   it("refuses every kind of bad token with 401 unauthorized and an invalid_token challenge", async () => {
     const valid = await mlToken("alice")
     const forged = { iss: idp.issuer, sub: "alice", aud: idp.audience, exp: Math.floor(Date.now() / 1000) + 300, groups: ["ml-team"] }
