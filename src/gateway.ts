@@ -2,7 +2,7 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
-import { Clock, Effect, Layer, Logger, References } from "effect"
+import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
 import { coreLayer, type CoreOverrides } from "./core.ts"
@@ -10,6 +10,9 @@ import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
+import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
+import { AdminIdentity } from "./services/admin-identity/AdminIdentity.ts"
+import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -32,6 +35,7 @@ import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
+import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
@@ -50,19 +54,45 @@ export interface GatewayOverrides extends CoreOverrides {
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
 }
 
-export const httpLayer = (config: GatewayConfig) => {
-  const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
-  const auth = makeAdminAuth({ token: config.admin.token, secure: config.server.tls !== undefined || config.server.trust_proxy })
-  const routes = [
-    ...healthRoutes,
-    metricsRoute(config.telemetry.metrics_token),
-    ...modelRoutes,
-    ...completionRoutes,
-    ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
-    ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes })
-  ]
-  return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
-}
+/**
+ * The origin browsers reach the gateway at, for the identity-provider redirect URI:
+ * `admin.oidc.public_url`, else (loopback only, load.ts insists) the address the server bound.
+ * Never a request's Host header: the client chooses that.
+ */
+const publicUrlOf = (config: GatewayConfig) =>
+  Effect.map(HttpServer.HttpServer, (server) => {
+    const configured = config.admin.oidc?.public_url
+    if (configured !== undefined) return new URL(configured).origin
+    const port = "port" in server.address ? server.address.port : config.server.port
+    const host = config.server.host.includes(":") ? `[${config.server.host}]` : config.server.host
+    return `${config.server.tls === undefined ? "http" : "https"}://${host}:${port}`
+  })
+
+export const httpLayer = (config: GatewayConfig) =>
+  Layer.unwrap(Effect.gen(function*() {
+    const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
+    const secure = config.server.tls !== undefined || config.server.trust_proxy
+    const identity = Option.getOrUndefined(yield* Effect.serviceOption(AdminIdentity))
+    const auth = makeAdminAuth({ token: config.admin.token, secure, identity })
+    const publicUrl = identity === undefined ? undefined : yield* publicUrlOf(config)
+    const signInRoutes = identity === undefined || publicUrl === undefined
+      ? []
+      : adminOidcRoutes({ auth, identity, token: config.admin.token, publicUrl, secure })
+    const identityProvider = identity === undefined || publicUrl === undefined
+      ? undefined
+      : { name: identity.name, startUrl: `${publicUrl}${START_PATH}` }
+    const routes = [
+      ...healthRoutes,
+      metricsRoute(config.telemetry.metrics_token),
+      ...modelRoutes,
+      ...completionRoutes,
+      ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+      ...adminSubjectRoutes({ auth }),
+      ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
+      ...signInRoutes
+    ]
+    return HttpServer.serve(yield* makeHttpApp(routes, options))
+  }))
 
 /**
  * Limits live in Redis when one is configured (every replica shares them, and an unreachable
@@ -102,7 +132,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
-    Auth.layer,
+    Auth.layer.pipe(Layer.provideMerge(IdentityTokens.layer(config.auth.oidc))),
+    config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),

@@ -7,7 +7,7 @@
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Effect, Option, Scope } from "effect"
+import { Cause, Effect, LogLevel, Option, References, Scope } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
@@ -96,6 +96,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     const patterns = new Set<string>(routes.map((r) => r.path))
     const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     const match = makeRouteTable<RoutesContext<Routes>>(routes)
+    // Decided once: below `info` the per-request line is not even built (it is on the hot path).
+    const logsRequests = LogLevel.isGreaterThanOrEqualTo("Info", yield* References.MinimumLogLevel)
 
     const dispatch = (request: HttpServerRequest, state: RequestState) => {
       if (options.trustProxy && request.headers["x-forwarded-proto"] !== "https") {
@@ -165,7 +167,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const record = toAuditRecord(state, outcome.status, outcome.slug)
           audit.append(record)
           metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
-          return logRequest(record)
+          return logsRequests ? logRequest(record) : Effect.void
         }))
       return yield* dispatch(request, state).pipe(
         Effect.provideService(CurrentRequest, state),

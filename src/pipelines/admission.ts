@@ -47,7 +47,7 @@ export const admitCosts = (options: {
         model: options.model,
         method: state.method,
         endpoint: state.endpoint
-      }, key.budget),
+      }, key),
       (charge, exit) => {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)

@@ -46,6 +46,14 @@ export interface RequestState {
   readonly scope: Scope.Closeable
   /** Which client tool sent it and its session, from the client's attribution headers (audit only). */
   client: ClientAttribution | null
+  /** The identity-provider subject it acts as (`key_id` then holds the subject id); audit details only. */
+  identity: IdentityAttribution | null
+}
+
+export interface IdentityAttribution {
+  readonly issuer: string
+  readonly subject: string
+  readonly policy: string | null
 }
 
 export interface ClientAttribution {
@@ -154,7 +162,8 @@ export const makeRequestState = (options: {
   },
   headers: {},
   scope: Scope.makeUnsafe(),
-  client: options.client ?? null
+  client: options.client ?? null,
+  identity: null
 })
 
 export const toAuditRecord = (state: RequestState, status: number, error: string | null): AuditRecord => ({
@@ -167,5 +176,11 @@ export const toAuditRecord = (state: RequestState, status: number, error: string
   duration_ms: Math.round((performance.now() - state.startedAt) * 1000) / 1000,
   client_addr: state.clientAddr,
   ...state.audit,
-  details: state.client === null ? state.audit.details : { ...state.audit.details, client: state.client }
+  details: state.client === null && state.identity === null
+    ? state.audit.details
+    : {
+      ...state.audit.details,
+      ...(state.client === null ? {} : { client: state.client }),
+      ...(state.identity === null ? {} : { identity: state.identity })
+    }
 })
