@@ -7,7 +7,12 @@ import { heapChosen, SERVE_HEAP_FLAGS } from "./serve-flags.ts"
 // sizes are fixed when V8 starts, so Node is started again with them: execve keeps the process
 // id, stdio and signals (what a supervisor sees), and costs one Node start (about 40 ms).
 if (process.argv.slice(2).includes("serve") && !heapChosen(process.execArgv, process.env.NODE_OPTIONS) && typeof process.execve === "function") {
-  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...SERVE_HEAP_FLAGS, ...process.argv.slice(1)])
+  try {
+    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...SERVE_HEAP_FLAGS, ...process.argv.slice(1)])
+  } catch (error) {
+    // execve returns only when it failed (a sandbox may forbid it): serve with Node's defaults.
+    process.emitWarning(`modelgate: could not restart Node with ${SERVE_HEAP_FLAGS.join(" ")}: ${error.message}`)
+  }
 }
 
 // Enabled before src/main.ts loads so that it covers main's own imports too: Node compiles every
