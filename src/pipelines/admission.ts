@@ -34,7 +34,10 @@ export const admitCosts = (options: {
     if (options.stream) {
       const max = key.limits?.concurrent_streams ?? (yield* AppConfig).limits.concurrent_streams
       const slot = yield* Effect.acquireRelease(
-        (yield* StreamSlots).acquire(key.id, max),
+        (yield* StreamSlots).acquire(key.id, max).pipe(
+          Effect.tap((slot) => Effect.annotateCurrentSpan({ "modelgate.streams.limit": max, "modelgate.streams.acquired": slot !== undefined })),
+          Effect.withSpan("StreamSlots.acquire")
+        ),
         (slot) => slot?.release() ?? Effect.void
       )
       if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
@@ -47,7 +50,7 @@ export const admitCosts = (options: {
         model: options.model,
         method: state.method,
         endpoint: state.endpoint
-      }, key.budget),
+      }, key.budget).pipe(Effect.withSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
       (charge, exit) => {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
@@ -94,4 +97,4 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     yield* catalog.checkScope(key, resolved)
     yield* admitCosts({ scope: state.scope, stream, model: request.model, credits: options.credits ?? resolved.model.credits })
     return { raw, request, resolved }
-  })
+  }).pipe(Effect.withSpan("Admission.admitModelRequest"))

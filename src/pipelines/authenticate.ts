@@ -26,10 +26,22 @@ export class RateDecision extends Context.Service<RateDecision, Decision>()("mod
 const admitKey = Effect.gen(function*() {
   const request = yield* HttpServerRequest
   const state = yield* CurrentRequest
-  const key = yield* (yield* Auth).authenticate(request.headers)
+  const key = yield* (yield* Auth).authenticate(request.headers).pipe(
+    Effect.tap((key) => Effect.annotateCurrentSpan("modelgate.key_id", key.id)),
+    Effect.withSpan("Auth.authenticate")
+  )
   state.audit.key_id = key.id
   const perMinute = key.limits?.requests_per_minute ?? (yield* AppConfig).limits.requests_per_minute
-  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute)
+  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(
+    Effect.tap((decision) =>
+      Effect.annotateCurrentSpan({
+        "modelgate.rate.allowed": decision.allowed,
+        "modelgate.rate.limit": decision.limit,
+        "modelgate.rate.remaining": decision.remaining
+      })
+    ),
+    Effect.withSpan("RateLimiter.consume")
+  )
   if (!decision.allowed) return yield* rateLimitedError(decision)
   Object.assign(state.headers, rateLimitHeaders(decision))
   return { key, decision }
