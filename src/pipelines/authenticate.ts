@@ -15,6 +15,7 @@ import { AppConfig } from "../services/config/AppConfig.ts"
 import type { RateDecision as Decision } from "../services/limits/gcra.ts"
 import { RateLimiter } from "../services/limits/RateLimiter.ts"
 import { rateLimitedError, rateLimitHeaders } from "../services/limits/refusals.ts"
+import { stageSpan } from "../services/tracing/stage-span.ts"
 import { CurrentRequest } from "./request.ts"
 
 /** The key the request was authenticated with. */
@@ -27,20 +28,18 @@ const admitKey = Effect.gen(function*() {
   const request = yield* HttpServerRequest
   const state = yield* CurrentRequest
   const key = yield* (yield* Auth).authenticate(request.headers).pipe(
-    Effect.tap((key) => Effect.annotateCurrentSpan("modelgate.key_id", key.id)),
-    Effect.withSpan("Auth.authenticate")
+    stageSpan("Auth.authenticate", { annotate: (key) => ({ "modelgate.key_id": key.id }) })
   )
   state.audit.key_id = key.id
   const perMinute = key.limits?.requests_per_minute ?? (yield* AppConfig).limits.requests_per_minute
   const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(
-    Effect.tap((decision) =>
-      Effect.annotateCurrentSpan({
+    stageSpan("RateLimiter.consume", {
+      annotate: (decision) => ({
         "modelgate.rate.allowed": decision.allowed,
         "modelgate.rate.limit": decision.limit,
         "modelgate.rate.remaining": decision.remaining
       })
-    ),
-    Effect.withSpan("RateLimiter.consume")
+    })
   )
   if (!decision.allowed) return yield* rateLimitedError(decision)
   Object.assign(state.headers, rateLimitHeaders(decision))

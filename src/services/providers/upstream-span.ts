@@ -2,9 +2,10 @@
  * The span of one call to a provider (kind client): provider, upstream model, streamed or not,
  * and the upstream's HTTP status (set by postJson when the answer's status arrives). The call
  * sends this span's `traceparent` (postJson), so the provider's own trace, if it keeps one, hangs
- * under it. A streamed call's span lasts until its stream ends, however it ends.
+ * under it. A streamed call's span lasts until its stream ends, however it ends. With tracing
+ * off no span is made (see services/tracing/stage-span.ts).
  */
-import { Clock, Effect, Exit, Stream, type Tracer } from "effect"
+import { Clock, Effect, Exit, References, Stream, type Tracer } from "effect"
 
 export interface UpstreamCall {
   readonly provider: string
@@ -29,7 +30,7 @@ const spanOptions = (call: UpstreamCall) => ({
 
 /** A call whose answer is read whole. */
 export const tracedCall = <A, E>(call: UpstreamCall, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.withSpan(effect, SPAN, spanOptions(call))
+  Effect.withFiber((fiber) => fiber.getRef(References.TracerEnabled) ? Effect.withSpan(effect, SPAN, spanOptions(call)) : effect)
 
 const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>) =>
   Effect.flatMap(Clock.currentTimeNanos, (now) => Effect.sync(() => span.end(now, exit)))
@@ -39,9 +40,13 @@ export const tracedStream = <A, E, E2>(
   call: UpstreamCall,
   open: Effect.Effect<Stream.Stream<A, E2>, E>
 ): Effect.Effect<Stream.Stream<A, E2>, E> =>
-  Effect.flatMap(Effect.makeSpan(SPAN, spanOptions(call)), (span) =>
-    open.pipe(
-      Effect.withParentSpan(span),
-      Effect.onExit((exit) => Exit.isFailure(exit) ? endSpan(span, exit) : Effect.void),
-      Effect.map((stream) => stream.pipe(Stream.onExit((exit) => endSpan(span, exit))))
-    ))
+  Effect.withFiber((fiber) =>
+    fiber.getRef(References.TracerEnabled)
+      ? Effect.flatMap(Effect.makeSpan(SPAN, spanOptions(call)), (span) =>
+        open.pipe(
+          Effect.withParentSpan(span),
+          Effect.onExit((exit) => Exit.isFailure(exit) ? endSpan(span, exit) : Effect.void),
+          Effect.map((stream) => stream.pipe(Stream.onExit((exit) => endSpan(span, exit))))
+        ))
+      : open
+  )

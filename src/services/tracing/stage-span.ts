@@ -1,0 +1,22 @@
+/**
+ * A span around one stage of a request, made only while tracing is on. With tracing off the
+ * stage runs as it is: no span, no parent-span context, no attributes, so a deployment without
+ * a collector pays one reference lookup per stage (measured: README, Performance).
+ */
+import { Effect, References, type Tracer } from "effect"
+
+export interface StageSpanOptions<A> {
+  readonly kind?: Tracer.SpanKind
+  readonly attributes?: Record<string, unknown>
+  /** Attributes learnt from the stage's result. */
+  readonly annotate?: (value: A) => Record<string, unknown>
+}
+
+export const stageSpan = <A>(name: string, options: StageSpanOptions<A> = {}) =>
+<E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) => {
+    if (!fiber.getRef(References.TracerEnabled)) return self
+    const annotate = options.annotate
+    const body = annotate === undefined ? self : Effect.tap(self, (value) => Effect.annotateCurrentSpan(annotate(value)))
+    return Effect.withSpan(body, name, { kind: options.kind, attributes: options.attributes })
+  })
