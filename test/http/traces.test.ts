@@ -83,7 +83,7 @@ describe("traces over OTLP/HTTP", () => {
       providers: [{ name: "up-openai", kind: "openai", base_url: upstream.url, api_key: OPENAI_KEY }],
       models: [{ alias: "gpt", id: GPT_ID, provider: "up-openai" }],
       connections: [{ id: 1, name: "analytics", dialect: "postgres", url: db.url }],
-      telemetry: { otlp_endpoint: receiver.url, otlp_protocol: "http/json", export_interval_ms: 50, service_name: "modelgate-test" }
+      telemetry: { otlp_endpoint: receiver.url, export_interval_ms: 50, service_name: "modelgate-test" }
     }))
     const created = (await (await gw.admin("POST", "/api-keys", {
       name: "traced",
@@ -260,9 +260,11 @@ describe("tracing that must not get in the way", () => {
     }
   })
 
-  it("a stop sends the spans still waiting for their batch (protobuf, the default protocol)", async () => {
+  it("a stop sends the spans still waiting for their batch (here as protobuf)", async () => {
     const receiver = await startOtlpReceiver()
-    const gw = await startGateway(testConfig({ telemetry: { otlp_endpoint: receiver.url, export_interval_ms: 600_000 } }))
+    const gw = await startGateway(testConfig({
+      telemetry: { otlp_endpoint: receiver.url, otlp_protocol: "http/protobuf", export_interval_ms: 600_000 }
+    }))
     try {
       const { key } = await gw.createKey()
       expect((await chat(gw, key, { model: "echo" })).status).toBe(200)
@@ -282,7 +284,7 @@ describe("tracing that must not get in the way", () => {
   it("sample_ratio 0 exports no request without a client's sampled traceparent, and follows one that has it", async () => {
     const receiver = await startOtlpReceiver()
     const gw = await startGateway(testConfig({
-      telemetry: { otlp_endpoint: receiver.url, otlp_protocol: "http/json", export_interval_ms: 20, sample_ratio: 0 }
+      telemetry: { otlp_endpoint: receiver.url, export_interval_ms: 20, sample_ratio: 0 }
     }))
     try {
       const { key } = await gw.createKey()
