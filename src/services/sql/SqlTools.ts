@@ -57,6 +57,7 @@ import {
   toolDefinitions,
   toolNames
 } from "./tools/definitions.ts"
+import { stageSpan } from "../tracing/stage-span.ts"
 import {
   fromDriverError,
   gateBlocked,
@@ -483,8 +484,7 @@ export class SqlTools extends Context.Service<SqlTools, {
           })
         }
         return handlers[name as SqlToolName](args, ctx, draft).pipe(
-          Effect.onExit(() => Effect.annotateCurrentSpan(toolSpanAttributes(name, draft))),
-          Effect.withSpan(`SqlTools.${name}`),
+          stageSpan(`SqlTools.${name}`, { atEnd: () => toolSpanAttributes(name, draft) }),
           Effect.map((structured): ToolOutcome => ({ _tag: "Success", structured, audit: audit() })),
           Effect.catch((error) => Effect.succeed<ToolOutcome>({ _tag: "Failure", error, audit: audit() })),
           Effect.catchDefect((defect) =>

@@ -10,13 +10,16 @@ export interface StageSpanOptions<A> {
   readonly attributes?: Record<string, unknown>
   /** Attributes learnt from the stage's result. */
   readonly annotate?: (value: A) => Record<string, unknown>
+  /** Attributes read when the stage ends, however it ends. */
+  readonly atEnd?: () => Record<string, unknown>
 }
 
 export const stageSpan = <A>(name: string, options: StageSpanOptions<A> = {}) =>
 <E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiber((fiber) => {
     if (!fiber.getRef(References.TracerEnabled)) return self
-    const annotate = options.annotate
-    const body = annotate === undefined ? self : Effect.tap(self, (value) => Effect.annotateCurrentSpan(annotate(value)))
+    const { annotate, atEnd } = options
+    const annotated = annotate === undefined ? self : Effect.tap(self, (value) => Effect.annotateCurrentSpan(annotate(value)))
+    const body = atEnd === undefined ? annotated : Effect.onExit(annotated, () => Effect.annotateCurrentSpan(atEnd()))
     return Effect.withSpan(body, name, { kind: options.kind, attributes: options.attributes })
   })
