@@ -42,6 +42,7 @@ import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { protocolRefusal } from "./protocol.ts"
 import { clientParent } from "../services/tracing/propagation.ts"
 import { endRequestSpan, startRequestSpan } from "../services/tracing/request-span.ts"
+import { NO_STACK } from "../services/tracing/stage-span.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"
 import { type Match, makeRouteTable, type Route } from "./router.ts"
 
@@ -210,6 +211,6 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         Effect.onInterrupt(() => endRequest(state, drain?.cutting() === true ? CUT_BY_SHUTDOWN : CLIENT_LEFT))
       )
       const under = span ?? parent
-      return yield* (under === undefined ? handled : Effect.withParentSpan(handled, under))
+      return yield* (under === undefined ? handled : Effect.withParentSpan(handled, under, NO_STACK))
     })
   })

@@ -16,6 +16,7 @@ import { Context, Effect, Exit, Scope, type Tracer } from "effect"
 import { randomBytes } from "node:crypto"
 import type { AuditRecord } from "../domain/records.ts"
 import type { RequestTooLarge, UnsupportedMediaType, ValidationFailed } from "../domain/errors.ts"
+import { NO_STACK } from "../services/tracing/stage-span.ts"
 
 export interface AuditFields {
   key_id: string | null
@@ -103,7 +104,7 @@ export const owesRefund = (outcome: Outcome): boolean => outcome.failure !== und
 export const endRequest = (state: RequestState, outcome: Outcome): Effect.Effect<void> => {
   const close = Scope.close(state.scope, Exit.succeed(outcome))
   // A stream ends its request from the fiber writing the response, outside the request's span.
-  return state.span === undefined ? close : Effect.withParentSpan(close, state.span)
+  return state.span === undefined ? close : Effect.withParentSpan(close, state.span, NO_STACK)
 }
 
 export class CurrentRequest extends Context.Service<CurrentRequest, RequestState>()("modelgate/CurrentRequest") {}

@@ -6,6 +6,7 @@
  * off no span is made (see services/tracing/stage-span.ts).
  */
 import { Clock, Effect, Exit, References, Stream, type Tracer } from "effect"
+import { NO_STACK } from "../tracing/stage-span.ts"
 
 export interface UpstreamCall {
   readonly provider: string
@@ -30,7 +31,7 @@ const spanOptions = (call: UpstreamCall) => ({
 
 /** A call whose answer is read whole. */
 export const tracedCall = <A, E>(call: UpstreamCall, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.withFiber((fiber) => fiber.getRef(References.TracerEnabled) ? Effect.withSpan(effect, SPAN, spanOptions(call)) : effect)
+  Effect.withFiber((fiber) => fiber.getRef(References.TracerEnabled) ? Effect.withSpan(effect, SPAN, { ...spanOptions(call), ...NO_STACK }) : effect)
 
 const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>) =>
   Effect.flatMap(Clock.currentTimeNanos, (now) => Effect.sync(() => span.end(now, exit)))
@@ -44,7 +45,7 @@ export const tracedStream = <A, E, E2>(
     fiber.getRef(References.TracerEnabled)
       ? Effect.flatMap(Effect.makeSpan(SPAN, spanOptions(call)), (span) =>
         open.pipe(
-          Effect.withParentSpan(span),
+          Effect.withParentSpan(span, NO_STACK),
           Effect.onExit((exit) => Exit.isFailure(exit) ? endSpan(span, exit) : Effect.void),
           Effect.map((stream) => stream.pipe(Stream.onExit((exit) => endSpan(span, exit))))
         ))
