@@ -201,6 +201,38 @@ describe("traces over OTLP/HTTP", () => {
     for (const span of underTool) expect(span.attributes["db.query.text"]).toBeUndefined()
   })
 
+  it("a stateless (2026-07-28) tools/call: the tool span is under its request span too", async () => {
+    const response = await fetch(`${gw.url}/v1/mcp`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "sql_list_tables"
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: {
+          name: "sql_list_tables",
+          arguments: { connection_id: 1 },
+          _meta: {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
+            "io.modelcontextprotocol/clientCapabilities": {}
+          }
+        }
+      })
+    })
+    expect(response.status).toBe(200)
+    const { root, tree } = await waitForRequest(receiver, response.headers.get("x-request-id")!)
+    expect(root.attributes).toMatchObject({ "modelgate.tool": "sql_list_tables", "http.response.status_code": 200 })
+    expect(named(tree, "SqlTools.sql_list_tables").attributes).toMatchObject({ "modelgate.connection_id": 1, "modelgate.sql.count": 1 })
+  })
+
   it("a refused request is traced with its status and slug; a malformed traceparent is ignored", async () => {
     const wrongKey = "sk-mg-00000000000000000000000000000000"
     const response = await chat(gw, wrongKey, {}, { traceparent: "00-not-a-trace-context-01" })
@@ -263,7 +295,12 @@ describe("tracing that must not get in the way", () => {
   it("a stop sends the spans still waiting for their batch (here as protobuf)", async () => {
     const receiver = await startOtlpReceiver()
     const gw = await startGateway(testConfig({
-      telemetry: { otlp_endpoint: receiver.url, otlp_protocol: "http/protobuf", export_interval_ms: 600_000 }
+      telemetry: {
+        otlp_endpoint: receiver.url,
+        otlp_protocol: "http/protobuf",
+        otlp_headers: { "x-collector-token": "collector-secret" },
+        export_interval_ms: 600_000
+      }
     }))
     try {
       const { key } = await gw.createKey()
@@ -276,6 +313,7 @@ describe("tracing that must not get in the way", () => {
       expect(bytes.includes("Auth.authenticate")).toBe(true)
       expect(bytes.includes(PROMPT_MARKER)).toBe(false)
       expect(receiver.requests[0]!.headers["content-type"]).toBe("application/x-protobuf")
+      expect(receiver.requests[0]!.headers["x-collector-token"]).toBe("collector-secret")
     } finally {
       await receiver.close()
     }
