@@ -2,13 +2,16 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
-import { Clock, Effect, Layer, Logger, References } from "effect"
+import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
+import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
+import { AdminIdentity } from "./services/admin-identity/AdminIdentity.ts"
+import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -34,6 +37,7 @@ import { tracingLayer } from "./services/tracing/Tracing.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
+import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
@@ -65,19 +69,45 @@ export const coreLayer = (config: GatewayConfig, overrides: GatewayOverrides = {
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }
 
-export const httpLayer = (config: GatewayConfig) => {
-  const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
-  const auth = makeAdminAuth({ token: config.admin.token, secure: config.server.tls !== undefined || config.server.trust_proxy })
-  const routes = [
-    ...healthRoutes,
-    metricsRoute(config.telemetry.metrics_token),
-    ...modelRoutes,
-    ...completionRoutes,
-    ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
-    ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes })
-  ]
-  return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
-}
+/**
+ * The origin browsers reach the gateway at, for the identity-provider redirect URI:
+ * `admin.oidc.public_url`, else (loopback only, load.ts insists) the address the server bound.
+ * Never a request's Host header: the client chooses that.
+ */
+const publicUrlOf = (config: GatewayConfig) =>
+  Effect.map(HttpServer.HttpServer, (server) => {
+    const configured = config.admin.oidc?.public_url
+    if (configured !== undefined) return new URL(configured).origin
+    const port = "port" in server.address ? server.address.port : config.server.port
+    const host = config.server.host.includes(":") ? `[${config.server.host}]` : config.server.host
+    return `${config.server.tls === undefined ? "http" : "https"}://${host}:${port}`
+  })
+
+export const httpLayer = (config: GatewayConfig) =>
+  Layer.unwrap(Effect.gen(function*() {
+    const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
+    const secure = config.server.tls !== undefined || config.server.trust_proxy
+    const identity = Option.getOrUndefined(yield* Effect.serviceOption(AdminIdentity))
+    const auth = makeAdminAuth({ token: config.admin.token, secure, identity })
+    const publicUrl = identity === undefined ? undefined : yield* publicUrlOf(config)
+    const signInRoutes = identity === undefined || publicUrl === undefined
+      ? []
+      : adminOidcRoutes({ auth, identity, token: config.admin.token, publicUrl, secure })
+    const identityProvider = identity === undefined || publicUrl === undefined
+      ? undefined
+      : { name: identity.name, startUrl: `${publicUrl}${START_PATH}` }
+    const routes = [
+      ...healthRoutes,
+      metricsRoute(config.telemetry.metrics_token),
+      ...modelRoutes,
+      ...completionRoutes,
+      ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+      ...adminSubjectRoutes({ auth }),
+      ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
+      ...signInRoutes
+    ]
+    return HttpServer.serve(yield* makeHttpApp(routes, options))
+  }))
 
 /**
  * Limits live in Redis when one is configured (every replica shares them, and an unreachable
@@ -117,7 +147,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
-    Auth.layer,
+    Auth.layer.pipe(Layer.provideMerge(IdentityTokens.layer(config.auth.oidc))),
+    config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),

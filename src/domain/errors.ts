@@ -10,7 +10,11 @@ const fields = {
   details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
 }
 
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {}
+/** `missing`: no credential at all, so the challenge names no error (RFC 6750 section 3.1). */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
+  ...fields,
+  missing: Schema.optional(Schema.Boolean)
+}) {}
 export class KeyInactive extends Schema.TaggedError<KeyInactive>()("KeyInactive", fields) {}
 export class ScopeViolation extends Schema.TaggedError<ScopeViolation>()("ScopeViolation", fields) {}
 export class ToolsDisabled extends Schema.TaggedError<ToolsDisabled>()("ToolsDisabled", fields) {}

@@ -7,7 +7,7 @@
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Option, References, Scope, type Tracer } from "effect"
+import { Cause, Effect, LogLevel, Option, References, Scope, type Tracer } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
@@ -102,6 +102,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     const patterns = new Set<string>(routes.map((r) => r.path))
     const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     const match = makeRouteTable<RoutesContext<Routes>>(routes)
+    // Decided once: below `info` the per-request line is not even built (it is on the hot path).
+    const logsRequests = LogLevel.isGreaterThanOrEqualTo("Info", yield* References.MinimumLogLevel)
     // Off (telemetry.otlp_endpoint unset): no request span is made at all.
     const tracing = yield* References.TracerEnabled
 
@@ -182,7 +184,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const record = toAuditRecord(state, outcome.status, outcome.slug)
           audit.append(record)
           metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
-          return span === undefined ? logRequest(record, span) : Effect.andThen(logRequest(record, span), endRequestSpan(span, record))
+          const logged = logsRequests ? logRequest(record, span) : Effect.void
+          return span === undefined ? logged : Effect.andThen(logged, endRequestSpan(span, record))
         }))
       const handled = dispatch(request, state, found).pipe(
         Effect.provideService(CurrentRequest, state),

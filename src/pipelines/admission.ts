@@ -53,7 +53,7 @@ export const admitCosts = (options: {
         model: options.model,
         method: state.method,
         endpoint: state.endpoint
-      }, key.budget).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
+      }, key).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
       (charge, exit) => {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)

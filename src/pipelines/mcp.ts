@@ -17,7 +17,7 @@ import { type Cause, Effect, Exit, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ScopeViolation, ToolsDisabled, toEnvelope, ValidationFailed } from "../domain/errors.ts"
-import type { ApiKeyRecord } from "../domain/records.ts"
+import type { Principal } from "../domain/records.ts"
 import { CurrentRequest, RequestBody } from "./request.ts"
 import { json } from "./respond.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
@@ -72,10 +72,12 @@ const checkProtocolHeader = Effect.gen(function*() {
   }
 })
 
-const requireTools = (key: ApiKeyRecord) =>
+const requireTools = (key: Principal) =>
   key.tools_enabled
     ? Effect.void
-    : Effect.fail(new ToolsDisabled({ message: "this key may not use the MCP tools (tools_enabled is false)" }))
+    : Effect.fail(new ToolsDisabled({
+      message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use the MCP tools (tools_enabled is false)`
+    }))
 
 const sessionHeader = Effect.gen(function*() {
   const request = yield* HttpServerRequest
@@ -93,7 +95,7 @@ const sessionHeader = Effect.gen(function*() {
  * A tools/call of a known tool, as the CallToolResult both eras send; undefined for an unknown
  * tool (a JSON-RPC error that costs nothing). Credits are charged once the tool is known.
  */
-const runTool = (key: ApiKeyRecord, name: string, args: Record<string, unknown>) =>
+const runTool = (key: Principal, name: string, args: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const tools = yield* SqlTools
@@ -104,7 +106,7 @@ const runTool = (key: ApiKeyRecord, name: string, args: Record<string, unknown>)
     // as on the other surfaces.
     const call = yield* Scope.fork(state.scope)
     yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
-    const grants = new Map((yield* (yield* Connections).grantsOf(key.id)).map((g) => [g.connection_id, g.role] as const))
+    const grants = yield* (yield* Connections).grantsFor(key)
     const outcome = yield* tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId })
     state.audit.connection_id = outcome.audit.connection_id
     state.audit.details = { ...state.audit.details, ...outcome.audit.details }
@@ -155,7 +157,7 @@ type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>>
  * (tools_disabled, budget, credits) or a failure of the gateway's own is answered as on every
  * other surface, with the envelope and its status, instead of what the SDK made of it.
  */
-const statelessRequest = (key: ApiKeyRecord, body: Record<string, unknown>) =>
+const statelessRequest = (key: Principal, body: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const request = yield* HttpServerRequest

@@ -47,8 +47,16 @@ export interface RequestState {
   readonly scope: Scope.Closeable
   /** Which client tool sent it and its session, from the client's attribution headers (audit only). */
   client: ClientAttribution | null
+  /** The identity-provider subject it acts as (`key_id` then holds the subject id); audit details only. */
+  identity: IdentityAttribution | null
   /** The request's span when tracing is on; what runs when the request ends runs under it. */
   readonly span: Tracer.Span | undefined
+}
+
+export interface IdentityAttribution {
+  readonly issuer: string
+  readonly subject: string
+  readonly policy: string | null
 }
 
 export interface ClientAttribution {
@@ -162,6 +170,7 @@ export const makeRequestState = (options: {
   headers: {},
   scope: Scope.makeUnsafe(),
   client: options.client ?? null,
+  identity: null,
   span: options.span
 })
 
@@ -175,5 +184,11 @@ export const toAuditRecord = (state: RequestState, status: number, error: string
   duration_ms: Math.round((performance.now() - state.startedAt) * 1000) / 1000,
   client_addr: state.clientAddr,
   ...state.audit,
-  details: state.client === null ? state.audit.details : { ...state.audit.details, client: state.client }
+  details: state.client === null && state.identity === null
+    ? state.audit.details
+    : {
+      ...state.audit.details,
+      ...(state.client === null ? {} : { client: state.client }),
+      ...(state.identity === null ? {} : { identity: state.identity })
+    }
 })

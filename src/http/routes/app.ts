@@ -19,7 +19,7 @@ import { readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
-import type { AdminAuth } from "./admin-auth.ts"
+import type { AdminAuth, AdminSession } from "./admin-auth.ts"
 
 export const APP_DIST = fileURLToPath(new URL("../../../app/dist/", import.meta.url))
 
@@ -89,6 +89,8 @@ export interface AppRoutesOptions {
   readonly maxBodyBytes: number
   /** Where the built app is; tests may point elsewhere. */
   readonly dist?: string
+  /** `admin.oidc`: the sign-in button's name and where it starts (an absolute URL on the public origin). */
+  readonly identityProvider?: { readonly name: string; readonly startUrl: string } | undefined
 }
 
 const SignIn = Schema.Struct({ token: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096)) })
@@ -119,14 +121,24 @@ export const appRoutes = (options: AppRoutesOptions) => {
 
   const noStore = { "cache-control": "no-store", ...securityHeaders }
 
-  const sessionView = (session: { readonly csrfToken: string; readonly expiresAt: number }) => ({
+  const sessionView = (session: AdminSession) => ({
     csrf_token: session.csrfToken,
-    expires_at: new Date(session.expiresAt).toISOString()
+    expires_at: new Date(session.expiresAt).toISOString(),
+    // Who signed in, when it was an identity-provider admin (the admin token names no one).
+    admin: session.admin === undefined ? null : { subject: session.admin.subject, name: session.admin.displayName }
   })
+
+  // How one may sign in, for the sign-in page: the admin token always, an identity provider when configured.
+  const signInOptions = {
+    identity_provider: options.identityProvider === undefined
+      ? null
+      : { name: options.identityProvider.name, start_url: options.identityProvider.startUrl }
+  }
 
   return [
     route("GET", "/app", serve("index.html")),
     route("GET", "/app/*", Effect.flatMap(CurrentRequest, (state) => serve(state.params["*"] ?? ""))),
+    route("GET", "/app/sign-in", Effect.succeed(HttpServerResponse.setHeaders(json(signInOptions), noStore))),
     route("GET", "/app/session", Effect.gen(function*() {
       const session = yield* options.auth.currentSession
       if (session === undefined) return yield* new Unauthorized({ message: "not signed in" })

@@ -13,7 +13,7 @@
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, ValidationFailed } from "../../domain/errors.ts"
-import type { CreditMovement, Reservation } from "../../domain/records.ts"
+import type { CreditMovement, Principal, Reservation } from "../../domain/records.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
 import { spoolPath } from "../durability/spool.ts"
@@ -55,12 +55,13 @@ export class Credits extends Context.Service<Credits, {
   /** This process's replica id: the owner of the reservations it takes. */
   readonly replicaId: string
   /**
-   * Counts the request against the key's budget (when it has one), then reserves `amount` (nothing
-   * for free models), atomically: 429 budget_exhausted, or 402 when the pool cannot pay.
+   * Counts the request against the budget of the key or subject it acts for (when it has one),
+   * then reserves `amount` (nothing for free models), atomically: 429 budget_exhausted, or 402
+   * when the pool cannot pay. `charge.key_id` is the principal's id.
    */
   readonly reserve: (
     charge: Charge,
-    budget: { readonly max_requests: number } | null
+    principal: Principal
   ) => Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits | DependencyUnavailable>
   /** The request ended and keeps its charge. Never fails: what cannot be written now is retried. */
   readonly settle: (charge: Charge) => Effect.Effect<void>
@@ -171,12 +172,17 @@ export class Credits extends Context.Service<Credits, {
 
         return Credits.of({
           replicaId,
-          reserve: (charge, budget) =>
-            budget === null && charge.amount <= 0
+          reserve: (charge, principal) => {
+            const budget = principal.budget
+            return budget === null && charge.amount <= 0
               ? Effect.succeed(undefined)
               : store.admitPaid({
                 keyId: charge.key_id,
-                budget: budget !== null,
+                budget: budget === null
+                  ? false
+                  : principal.kind === "subject"
+                  ? { max_requests: budget.max_requests, issuer: principal.issuer, subject: principal.subject }
+                  : true,
                 charge: charge.amount > 0 ? { ...charge, actor: charge.key_id } : undefined,
                 reservation: replica
                   ? { owner: replicaId, method: charge.method ?? null, endpoint: charge.endpoint ?? null }
@@ -196,7 +202,7 @@ export class Credits extends Context.Service<Credits, {
                       return Effect.succeed(charge.amount > 0 ? charge : undefined)
                     case "BudgetExhausted":
                       return Effect.fail(new BudgetExhausted({
-                        message: `this key's request budget of ${budget?.max_requests} requests is used up`,
+                        message: `this ${principal.kind === "subject" ? "subject" : "key"}'s request budget of ${budget?.max_requests} requests is used up`,
                         details: { max_requests: budget?.max_requests }
                       }))
                     case "Insufficient":
@@ -206,7 +212,8 @@ export class Credits extends Context.Service<Credits, {
                       }))
                   }
                 })
-              ),
+              )
+          },
           settle: (charge) =>
             replica ? end({ op: "settle", request_id: charge.request_id, actor: charge.key_id, note: "" }) : Effect.void,
           refund: (charge, note) =>

@@ -24,7 +24,7 @@ const MAX_MODELS = 200
 const OTHER_MODEL = "other"
 /** Refusals counted on their own: what an operator tunes limits, budgets and credits by. */
 const REFUSALS = ["rate_limited", "budget_exhausted", "insufficient_credits"] as const
-export type Dependency = "store" | "redis"
+export type Dependency = "store" | "redis" | "identity_provider"
 
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 
@@ -108,7 +108,7 @@ export const makeMetrics = (): MetricsShape => {
   })
   const dependencyErrors = new Counter({
     name: "modelgate_dependency_errors_total",
-    help: "Failed calls to a dependency (store or redis)",
+    help: "Failed calls to a dependency (store, redis, or an identity provider's keys)",
     labelNames: ["dependency"] as const,
     registers: [registry]
   })
@@ -128,7 +128,8 @@ export const makeMetrics = (): MetricsShape => {
   const refusalChildren = new Map<string, Child<object>>(REFUSALS.map((reason) => [reason, atZero(refusals.labels(reason))]))
   const dependencyChildren: Record<Dependency, Child<object>> = {
     store: atZero(dependencyErrors.labels("store")),
-    redis: atZero(dependencyErrors.labels("redis"))
+    redis: atZero(dependencyErrors.labels("redis")),
+    identity_provider: atZero(dependencyErrors.labels("identity_provider"))
   }
 
   const traceSpanChildren = { exported: atZero(traceSpans.labels("exported")), dropped: atZero(traceSpans.labels("dropped")) }

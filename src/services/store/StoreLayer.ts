@@ -15,9 +15,10 @@ import { McpSessionsRepo } from "./McpSessionsRepo.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
+import { SubjectsRepo } from "./SubjectsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
-export type StoreRepos = KeysRepo | CreditsRepo | AuditRepo | ConnectionsRepo | McpSessionsRepo | SqlHistoryRepo
+export type StoreRepos = KeysRepo | CreditsRepo | AuditRepo | ConnectionsRepo | McpSessionsRepo | SqlHistoryRepo | SubjectsRepo
 
 const repositories = Layer.mergeAll(
   KeysRepo.layer,
@@ -25,7 +26,8 @@ const repositories = Layer.mergeAll(
   AuditRepo.layer,
   ConnectionsRepo.layer,
   McpSessionsRepo.layer,
-  SqlHistoryRepo.layer
+  SqlHistoryRepo.layer,
+  SubjectsRepo.layer
 )
 
 /** The repositories on a client, built only after the schema is migrated. */

@@ -167,9 +167,30 @@ const reservations = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * Identity-provider subjects (decisions section 11): one row per issuer + subject seen, keyed by
+ * its subject id, holding what must outlive a token: the request budget it has used (its maximum
+ * comes from the policy in the config) and when it was first and last seen.
+ */
+const identitySubjects = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE identity_subjects (
+      id TEXT PRIMARY KEY,
+      issuer TEXT NOT NULL,
+      subject TEXT NOT NULL,
+      budget_used ${big} NOT NULL DEFAULT 0,
+      first_seen_at TEXT NOT NULL,
+      last_seen_at TEXT NOT NULL,
+      UNIQUE (issuer, subject)
+    )`
+  ])
+}
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),
   "3_sql_tools": sqlTools(dialect),
-  "4_credit_reservations": reservations(dialect)
+  "4_credit_reservations": reservations(dialect),
+  "5_identity_subjects": identitySubjects(dialect)
 })
