@@ -33,6 +33,8 @@ import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Drain } from "./pipelines/drain.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
+import { SERVER_INFO } from "./services/mcp/advertised.ts"
+import { tracingLayer } from "./services/tracing/Tracing.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
@@ -144,9 +146,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
-    Layer.provideMerge(coreLayer(config, overrides)),
-    // At the bottom: the Redis client, the provider clients and the audit writer count into it.
-    Layer.provideMerge(Metrics.layer)
+    Layer.provideMerge(coreLayer(config, overrides))
   )
   const server = layerNodeServer({
     host: config.server.host,
@@ -163,7 +163,13 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Layer.provideMerge(server),
     Layer.provideMerge(requestServices)
   )
-  const logged = Layer.provide(gateway, loggingLayer(config))
+  const observed = gateway.pipe(
+    // Under everything that makes spans, so its exporter sends the last of them after they ended.
+    Layer.provideMerge(tracingLayer(config.telemetry, SERVER_INFO.version)),
+    // At the bottom: the Redis client, the provider clients, the audit writer and the trace exporter count into it.
+    Layer.provideMerge(Metrics.layer)
+  )
+  const logged = Layer.provide(observed, loggingLayer(config))
   return overrides.clock === undefined ? logged : Layer.provide(logged, Layer.succeed(Clock.Clock, overrides.clock))
 }
 

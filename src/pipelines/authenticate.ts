@@ -21,6 +21,7 @@ import { AppConfig } from "../services/config/AppConfig.ts"
 import type { RateDecision as Decision } from "../services/limits/gcra.ts"
 import { RateLimiter } from "../services/limits/RateLimiter.ts"
 import { rateLimitedError, rateLimitHeaders } from "../services/limits/refusals.ts"
+import { stageSpan } from "../services/tracing/stage-span.ts"
 import { CurrentRequest } from "./request.ts"
 
 /** The key, or identity-provider subject, the request was authenticated as. */
@@ -32,11 +33,21 @@ export class RateDecision extends Context.Service<RateDecision, Decision>()("mod
 const admitKey = Effect.gen(function*() {
   const request = yield* HttpServerRequest
   const state = yield* CurrentRequest
-  const key = yield* (yield* Auth).authenticate(request.headers)
+  const key = yield* (yield* Auth).authenticate(request.headers).pipe(
+    stageSpan("Auth.authenticate", { annotate: (key) => ({ "modelgate.key_id": key.id, "modelgate.auth.kind": key.kind }) })
+  )
   state.audit.key_id = key.id
   if (key.kind === "subject") state.identity = { issuer: key.issuer, subject: key.subject, policy: key.policy }
   const perMinute = key.limits?.requests_per_minute ?? (yield* AppConfig).limits.requests_per_minute
-  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute)
+  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(
+    stageSpan("RateLimiter.consume", {
+      annotate: (decision) => ({
+        "modelgate.rate.allowed": decision.allowed,
+        "modelgate.rate.limit": decision.limit,
+        "modelgate.rate.remaining": decision.remaining
+      })
+    })
+  )
   if (!decision.allowed) return yield* rateLimitedError(decision)
   Object.assign(state.headers, rateLimitHeaders(decision))
   if (key.kind === "subject" && key.policy === null) {

@@ -38,6 +38,8 @@ export interface MetricsShape {
   /** A recorder of upstream time to first byte (response headers) for one provider, resolved once. */
   readonly firstByteRecorder: (provider: string) => (seconds: number) => void
   readonly dependencyError: (dependency: Dependency) => void
+  /** Spans the trace exporter handed to the collector, or dropped (no room, or the collector did not take them). */
+  readonly traceSpans: (outcome: "exported" | "dropped", count: number) => void
   /** The exposition text, after `refresh` set the values read at scrape time. */
   readonly render: (refresh: { readonly auditBuffered: number; readonly auditDropped: number }) => Effect.Effect<string>
   readonly contentType: string
@@ -113,6 +115,13 @@ export const makeMetrics = (): MetricsShape => {
     registers: [registry]
   })
 
+  const traceSpans = new Counter({
+    name: "modelgate_trace_spans_total",
+    help: "Spans sent to the OTLP collector (exported) or dropped because it was down, slow or refused them",
+    labelNames: ["outcome"] as const,
+    registers: [registry]
+  })
+
   // Children that exist from the start, so a scrape before any traffic shows them at 0.
   const atZero = <C extends Child<object>>(child: C): C => {
     child.inc(0)
@@ -124,6 +133,8 @@ export const makeMetrics = (): MetricsShape => {
     redis: atZero(dependencyErrors.labels("redis")),
     identity_provider: atZero(dependencyErrors.labels("identity_provider"))
   }
+
+  const traceSpanChildren = { exported: atZero(traceSpans.labels("exported")), dropped: atZero(traceSpans.labels("dropped")) }
 
   interface RouteChildren {
     readonly duration: { readonly observe: (value: number) => void }
@@ -206,6 +217,7 @@ export const makeMetrics = (): MetricsShape => {
       return (seconds) => child.observe(seconds)
     },
     dependencyError: (dependency) => dependencyChildren[dependency].inc(),
+    traceSpans: (outcome, count) => traceSpanChildren[outcome].inc(count),
     render: (refresh) =>
       Effect.promise(() => {
         auditBuffered.set(refresh.auditBuffered)

@@ -14,6 +14,7 @@ import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
+import { tracedCall, tracedStream } from "./upstream-span.ts"
 
 /** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
 export interface ChatStreamItem {
@@ -126,17 +127,21 @@ export const makeOpenAIClient = (
   const redact = makeRedactor([key])
   const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
   const base = provider.base_url!.replace(/\/+$/, "")
+  const server = new URL(base).host
   const post = (body: Record<string, unknown>, path = "/chat/completions") =>
     timedToFirstByte(postJson({ provider: provider.name, agent, url: base + path, headers, body, redact }), firstByte)
+  const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
   return {
     kind: "openai",
     name: provider.name,
-    embeddings: (body) => Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact)),
+    embeddings: (body) =>
+      tracedCall(call(body, false), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact))),
     responses: provider.responses_api
       ? {
-        complete: (body) => Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact)),
+        complete: (body) =>
+          tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact))),
         stream: (body) =>
-          Effect.map(post(body, "/responses"), (response) => {
+          tracedStream(call(body, true), Effect.map(post(body, "/responses"), (response) => {
             // A terminal event (completed, incomplete, failed) is how the upstream says it is done.
             let finished = false
             return sseEvents(provider.name, response).pipe(
@@ -159,12 +164,12 @@ export const makeOpenAIClient = (
               Stream.takeUntil((item) => isTerminalResponsesEvent(item.event.type)),
               Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "a terminal response event")))))
             )
-          })
+          }))
       }
       : undefined,
-    complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact)),
+    complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact))),
     stream: (body) =>
-      Effect.map(post(body), (response) => {
+      tracedStream(call(body, true), Effect.map(post(body), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
         let finished = false
         return sseEvents(provider.name, response).pipe(
@@ -190,7 +195,7 @@ export const makeOpenAIClient = (
           }),
           Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "[DONE] or a finish_reason")))))
         )
-      })
+      }))
   }
 }
 
@@ -203,6 +208,8 @@ export const makeAnthropicClient = (
   const key = apiKeyOf(provider, env)
   const redact = makeRedactor([key])
   const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
+  const server = new URL(base).host
+  const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
   const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, url = base) => {
     const headers: Record<string, string> = {
       "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
@@ -214,11 +221,15 @@ export const makeAnthropicClient = (
   return {
     kind: "anthropic",
     name: provider.name,
-    complete: (body, forwarded) => Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact)),
+    complete: (body, forwarded) =>
+      tracedCall(call(body, false), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact))),
     countTokens: (body, forwarded) =>
-      Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact)),
+      tracedCall(
+        call(body, false),
+        Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact))
+      ),
     stream: (body, forwarded) =>
-      Effect.map(post(body, forwarded), (response) => {
+      tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {
         let stopped = false
         return sseEvents(provider.name, response).pipe(
           Stream.filter((event) => event.data !== "" && event.event !== "ping"),
@@ -238,6 +249,6 @@ export const makeAnthropicClient = (
           Stream.takeUntil((event) => event.type === "message_stop"),
           Stream.concat(Stream.suspend(() => (stopped ? Stream.empty : Stream.fail(endedEarly(provider.name, "message_stop")))))
         )
-      })
+      }))
   }
 }

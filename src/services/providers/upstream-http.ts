@@ -11,6 +11,7 @@ import { Agent, errors as undiciErrors, request } from "undici"
 import type { Readable } from "node:stream"
 import { NotFound, ProviderError, UpstreamTimeout, ValidationFailed } from "../../domain/errors.ts"
 import type { ProviderConfig } from "../config/schema.ts"
+import { outgoingTraceHeaders } from "../tracing/propagation.ts"
 import type { Redact } from "./redact.ts"
 
 /**
@@ -138,18 +139,20 @@ export const postJson = (options: {
   readonly body: unknown
   readonly redact: Redact
 }): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
-  Effect.tryPromise({
-    try: (signal) =>
-      request(options.url, {
-        method: "POST",
-        dispatcher: options.agent,
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...options.headers },
-        body: JSON.stringify(options.body),
-        signal
-      }),
-    catch: (error) => transportFailure(options.provider, error)
-  }).pipe(
+  Effect.flatMap(outgoingTraceHeaders, (trace) =>
+    Effect.tryPromise({
+      try: (signal) =>
+        request(options.url, {
+          method: "POST",
+          dispatcher: options.agent,
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...trace, ...options.headers },
+          body: JSON.stringify(options.body),
+          signal
+        }),
+      catch: (error) => transportFailure(options.provider, error)
+    })).pipe(
     Effect.interruptible,
+    Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.statusCode)),
     Effect.flatMap((response) => {
       if (response.statusCode >= 200 && response.statusCode < 300) {
         return Effect.succeed({ status: response.statusCode, headers: response.headers, body: response.body as unknown as Readable })

@@ -129,6 +129,21 @@ models:
     expect(errorOf(load("{ not: [valid"))).toContain("not valid YAML")
     expect(errorOf(load("- a list"))).toContain("mapping")
   })
+
+  it("reads the tracing settings: off by default, the endpoint from MODELGATE_TELEMETRY_OTLP_ENDPOINT, bad values named", () => {
+    const off = Result.getOrThrow(load(undefined)).telemetry
+    expect(off).toMatchObject({ otlp_protocol: "http/json", otlp_headers: {}, service_name: "modelgate", sample_ratio: 1 })
+    expect(off.otlp_endpoint).toBeUndefined()
+    const on = Result.getOrThrow(load("telemetry: { otlp_headers: { x-api-key: abc } }", {
+      MODELGATE_TELEMETRY_OTLP_ENDPOINT: "http://collector:4318",
+      MODELGATE_TELEMETRY_SAMPLE_RATIO: "0.25"
+    })).telemetry
+    expect(on).toMatchObject({ otlp_endpoint: "http://collector:4318", sample_ratio: 0.25, otlp_headers: { "x-api-key": "abc" } })
+    expect(errorOf(load("telemetry: { otlp_endpoint: collector:4318 }"))).toContain("telemetry.otlp_endpoint")
+    expect(errorOf(load("telemetry: { sample_ratio: 1.5 }"))).toContain("telemetry.sample_ratio")
+    expect(errorOf(load("telemetry: { otlp_protocol: grpc }"))).toContain("telemetry.otlp_protocol")
+    expect(errorOf(load("telemetry: { otlp_headers: { 'bad header': x } }"))).toContain("telemetry.otlp_headers")
+  })
 })
 
 describe("config: auth.oidc", () => {
