@@ -13,6 +13,7 @@ import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { createClient } from "redis"
 import { stringify } from "yaml"
+import { heapChosen, SERVE_HEAP_FLAGS } from "../bin/serve-flags.ts"
 
 export const ROOT = resolve(import.meta.dirname, "..")
 /** The Node 24 running this script: `npm run bench` puts node_modules/.bin first on PATH. */
@@ -151,28 +152,39 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
  */
 const GATEWAY_NODE_FLAGS = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(/\s+/).filter((flag) => flag !== "")
 
+/** The gateway's heap settings as the report states them: the `modelgate` command's, unless chosen here. */
+export const GATEWAY_HEAP_NOTE = heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS)
+  ? [...GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS ?? ""].join(" ").trim()
+  : `${SERVE_HEAP_FLAGS.join(" ")} (bin/serve-flags.ts, the defaults of modelgate serve)`
+
 export interface Gateway extends Child {
   readonly url: string
   readonly adminToken: string
 }
 
 /**
- * Runs `node src/main.ts --config <file> serve --port <free port>` and waits for /healthz.
- * Retries on a fresh port if another process took the chosen one in between.
+ * Runs `node bin/modelgate.js --config <file> serve --port <free port>` (what `npm start` and the
+ * installed command run) and waits for /healthz, polling every `pollMs`. Retries on a fresh port
+ * if another process took the chosen one in between.
  */
-export const startGateway = async (dir: string, name: string, config: Record<string, unknown>): Promise<Gateway> => {
+export const startGateway = async (
+  dir: string,
+  name: string,
+  config: Record<string, unknown>,
+  options: { readonly pollMs?: number } = {}
+): Promise<Gateway> => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
   const configPath = join(dir, `${name}.yaml`)
   writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: "none" } }))
   for (let attempt = 1;; attempt++) {
     const port = await freePort()
-    const child = startChild([...GATEWAY_NODE_FLAGS, "src/main.ts", "--config", configPath, "serve", "--port", String(port)], "ignore")
+    const child = startChild([...GATEWAY_NODE_FLAGS, "bin/modelgate.js", "--config", configPath, "serve", "--port", String(port)], "ignore")
     const url = `http://127.0.0.1:${port}`
     const started = Date.now()
     while (child.process.exitCode === null && Date.now() - started < 30_000) {
       const healthy = await fetch(`${url}/healthz`).then((r) => r.ok, () => false)
       if (healthy) return { ...child, url, adminToken }
-      await sleep(50)
+      await sleep(options.pollMs ?? 50)
     }
     await child.stop()
     if (attempt >= 3) throw new Error(`gateway ${name} did not start:\n${child.output()}`)
@@ -197,16 +209,21 @@ export const createKey = async (gateway: Gateway, body: Record<string, unknown>)
   return { id: created.id, key: created.key }
 }
 
-/** The child's peak resident set (VmHWM), in MiB; Linux only. */
-export const peakRssMiB = (pid: number): number | undefined => {
+const statusMiB = (pid: number, field: "VmHWM" | "VmRSS"): number | undefined => {
   try {
     const status = readFileSync(`/proc/${pid}/status`, "utf8")
-    const match = /^VmHWM:\s+(\d+)\s+kB$/m.exec(status)
+    const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, "m").exec(status)
     return match ? Number(match[1]) / 1024 : undefined
   } catch {
     return undefined
   }
 }
+
+/** The child's peak resident set (VmHWM), in MiB; Linux only. */
+export const peakRssMiB = (pid: number): number | undefined => statusMiB(pid, "VmHWM")
+
+/** The child's resident set now (VmRSS), in MiB; Linux only. */
+export const rssMiB = (pid: number): number | undefined => statusMiB(pid, "VmRSS")
 
 const CLOCK_TICKS_PER_SECOND = (() => {
   try {

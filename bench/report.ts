@@ -196,6 +196,14 @@ export const limitsTable = (rows: ReadonlyArray<LimitsRow>) => {
   )
 }
 
+export const startupTable = (
+  rows: ReadonlyArray<{ command: string; runs: number; wallMs: number; cpuMs: number; rssMiB: number; exitCode: number | null }>
+) =>
+  table(
+    ["command", "runs", "wall (median)", "CPU (median)", "RSS (median)", "exit"],
+    rows.map((r) => [r.command, String(r.runs), ms(r.wallMs), ms(r.cpuMs), mib(r.rssMiB), r.exitCode === null ? "-" : String(r.exitCode)])
+  )
+
 export interface Goal {
   readonly name: string
   readonly pass: boolean

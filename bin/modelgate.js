@@ -1,3 +1,21 @@
 #!/usr/bin/env node
 // Runs on the Node 24 that `npm ci` installs into node_modules/.bin (npm and npx put it first on PATH).
-import "../src/main.ts"
+import { enableCompileCache } from "node:module"
+import { heapChosen, SERVE_HEAP_FLAGS } from "./serve-flags.ts"
+
+// `serve` runs with the heap settings of serve-flags.ts unless the operator chose their own. Heap
+// sizes are fixed when V8 starts, so Node is started again with them: execve keeps the process
+// id, stdio and signals (what a supervisor sees), and costs one Node start (about 40 ms).
+if (process.argv.slice(2).includes("serve") && !heapChosen(process.execArgv, process.env.NODE_OPTIONS) && typeof process.execve === "function") {
+  try {
+    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...SERVE_HEAP_FLAGS, ...process.argv.slice(1)])
+  } catch (error) {
+    // execve returns only when it failed (a sandbox may forbid it): serve with Node's defaults.
+    process.emitWarning(`modelgate: could not restart Node with ${SERVE_HEAP_FLAGS.join(" ")}: ${error.message}`)
+  }
+}
+
+// Enabled before src/main.ts loads so that it covers main's own imports too: Node compiles every
+// TypeScript module on load, and a cached compilation is most of a fast start.
+enableCompileCache()
+await import("../src/main.ts")

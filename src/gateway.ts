@@ -2,13 +2,17 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
-import { Clock, Effect, Layer, Logger, References } from "effect"
+import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
+import { coreLayer, type CoreOverrides } from "./core.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
+import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
+import { AdminIdentity } from "./services/admin-identity/AdminIdentity.ts"
+import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -29,20 +33,17 @@ import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Drain } from "./pipelines/drain.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
+import { SERVER_INFO } from "./services/mcp/advertised.ts"
+import { tracingLayer } from "./services/tracing/Tracing.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
-import { KeyCache } from "./services/auth/KeyCache.ts"
+import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
-import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
-import { CreditsRepo } from "./services/store/CreditsRepo.ts"
-import { StoreLayer } from "./services/store/StoreLayer.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
-export interface GatewayOverrides {
-  /** Every store repository at once (for example `StoreLayer.fromUrl`, or one with a repository swapped). */
-  readonly store?: ReturnType<typeof StoreLayer.fromUrl> | undefined
+export interface GatewayOverrides extends CoreOverrides {
   /** The provider clients (for example `scriptedProviders` from services/providers/scripted.ts). */
   readonly providers?: Layer.Layer<Providers> | undefined
   /** Rate limiter and stream slots together. */
@@ -55,27 +56,45 @@ export interface GatewayOverrides {
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
 }
 
-/** Store plus the services every entry point (server and CLI) shares. */
-export const coreLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
-  const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store))
-  )
-  return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
-}
+/**
+ * The origin browsers reach the gateway at, for the identity-provider redirect URI:
+ * `admin.oidc.public_url`, else (loopback only, load.ts insists) the address the server bound.
+ * Never a request's Host header: the client chooses that.
+ */
+const publicUrlOf = (config: GatewayConfig) =>
+  Effect.map(HttpServer.HttpServer, (server) => {
+    const configured = config.admin.oidc?.public_url
+    if (configured !== undefined) return new URL(configured).origin
+    const port = "port" in server.address ? server.address.port : config.server.port
+    const host = config.server.host.includes(":") ? `[${config.server.host}]` : config.server.host
+    return `${config.server.tls === undefined ? "http" : "https"}://${host}:${port}`
+  })
 
-export const httpLayer = (config: GatewayConfig) => {
-  const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
-  const auth = makeAdminAuth({ token: config.admin.token, secure: config.server.tls !== undefined || config.server.trust_proxy })
-  const routes = [
-    ...healthRoutes,
-    metricsRoute(config.telemetry.metrics_token),
-    ...modelRoutes,
-    ...completionRoutes,
-    ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
-    ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes })
-  ]
-  return Layer.unwrap(Effect.map(makeHttpApp(routes, options), (app) => HttpServer.serve(app)))
-}
+export const httpLayer = (config: GatewayConfig) =>
+  Layer.unwrap(Effect.gen(function*() {
+    const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
+    const secure = config.server.tls !== undefined || config.server.trust_proxy
+    const identity = Option.getOrUndefined(yield* Effect.serviceOption(AdminIdentity))
+    const auth = makeAdminAuth({ token: config.admin.token, secure, identity })
+    const publicUrl = identity === undefined ? undefined : yield* publicUrlOf(config)
+    const signInRoutes = identity === undefined || publicUrl === undefined
+      ? []
+      : adminOidcRoutes({ auth, identity, token: config.admin.token, publicUrl, secure })
+    const identityProvider = identity === undefined || publicUrl === undefined
+      ? undefined
+      : { name: identity.name, startUrl: `${publicUrl}${START_PATH}` }
+    const routes = [
+      ...healthRoutes,
+      metricsRoute(config.telemetry.metrics_token),
+      ...modelRoutes,
+      ...completionRoutes,
+      ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+      ...adminSubjectRoutes({ auth }),
+      ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
+      ...signInRoutes
+    ]
+    return HttpServer.serve(yield* makeHttpApp(routes, options))
+  }))
 
 /**
  * Limits live in Redis when one is configured (every replica shares them, and an unreachable
@@ -115,7 +134,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
-    Auth.layer,
+    Auth.layer.pipe(Layer.provideMerge(IdentityTokens.layer(config.auth.oidc))),
+    config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
@@ -126,9 +146,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),
     Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
-    Layer.provideMerge(coreLayer(config, overrides)),
-    // At the bottom: the Redis client, the provider clients and the audit writer count into it.
-    Layer.provideMerge(Metrics.layer)
+    Layer.provideMerge(coreLayer(config, overrides))
   )
   const server = layerNodeServer({
     host: config.server.host,
@@ -145,7 +163,13 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Layer.provideMerge(server),
     Layer.provideMerge(requestServices)
   )
-  const logged = Layer.provide(gateway, loggingLayer(config))
+  const observed = gateway.pipe(
+    // Under everything that makes spans, so its exporter sends the last of them after they ended.
+    Layer.provideMerge(tracingLayer(config.telemetry, SERVER_INFO.version)),
+    // At the bottom: the Redis client, the provider clients, the audit writer and the trace exporter count into it.
+    Layer.provideMerge(Metrics.layer)
+  )
+  const logged = Layer.provide(observed, loggingLayer(config))
   return overrides.clock === undefined ? logged : Layer.provide(logged, Layer.succeed(Clock.Clock, overrides.clock))
 }
 

@@ -1,17 +1,32 @@
 /**
  * The `modelgate` command: `serve` runs the gateway, `keys ...` and `credits ...` manage the
  * configured store directly, for operators without the admin API.
+ *
+ * Only the command line's grammar and the config loader load up front; each command imports its
+ * module (src/commands) when it runs, so `keys list` or a config error never loads the server
+ * (issue 14: a store command answers in a fraction of `serve`'s start-up time and memory).
+ * Effect modules are imported one by one (`effect/Effect`, not the `effect` index) for the
+ * same reason: the index loads every module of the library.
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer, Logger, Option, References, Runtime } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
-import { randomBytes } from "node:crypto"
-import { HttpServer } from "effect/http"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import * as Cause from "effect/Cause"
+import * as Argument from "effect/cli/Argument"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import { enableCompileCache } from "node:module"
 import { loadConfig } from "./cli/load-config.ts"
-import { coreLayer, gatewayLayer, loggingLayer } from "./gateway.ts"
-import type { GatewayConfig } from "./services/config/schema.ts"
-import { ApiKeys, toKeyView } from "./services/keys/ApiKeys.ts"
-import { Credits } from "./services/credits/Credits.ts"
+
+// Node compiles every TypeScript module it loads; the cache keeps that work across runs (keyed by
+// file contents and Node version). bin/modelgate.js enables it before this file loads; this covers
+// `node src/main.ts` for the commands' modules. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+enableCompileCache()
 
 const configFlag = Flag.String("config").pipe(
   Flag.withAlias("c"),
@@ -30,7 +45,8 @@ const readConfig = (flags?: { host?: string | undefined; port?: number | undefin
     return yield* loadConfig({ path: Option.getOrUndefined(config), env: process.env, flags })
   })
 
-const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
+/** A command's module, imported when the command runs (a failed import is a defect: a broken install). */
+const load = <M>(module: () => Promise<M>) => Effect.promise(module)
 
 const serve = Command.make(
   "serve",
@@ -39,45 +55,13 @@ const serve = Command.make(
     port: Flag.Int("port").pipe(Flag.withDescription("Port to bind, 0 for any free port (overrides server.port)"), Flag.optional)
   },
   Effect.fn(function*({ host, port }) {
-    const configured = yield* readConfig({ host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) })
-    // With no admin token and only this machine able to connect (the embedded default), a
-    // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
-    // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled.
-    const oneTimeToken = configured.admin.token === undefined && isLoopback(configured.server.host)
-      ? randomBytes(24).toString("base64url")
-      : undefined
-    const config = oneTimeToken === undefined ? configured : { ...configured, admin: { ...configured.admin, token: oneTimeToken } }
-    const announce = Layer.effectDiscard(
-      HttpServer.addressFormattedWith((formatted) => {
-        const address = config.server.tls ? formatted.replace("http://", "https://") : formatted
-        return Effect.andThen(
-          Effect.log(`modelgate listening on ${address}`),
-          oneTimeToken === undefined
-            ? config.admin.token === undefined ? Effect.void : Effect.log(`admin app: ${address}/app`)
-            // Printed whatever the log level: without it the admin app cannot be opened.
-            : Console.log(
-              `admin app: ${address}/app, sign in with this one-time admin token (valid until the process stops; ` +
-                `set admin.token or MODELGATE_ADMIN_TOKEN to choose a lasting one): ${oneTimeToken}`
-            )
-        )
-      })
-    )
-    return yield* Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
-      // The gateway's own layer applies these too; here they also cover the announcement.
-      Effect.provide(loggingLayer(config))
-    )
+    const config = yield* readConfig({ host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) })
+    const { serve } = yield* load(() => import("./commands/serve.ts"))
+    return yield* serve(config)
   })
 ).pipe(Command.withDescription("Run the gateway"))
 
-/** Runs a key operation against the configured store, the same code path as the admin API. */
-const withKeys = <A, E>(f: (keys: ApiKeys["Service"]) => Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const config = yield* readConfig()
-    return yield* Effect.flatMap(ApiKeys, f).pipe(Effect.provide(coreLayer(config)))
-  })
-
-const print = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
-
+const keysModule = load(() => import("./commands/keys.ts"))
 const idArgument = Argument.String("id").pipe(Argument.withDescription("Key id (key_...)"))
 
 const keysCreate = Command.make(
@@ -89,25 +73,20 @@ const keysCreate = Command.make(
     budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key"), Flag.optional),
     expires: Flag.String("expires").pipe(Flag.withDescription("Expiry, ISO-8601"), Flag.optional)
   },
-  Effect.fn(function*({ name, models, tools, budget, expires }) {
-    const created = yield* withKeys((keys) =>
-      keys.create({
-        name,
-        allowed_models: Option.match(models, { onNone: () => null, onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) }),
-        tools_enabled: tools,
-        budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
-        expires_at: Option.getOrNull(expires)
-      })
-    )
-    yield* print({ ...toKeyView(created.record), key: created.key })
-    yield* Console.error("Store the key now: it is shown only once.")
+  Effect.fn(function*(flags) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).createKey(config, flags)
   })
 ).pipe(Command.withDescription("Create an API key and print it (the only time the full key is shown)"))
 
-const keysList = Command.make("list", {}, () =>
-  withKeys((keys) => keys.list).pipe(Effect.flatMap((list) => print(list.map(toKeyView))))).pipe(
-    Command.withDescription("List API keys")
-  )
+const keysList = Command.make(
+  "list",
+  {},
+  Effect.fn(function*() {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).listKeys(config)
+  })
+).pipe(Command.withDescription("List API keys"))
 
 const keysRotate = Command.make(
   "rotate",
@@ -116,20 +95,28 @@ const keysRotate = Command.make(
     grace: Flag.Int("grace-seconds").pipe(Flag.withDescription("Keep the old key working this long"), Flag.withDefault(0))
   },
   Effect.fn(function*({ id, grace }) {
-    const rotated = yield* withKeys((keys) => keys.rotate(id, { grace_seconds: grace }))
-    yield* print({ ...toKeyView(rotated.record), key: rotated.key })
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).rotateKey(config, id, grace)
   })
 ).pipe(Command.withDescription("Replace a key's secret; prints the new key"))
 
-const keysRevoke = Command.make("revoke", { id: idArgument }, ({ id }) =>
-  withKeys((keys) => keys.revoke(id)).pipe(Effect.flatMap((record) => print(toKeyView(record))))).pipe(
-    Command.withDescription("Deactivate a key (it then gets 401 key_inactive)")
-  )
+const keysRevoke = Command.make(
+  "revoke",
+  { id: idArgument },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).revokeKey(config, id)
+  })
+).pipe(Command.withDescription("Deactivate a key (it then gets 401 key_inactive)"))
 
-const keysDelete = Command.make("delete", { id: idArgument }, ({ id }) =>
-  withKeys((keys) => keys.remove(id)).pipe(Effect.andThen(Console.log(`deleted ${id}`)))).pipe(
-    Command.withDescription("Delete a key (it then gets 401 unauthorized)")
-  )
+const keysDelete = Command.make(
+  "delete",
+  { id: idArgument },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).deleteKey(config, id)
+  })
+).pipe(Command.withDescription("Delete a key (it then gets 401 unauthorized)"))
 
 const keys = Command.make("keys").pipe(
   Command.withDescription("Manage API keys in the configured store"),
@@ -143,12 +130,13 @@ const creditsAdd = Command.make(
     note: Flag.String("note").pipe(Flag.withDescription("Why (kept in the ledger)"), Flag.optional)
   },
   Effect.fn(function*({ amount, note }) {
-    if (amount <= 0) return yield* Console.error("modelgate: credits must be a positive integer")
+    if (amount <= 0) {
+      yield* Console.error("modelgate: credits must be a positive integer")
+      return yield* Effect.sync(() => process.exit(1))
+    }
     const config = yield* readConfig()
-    const balance = yield* Effect.flatMap(Credits, (credits) => credits.topup({ amount, actor: "cli", note: Option.getOrNull(note) })).pipe(
-      Effect.provide(Credits.layer({ replica: false }).pipe(Layer.provideMerge(coreLayer(config))))
-    )
-    yield* print({ credits: balance })
+    const { addCredits } = yield* load(() => import("./commands/credits.ts"))
+    return yield* addCredits(config, amount, note)
   })
 ).pipe(Command.withDescription("Top up the workspace credit pool"))
 

@@ -14,10 +14,13 @@ const files = (dir: string): Array<string> =>
   )
 
 const importPattern = /(?:^|\n)\s*(?:import|export)\b[^"']*?from\s*["'](\.[^"']+)["']/g
+/** A lazy `import("./x.ts")` is an edge too: loading later does not make an upward import right. */
+const dynamicImportPattern = /\bimport\(\s*["'](\.[^"']+)["']\s*\)/g
 const graph = new Map<string, Array<string>>()
 for (const file of files(root)) {
   const text = readFileSync(file, "utf8")
-  graph.set(relative(root, file), [...text.matchAll(importPattern)].map((m) => relative(root, resolve(dirname(file), m[1]!))))
+  const targets = [...text.matchAll(importPattern), ...text.matchAll(dynamicImportPattern)]
+  graph.set(relative(root, file), targets.map((m) => relative(root, resolve(dirname(file), m[1]!))))
 }
 
 const LAYERS = ["wire", "domain", "services", "pipelines", "http", "cli", "top"] as const
@@ -35,6 +38,10 @@ describe("architecture", () => {
       }
     }
     expect(upward).toEqual([])
+  })
+
+  it("counts a lazy import() as an edge", () => {
+    expect(graph.get("main.ts")).toContain("commands/serve.ts")
   })
 
   it("the wire package imports only itself", () => {

@@ -1,6 +1,7 @@
 /**
- * The admin app's shell: sign-in with the admin token, then one page per admin area, routed by
- * the URL hash (the gateway serves one page at /app; nothing else needs server routes).
+ * The admin app's shell: sign-in with the admin token (or through the identity provider of
+ * `admin.oidc`, a flow the gateway runs), then one page per admin area, routed by the URL hash
+ * (the gateway serves one page at /app; nothing else needs server routes).
  */
 import { render } from "preact"
 import { useEffect, useState } from "preact/hooks"
@@ -16,6 +17,36 @@ import "./styles.css"
 interface Session {
   csrf_token: string
   expires_at: string
+  /** The identity-provider admin who signed in; null after a sign-in with the admin token. */
+  admin: { subject: string; name: string } | null
+}
+
+interface SignInOptions {
+  identity_provider: { name: string; start_url: string } | null
+}
+
+/**
+ * Why an identity-provider sign-in came back refused (`/app?sign_in_error=<code>`). The gateway
+ * only sends these codes and the page only shows these sentences, so nothing in the URL can
+ * put words of someone else's choosing on it.
+ */
+const SIGN_IN_ERRORS: Record<string, string> = {
+  not_admin: "Your identity-provider account is not an admin of this gateway. Ask its operator to give you the admin group or role (admin.oidc.admin_claim).",
+  denied: "The sign-in was cancelled at the identity provider.",
+  invalid_state: "The sign-in could not be verified: it took too long, was started in another browser, or was tampered with. Start again.",
+  failed: "The identity provider's answer was not accepted. Try again; the gateway's log says why if it keeps failing.",
+  unavailable: "The identity provider could not be reached. Try again later, or sign in with the admin token.",
+  throttled: "Too many failed sign-in attempts from this address. Wait a minute and try again.",
+  disabled: "The admin API is disabled on this gateway (no admin token configured)."
+}
+
+/** The refusal the last identity-provider sign-in came back with, read once and removed from the address bar. */
+const takeSignInError = (): string | undefined => {
+  const params = new URLSearchParams(location.search)
+  const code = params.get("sign_in_error")
+  if (code === null) return undefined
+  history.replaceState(null, "", location.pathname + location.hash)
+  return SIGN_IN_ERRORS[code] ?? SIGN_IN_ERRORS.failed
 }
 
 const pages = [
@@ -28,10 +59,15 @@ const pages = [
 
 const currentPath = () => location.hash.replace(/^#\/?/, "").split("?")[0] || "keys"
 
-const SignIn = (props: { onSignedIn: (session: Session) => void }) => {
+const SignIn = (props: { onSignedIn: (session: Session) => void; refusal: string | undefined }) => {
   const [token, setToken] = useState("")
   const [error, setError] = useState<string>()
   const [busy, setBusy] = useState(false)
+  const [options, setOptions] = useState<SignInOptions>({ identity_provider: null })
+  useEffect(() => {
+    api<SignInOptions>("GET", "/app/sign-in").then(setOptions, () => undefined)
+  }, [])
+  const provider = options.identity_provider
   const submit = async (event: Event) => {
     event.preventDefault()
     setBusy(true)
@@ -48,6 +84,14 @@ const SignIn = (props: { onSignedIn: (session: Session) => void }) => {
     <main class="signin">
       <form class="card" onSubmit={submit} aria-labelledby="signin-title">
         <h1 id="signin-title">modelgate admin</h1>
+        {props.refusal && <p class="form-error" role="alert" id="signin-refusal">{props.refusal}</p>}
+        {provider && (
+          <>
+            {/* A plain navigation: the gateway runs the whole flow and comes back to /app. */}
+            <a class="button primary signin-provider" href={provider.start_url}>Sign in with {provider.name}</a>
+            <p class="signin-or">or</p>
+          </>
+        )}
         <p>Sign in with the gateway's admin token (<code>admin.token</code> or <code>MODELGATE_ADMIN_TOKEN</code>).</p>
         <div class={`field ${error ? "has-error" : ""}`}>
           <label for="admin-token">Admin token</label>
@@ -63,7 +107,7 @@ const SignIn = (props: { onSignedIn: (session: Session) => void }) => {
           />
           {error && <small id="signin-error" class="field-error" role="alert">{error}</small>}
         </div>
-        <button class="primary" type="submit" disabled={busy}>{busy ? "Signing in…" : "Sign in"}</button>
+        <button class={provider ? "" : "primary"} type="submit" disabled={busy}>{busy ? "Signing in…" : "Sign in"}</button>
       </form>
     </main>
   )
@@ -73,6 +117,7 @@ const App = () => {
   const [session, setSession] = useState<Session | null | undefined>(undefined)
   const [path, setPath] = useState(currentPath())
   const [error, setError] = useState<string>()
+  const [refusal] = useState(takeSignInError)
 
   const signedIn = (s: Session) => {
     setCsrfToken(s.csrf_token)
@@ -105,7 +150,7 @@ const App = () => {
   }
 
   if (session === undefined) return <main class="loading" aria-busy="true">Loading…</main>
-  if (session === null) return <SignIn onSignedIn={signedIn} />
+  if (session === null) return <SignIn onSignedIn={signedIn} refusal={refusal} />
 
   const page = pages.find((p) => p.path === path)
   return (
@@ -122,6 +167,7 @@ const App = () => {
             ))}
           </ul>
         </nav>
+        {session.admin && <span class="signed-in-as" title={session.admin.subject}>{session.admin.name}</span>}
         <button type="button" class="signout" onClick={signOut}>Sign out</button>
       </header>
       <main id="main" tabIndex={-1}>

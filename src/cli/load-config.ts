@@ -1,5 +1,6 @@
 /** Reads the config the way every command does: --config, else MODELGATE_CONFIG, else the embedded default. */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { readFile } from "node:fs/promises"
 import { ConfigInvalid, resolveConfig } from "../services/config/load.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"

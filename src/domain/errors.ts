@@ -3,14 +3,17 @@
  * slug of the spec's section 7 and the status table below is the only place that decides the
  * HTTP status, so a slug can never drift between endpoints.
  */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 const fields = {
   message: Schema.String,
   details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
 }
 
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {}
+/** `missing`: no credential at all, so the challenge names no error (RFC 6750 section 3.1). */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
+  ...fields,
+  missing: Schema.optional(Schema.Boolean)
+}) {}
 export class KeyInactive extends Schema.TaggedError<KeyInactive>()("KeyInactive", fields) {}
 export class ScopeViolation extends Schema.TaggedError<ScopeViolation>()("ScopeViolation", fields) {}
 export class ToolsDisabled extends Schema.TaggedError<ToolsDisabled>()("ToolsDisabled", fields) {}

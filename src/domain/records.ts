@@ -24,6 +24,48 @@ export interface ApiKeyRecord {
   readonly previous_key_expires_at: string | null
 }
 
+/**
+ * Who a client request acts as (decisions section 11): an API key, or a subject of an identity
+ * provider whose token a policy admitted. Limits, budgets, usage and audit are kept by `id` for
+ * both, so everything past authentication treats them alike.
+ */
+interface PrincipalScope {
+  /** A key id (`key_...`), or a subject id (`sub_` + a hash of issuer and subject). */
+  readonly id: string
+  /** Aliases or full model ids; null means every model. */
+  readonly allowed_models: ReadonlyArray<string> | null
+  readonly tools_enabled: boolean
+  readonly budget: { readonly max_requests: number } | null
+  readonly limits: { readonly requests_per_minute?: number | undefined; readonly concurrent_streams?: number | undefined } | null
+}
+
+export interface KeyPrincipal extends PrincipalScope {
+  readonly kind: "key"
+}
+
+export interface SubjectPrincipal extends PrincipalScope {
+  readonly kind: "subject"
+  /** The token's `iss` and `sub`: together, who the subject is. */
+  readonly issuer: string
+  readonly subject: string
+  /** The policy that admitted the token; null when none matched (the request is then refused). */
+  readonly policy: string | null
+  /** Connection grants by connection name, from the policy (a key's live in the store instead). */
+  readonly connection_grants: ReadonlyArray<{ readonly connection: string; readonly role: ConnectionRole }>
+}
+
+export type Principal = KeyPrincipal | SubjectPrincipal
+
+/** The identity-provider subject a subject id stands for; kept so usage and audit can name it. */
+export interface SubjectRecord {
+  readonly id: string
+  readonly issuer: string
+  readonly subject: string
+  readonly budget_used: number
+  readonly first_seen_at: string
+  readonly last_seen_at: string
+}
+
 export interface AuditRecord {
   readonly request_id: string
   readonly ts: string

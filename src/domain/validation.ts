@@ -3,7 +3,8 @@
  * formatter, the wire package's: unknown fields refused at every depth, the first problem named
  * by its field path, and a ValidationFailed (400, or 422 where the spec says so) as the error.
  */
-import { Effect, type Schema } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
 import { type DecodeResult, makeDecoder } from "../wire/decode.ts"
 import { ValidationFailed } from "./errors.ts"
 

@@ -6,8 +6,8 @@
  * request.ts); the app ends the request when a plain answer is ready or the client left before
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
-import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Option, Scope } from "effect"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Cause, Effect, LogLevel, Option, References, Scope, type Tracer } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
@@ -27,6 +27,7 @@ import {
   CurrentRequest,
   endRequest,
   makeRequestState,
+  newRequestId,
   outcomeOf,
   RequestBody,
   type RequestState,
@@ -39,8 +40,11 @@ import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { protocolRefusal } from "./protocol.ts"
+import { clientParent } from "../services/tracing/propagation.ts"
+import { endRequestSpan, startRequestSpan } from "../services/tracing/request-span.ts"
+import { NO_STACK } from "../services/tracing/stage-span.ts"
 import { errorResponse, withRequestHeaders } from "./responses.ts"
-import { makeRouteTable, type Route } from "./router.ts"
+import { type Match, makeRouteTable, type Route } from "./router.ts"
 
 export interface AppOptions {
   readonly maxBodyBytes: number
@@ -74,9 +78,11 @@ const storeOutageIn = (cause: Cause.Cause<unknown>): unknown => {
  * One line per request at info: who, what, how it ended. Identifiers only: never the key, the
  * body, a message or a statement, so the log is safe to ship wherever logs go.
  */
-const logRequest = (record: AuditRecord) =>
+const logRequest = (record: AuditRecord, span: Tracer.Span | undefined) =>
   Effect.logInfo("request").pipe(Effect.annotateLogs({
     request_id: record.request_id,
+    // The way from a log line to its trace.
+    ...(span?.sampled ? { trace_id: span.traceId } : {}),
     key_id: record.key_id,
     method: record.method,
     route: record.endpoint,
@@ -96,15 +102,18 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     const patterns = new Set<string>(routes.map((r) => r.path))
     const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     const match = makeRouteTable<RoutesContext<Routes>>(routes)
+    // Decided once: below `info` the per-request line is not even built (it is on the hot path).
+    const logsRequests = LogLevel.isGreaterThanOrEqualTo("Info", yield* References.MinimumLogLevel)
+    // Off (telemetry.otlp_endpoint unset): no request span is made at all.
+    const tracing = yield* References.TracerEnabled
 
-    const dispatch = (request: HttpServerRequest, state: RequestState) => {
+    const dispatch = (request: HttpServerRequest, state: RequestState, found: Match<RoutesContext<Routes>>) => {
       if (options.trustProxy && request.headers["x-forwarded-proto"] !== "https") {
         return Effect.fail(new HttpsRequired({ message: "plain HTTP is refused: connect over HTTPS" }))
       }
       const refusal = protocolRefusal(request)
       if (refusal !== undefined) return Effect.fail(refusal)
       if (declaredLengthExceeds(request, options.maxBodyBytes)) return Effect.fail(tooLarge(options.maxBodyBytes))
-      const found = match(request.method, request.url)
       switch (found._tag) {
         case "NotFound":
           return Effect.fail(new NotFound({ message: `no route for ${request.method} ${state.endpoint}` }))
@@ -146,11 +155,21 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
 
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest
+      // Matched first (it is pure) so that the request span is named by its route.
+      const found = match(request.method, request.url)
+      const requestId = newRequestId()
+      // A client's trace context: the parent of the request span, or (tracing off) passed on upstream as it came.
+      const parent = clientParent(request.headers)
+      const span = tracing
+        ? yield* startRequestSpan({ method: request.method, route: found._tag === "NotFound" ? undefined : found.pattern, requestId, parent })
+        : undefined
       const state = makeRequestState({
         method: request.method,
         path: pathOf(request.url),
         clientAddr: clientAddress(request, options.trustProxy),
-        client: clientAttribution(request.headers)
+        client: clientAttribution(request.headers),
+        requestId,
+        span
       })
       if (drain !== undefined) {
         // Counted until its scope closes (a stream's when the stream ends): what a drain waits for.
@@ -165,9 +184,10 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const record = toAuditRecord(state, outcome.status, outcome.slug)
           audit.append(record)
           metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
-          return logRequest(record)
+          const logged = logsRequests ? logRequest(record, span) : Effect.void
+          return span === undefined ? logged : Effect.andThen(logged, endRequestSpan(span, record))
         }))
-      return yield* dispatch(request, state).pipe(
+      const handled = dispatch(request, state, found).pipe(
         Effect.provideService(CurrentRequest, state),
         Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, options.maxBodyBytes) }),
         Effect.flatMap((response) => finish(request, state, response, undefined)),
@@ -193,5 +213,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         // (Closing a scope twice does nothing, so a request that was already ended keeps its outcome.)
         Effect.onInterrupt(() => endRequest(state, drain?.cutting() === true ? CUT_BY_SHUTDOWN : CLIENT_LEFT))
       )
+      const under = span ?? parent
+      return yield* (under === undefined ? handled : Effect.withParentSpan(handled, under, NO_STACK))
     })
   })

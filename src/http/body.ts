@@ -3,7 +3,7 @@
  * whole body before checking or destroy the socket on overflow (so the client never sees the
  * 413); this reader stops reading at the limit and leaves the socket able to carry the answer.
  */
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Context, Effect } from "effect"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { RequestTooLarge, UnsupportedMediaType, ValidationFailed } from "../domain/errors.ts"

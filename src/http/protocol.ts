@@ -2,7 +2,7 @@
  * Protocol-level mistakes a request can make that Node lets through to the app (with
  * `requireHostHeader` off, so that they get the envelope instead of Node's bare 400).
  */
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ValidationFailed } from "../domain/errors.ts"
 

@@ -8,6 +8,10 @@ import { json } from "../pipelines/respond.ts"
 export const withRequestHeaders = (response: HttpServerResponse.HttpServerResponse, state: RequestState) =>
   HttpServerResponse.setHeaders(response, { ...state.headers, "x-request-id": state.requestId, "request-id": state.requestId })
 
+/** error_description may hold only printable ASCII without a double quote or a backslash (RFC 6750 section 3). */
+const invalidTokenChallenge = (description: string) =>
+  `Bearer error="invalid_token", error_description="${description.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "").slice(0, 200)}"`
+
 export const errorHeaders = (error: ApiError): Record<string, string> => {
   switch (error._tag) {
     case "RateLimited":
@@ -20,8 +24,10 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
     case "MethodNotAllowed":
       return { allow: error.allow.join(", ") }
     case "Unauthorized":
+      // RFC 6750 section 3: a request without credentials gets a bare challenge; a bad one names the error.
+      return { "www-authenticate": error.missing === true ? "Bearer" : invalidTokenChallenge(error.message) }
     case "KeyInactive":
-      return { "www-authenticate": `Bearer error="invalid_token"` }
+      return { "www-authenticate": invalidTokenChallenge(error.message) }
     case "ProviderError":
       return error.retryAfter !== undefined ? { "retry-after": error.retryAfter } : {}
     case "ValidationFailed":

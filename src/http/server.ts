@@ -5,7 +5,7 @@
  * otherwise write a bare status line or close without a word; timeouts on every connection;
  * and an optional cap of open connections per client address.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { readFileSync } from "node:fs"
 import * as Http from "node:http"

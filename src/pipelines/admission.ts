@@ -14,6 +14,7 @@ import { AppConfig } from "../services/config/AppConfig.ts"
 import { Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
 import { StreamSlots } from "../services/limits/StreamSlots.ts"
+import { stageSpan } from "../services/tracing/stage-span.ts"
 import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
 import { CurrentRequest, outcomeOf, owesRefund, RequestBody } from "./request.ts"
@@ -34,7 +35,12 @@ export const admitCosts = (options: {
     if (options.stream) {
       const max = key.limits?.concurrent_streams ?? (yield* AppConfig).limits.concurrent_streams
       const slot = yield* Effect.acquireRelease(
-        (yield* StreamSlots).acquire(key.id, max),
+        (yield* StreamSlots).acquire(key.id, max).pipe(
+          stageSpan("StreamSlots.acquire", {
+            attributes: { "modelgate.streams.limit": max },
+            annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
+          })
+        ),
         (slot) => slot?.release() ?? Effect.void
       )
       if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
@@ -47,7 +53,7 @@ export const admitCosts = (options: {
         model: options.model,
         method: state.method,
         endpoint: state.endpoint
-      }, key.budget),
+      }, key).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
       (charge, exit) => {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
@@ -94,4 +100,4 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     yield* catalog.checkScope(key, resolved)
     yield* admitCosts({ scope: state.scope, stream, model: request.model, credits: options.credits ?? resolved.model.credits })
     return { raw, request, resolved }
-  })
+  }).pipe(stageSpan("Admission.admitModelRequest"))

@@ -6,19 +6,26 @@
  * every endpoint counts, refused ones included, and the admitted ones carry the X-RateLimit-*
  * headers. `route()` refuses a handler that still needs `AuthenticatedKey`, so a route that
  * forgets authentication does not compile.
+ *
+ * The principal is an API key or an identity-provider subject (decisions section 11); both are
+ * limited, budgeted and audited by their id. A subject whose token no policy admits is counted
+ * like any other, then refused with 403 scope_violation: its token is valid (401 would send the
+ * client to sign in again for nothing), it is just not allowed anything here.
  */
 import { Context, Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import type { ApiKeyRecord } from "../domain/records.ts"
+import { ScopeViolation } from "../domain/errors.ts"
+import type { Principal } from "../domain/records.ts"
 import { Auth } from "../services/auth/Auth.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
 import type { RateDecision as Decision } from "../services/limits/gcra.ts"
 import { RateLimiter } from "../services/limits/RateLimiter.ts"
 import { rateLimitedError, rateLimitHeaders } from "../services/limits/refusals.ts"
+import { stageSpan } from "../services/tracing/stage-span.ts"
 import { CurrentRequest } from "./request.ts"
 
-/** The key the request was authenticated with. */
-export class AuthenticatedKey extends Context.Service<AuthenticatedKey, ApiKeyRecord>()("modelgate/AuthenticatedKey") {}
+/** The key, or identity-provider subject, the request was authenticated as. */
+export class AuthenticatedKey extends Context.Service<AuthenticatedKey, Principal>()("modelgate/AuthenticatedKey") {}
 
 /** The rate limiter's answer for this request (an admitted one: refusals never reach the handler). */
 export class RateDecision extends Context.Service<RateDecision, Decision>()("modelgate/RateDecision") {}
@@ -26,12 +33,26 @@ export class RateDecision extends Context.Service<RateDecision, Decision>()("mod
 const admitKey = Effect.gen(function*() {
   const request = yield* HttpServerRequest
   const state = yield* CurrentRequest
-  const key = yield* (yield* Auth).authenticate(request.headers)
+  const key = yield* (yield* Auth).authenticate(request.headers).pipe(
+    stageSpan("Auth.authenticate", { annotate: (key) => ({ "modelgate.key_id": key.id, "modelgate.auth.kind": key.kind }) })
+  )
   state.audit.key_id = key.id
+  if (key.kind === "subject") state.identity = { issuer: key.issuer, subject: key.subject, policy: key.policy }
   const perMinute = key.limits?.requests_per_minute ?? (yield* AppConfig).limits.requests_per_minute
-  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute)
+  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(
+    stageSpan("RateLimiter.consume", {
+      annotate: (decision) => ({
+        "modelgate.rate.allowed": decision.allowed,
+        "modelgate.rate.limit": decision.limit,
+        "modelgate.rate.remaining": decision.remaining
+      })
+    })
+  )
   if (!decision.allowed) return yield* rateLimitedError(decision)
   Object.assign(state.headers, rateLimitHeaders(decision))
+  if (key.kind === "subject" && key.policy === null) {
+    return yield* new ScopeViolation({ message: `no policy of the identity provider ${key.issuer} admits this subject` })
+  }
   return { key, decision }
 })
 

@@ -12,12 +12,11 @@
  * 403 tools_disabled -> 429 budget -> 402 credits (tools/call) -> the tool. Answers are JSON
  * (clients must accept JSON or SSE), notifications get 202 with no body.
  */
-import { specTypeSchemas } from "@modelcontextprotocol/server"
 import { type Cause, Effect, Exit, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ScopeViolation, ToolsDisabled, toEnvelope, ValidationFailed } from "../domain/errors.ts"
-import type { ApiKeyRecord } from "../domain/records.ts"
+import type { Principal } from "../domain/records.ts"
 import { CurrentRequest, RequestBody } from "./request.ts"
 import { json } from "./respond.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
@@ -25,6 +24,7 @@ import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/m
 import type { Credits } from "../services/credits/Credits.ts"
 import type { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { McpSessions } from "../services/mcp/McpSessions.ts"
+import { validateSpec } from "../services/mcp/sdk.ts"
 import { StatelessMcp } from "../services/mcp/StatelessMcp.ts"
 import { Connections } from "../services/sql/Connections.ts"
 import { SqlTools } from "../services/sql/SqlTools.ts"
@@ -34,10 +34,6 @@ import { authenticated, AuthenticatedKey, type RateDecision } from "./authentica
 /** The session revisions this handler speaks, newest first; 2026-07-28 is StatelessMcp's. */
 export const SUPPORTED_MCP_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"] as const
 export const STATELESS_MCP_VERSION = "2026-07-28"
-
-/** The SDK's validator for one spec type; its issues carry the path of what is wrong. */
-const validate = <K extends "JSONRPCMessage" | "InitializeRequest" | "CallToolRequest">(type: K, value: unknown) =>
-  specTypeSchemas[type]["~standard"].validate(value)
 
 const rpcResult = (id: string | number, result: unknown) => json({ jsonrpc: "2.0", id, result })
 const rpcError = (id: string | number | null, code: number, message: string) => json({ jsonrpc: "2.0", id, error: { code, message } })
@@ -72,10 +68,12 @@ const checkProtocolHeader = Effect.gen(function*() {
   }
 })
 
-const requireTools = (key: ApiKeyRecord) =>
+const requireTools = (key: Principal) =>
   key.tools_enabled
     ? Effect.void
-    : Effect.fail(new ToolsDisabled({ message: "this key may not use the MCP tools (tools_enabled is false)" }))
+    : Effect.fail(new ToolsDisabled({
+      message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use the MCP tools (tools_enabled is false)`
+    }))
 
 const sessionHeader = Effect.gen(function*() {
   const request = yield* HttpServerRequest
@@ -93,7 +91,7 @@ const sessionHeader = Effect.gen(function*() {
  * A tools/call of a known tool, as the CallToolResult both eras send; undefined for an unknown
  * tool (a JSON-RPC error that costs nothing). Credits are charged once the tool is known.
  */
-const runTool = (key: ApiKeyRecord, name: string, args: Record<string, unknown>) =>
+const runTool = (key: Principal, name: string, args: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const tools = yield* SqlTools
@@ -104,7 +102,7 @@ const runTool = (key: ApiKeyRecord, name: string, args: Record<string, unknown>)
     // as on the other surfaces.
     const call = yield* Scope.fork(state.scope)
     yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
-    const grants = new Map((yield* (yield* Connections).grantsOf(key.id)).map((g) => [g.connection_id, g.role] as const))
+    const grants = yield* (yield* Connections).grantsFor(key)
     const outcome = yield* tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId })
     state.audit.connection_id = outcome.audit.connection_id
     state.audit.details = { ...state.audit.details, ...outcome.audit.details }
@@ -155,7 +153,7 @@ type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>>
  * (tools_disabled, budget, credits) or a failure of the gateway's own is answered as on every
  * other surface, with the envelope and its status, instead of what the SDK made of it.
  */
-const statelessRequest = (key: ApiKeyRecord, body: Record<string, unknown>) =>
+const statelessRequest = (key: Principal, body: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const request = yield* HttpServerRequest
@@ -193,9 +191,9 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   yield* checkOrigin
   const request = yield* HttpServerRequest
   const body = yield* (yield* RequestBody).jsonObject
-  if ((yield* StatelessMcp).isStateless(request.headers, body)) return yield* statelessRequest(key, body)
+  if (yield* (yield* StatelessMcp).isStateless(request.headers, body)) return yield* statelessRequest(key, body)
   yield* checkProtocolHeader
-  const parsed = validate("JSONRPCMessage", body)
+  const parsed = yield* validateSpec("JSONRPCMessage", body)
   if (parsed.issues !== undefined) {
     const field = (parsed.issues[0]?.path ?? []).map((segment) => typeof segment === "object" ? String(segment.key) : String(segment))
     return yield* new ValidationFailed({ message: "not a JSON-RPC 2.0 message", details: { field: field.join(".") } })
@@ -205,7 +203,7 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   const sessions = yield* McpSessions
 
   if (message.method === "initialize") {
-    const init = validate("InitializeRequest", body)
+    const init = yield* validateSpec("InitializeRequest", body)
     if (init.issues !== undefined) return yield* new ValidationFailed({ message: "malformed initialize request", details: { field: "params" } })
     yield* requireTools(key)
     yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:initialize", credits: 0 })
@@ -241,7 +239,7 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
       return rpcResult(id, { tools: advertisedTools((yield* SqlTools).definitions) })
     case "tools/call": {
-      const call = validate("CallToolRequest", body)
+      const call = yield* validateSpec("CallToolRequest", body)
       if (call.issues !== undefined) return rpcError(id, -32602, "malformed tools/call: params.name is required")
       const { name, arguments: args } = call.value.params
       const result = yield* runTool(key, name, args ?? {})

@@ -12,10 +12,11 @@
  * - `RequestBody`: reading the body is the HTTP layer's job; a pipeline asks for it at the point
  *   of the order of checks where it belongs (after authentication).
  */
-import { Context, type Effect, Exit, Scope } from "effect"
+import { Context, Effect, Exit, Scope, type Tracer } from "effect"
 import { randomBytes } from "node:crypto"
 import type { AuditRecord } from "../domain/records.ts"
 import type { RequestTooLarge, UnsupportedMediaType, ValidationFailed } from "../domain/errors.ts"
+import { NO_STACK } from "../services/tracing/stage-span.ts"
 
 export interface AuditFields {
   key_id: string | null
@@ -46,6 +47,16 @@ export interface RequestState {
   readonly scope: Scope.Closeable
   /** Which client tool sent it and its session, from the client's attribution headers (audit only). */
   client: ClientAttribution | null
+  /** The identity-provider subject it acts as (`key_id` then holds the subject id); audit details only. */
+  identity: IdentityAttribution | null
+  /** The request's span when tracing is on; what runs when the request ends runs under it. */
+  readonly span: Tracer.Span | undefined
+}
+
+export interface IdentityAttribution {
+  readonly issuer: string
+  readonly subject: string
+  readonly policy: string | null
 }
 
 export interface ClientAttribution {
@@ -98,8 +109,11 @@ export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): Outcome =>
 /** The gateway's or the provider's failure: what the request cost is given back, so a retry is never charged twice. */
 export const owesRefund = (outcome: Outcome): boolean => outcome.failure !== undefined && outcome.failure >= 500
 
-export const endRequest = (state: RequestState, outcome: Outcome): Effect.Effect<void> =>
-  Scope.close(state.scope, Exit.succeed(outcome))
+export const endRequest = (state: RequestState, outcome: Outcome): Effect.Effect<void> => {
+  const close = Scope.close(state.scope, Exit.succeed(outcome))
+  // A stream ends its request from the fiber writing the response, outside the request's span.
+  return state.span === undefined ? close : Effect.withParentSpan(close, state.span, NO_STACK)
+}
 
 export class CurrentRequest extends Context.Service<CurrentRequest, RequestState>()("modelgate/CurrentRequest") {}
 
@@ -132,6 +146,7 @@ export const makeRequestState = (options: {
   readonly clientAddr: string | null
   readonly requestId?: string
   readonly client?: ClientAttribution | null
+  readonly span?: Tracer.Span | undefined
 }): RequestState => ({
   requestId: options.requestId ?? newRequestId(),
   method: options.method,
@@ -154,7 +169,9 @@ export const makeRequestState = (options: {
   },
   headers: {},
   scope: Scope.makeUnsafe(),
-  client: options.client ?? null
+  client: options.client ?? null,
+  identity: null,
+  span: options.span
 })
 
 export const toAuditRecord = (state: RequestState, status: number, error: string | null): AuditRecord => ({
@@ -167,5 +184,11 @@ export const toAuditRecord = (state: RequestState, status: number, error: string
   duration_ms: Math.round((performance.now() - state.startedAt) * 1000) / 1000,
   client_addr: state.clientAddr,
   ...state.audit,
-  details: state.client === null ? state.audit.details : { ...state.audit.details, client: state.client }
+  details: state.client === null && state.identity === null
+    ? state.audit.details
+    : {
+      ...state.audit.details,
+      ...(state.client === null ? {} : { client: state.client }),
+      ...(state.identity === null ? {} : { identity: state.identity })
+    }
 })

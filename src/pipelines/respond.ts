@@ -50,6 +50,8 @@ export const eventStreamResponse = <E extends ApiError>(
           return endRequest(state, outcome)
         })
       ),
+      // The frames of one upstream read leave as one write (the platform writes a chunk at a time).
+      Stream.mapArray((frames) => [frames.length === 1 ? frames[0] : frames.join("")] as const),
       Stream.encodeText
     )
     return HttpServerResponse.stream(body, {

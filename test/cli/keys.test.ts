@@ -43,6 +43,17 @@ describe("modelgate keys", () => {
     }
   })
 
+  it("tops up the workspace credit pool, and refuses an amount that is not positive", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, workspace: { credits: 1000 } })
+    const added = await runCli(["--config", config, "credits", "add", "250", "--note", "invoice 42"])
+    expect(added.code).toBe(0)
+    expect(JSON.parse(added.stdout)).toEqual({ credits: 1250 })
+    const refused = await runCli(["--config", config, "credits", "add", "0"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain("credits must be a positive integer")
+  })
+
   it("refuses a bad config with a message naming the field and exit code 1", async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { server: { port: "eighty" } })

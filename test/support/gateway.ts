@@ -17,6 +17,7 @@ import { CreditsRepo } from "../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../src/services/store/KeysRepo.ts"
 import { McpSessionsRepo } from "../../src/services/store/McpSessionsRepo.ts"
 import { SqlHistoryRepo } from "../../src/services/store/SqlHistoryRepo.ts"
+import { SubjectsRepo } from "../../src/services/store/SubjectsRepo.ts"
 import { stringify } from "yaml"
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789"
@@ -32,6 +33,7 @@ export interface TestGateway {
     readonly connections: ConnectionsRepo["Service"]
     readonly mcpSessions: McpSessionsRepo["Service"]
     readonly sqlHistory: SqlHistoryRepo["Service"]
+    readonly subjects: SubjectsRepo["Service"]
   }
   readonly audit: Audit["Service"]
   readonly credits: Credits["Service"]
@@ -71,7 +73,8 @@ export const startGateway = async (
     audit: Context.get(context, AuditRepo),
     connections: Context.get(context, ConnectionsRepo),
     mcpSessions: Context.get(context, McpSessionsRepo),
-    sqlHistory: Context.get(context, SqlHistoryRepo)
+    sqlHistory: Context.get(context, SqlHistoryRepo),
+    subjects: Context.get(context, SubjectsRepo)
   }
   const audit = Context.get(context, Audit)
   const keys = Context.get(context, ApiKeys)

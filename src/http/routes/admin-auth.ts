@@ -1,12 +1,17 @@
 /**
  * Who may call the admin API, and how the admin app's browser session works.
  *
- * Two credentials are accepted: `Authorization: Bearer <admin token>` (scripts, the CLI's peers)
- * and the app's session cookie. The cookie is stateless: `v1.<expiry>.<nonce>.<mac>`, MAC'd with
- * a key derived from the admin token. That choice over a session table: any replica verifies it
- * without a store round trip or shared memory, and changing the admin token ends every session at
- * once. What it gives up: signing out clears the browser's cookie but cannot revoke a copy of it
- * before its expiry, which is why sessions are short (8 hours) and the cookie is HttpOnly.
+ * Three credentials are accepted: `Authorization: Bearer <admin token>` (scripts, the CLI's
+ * peers), `Authorization: Bearer <JWT>` from the identity provider of `admin.oidc` whose claims
+ * name an admin (services/admin-identity), and the app's session cookie. The cookie is stateless:
+ * `v1.<expiry>.<nonce>.<mac>` for a sign-in with the admin token, `v2.<expiry>.<nonce>.<admin>.<mac>`
+ * for an identity-provider admin (`<admin>`: issuer, subject and display name, so the audit trail
+ * names who acted), MAC'd with a key derived from the admin token. That choice over a session
+ * table: any replica verifies it without a store round trip or shared memory, and changing the
+ * admin token ends every session at once. What it gives up: signing out clears the browser's
+ * cookie but cannot revoke a copy of it before its expiry, which is why sessions are short
+ * (8 hours) and the cookie is HttpOnly. An identity-provider session is not ended early when the
+ * user is removed at the provider either: the claim is checked at sign-in.
  *
  * CSRF: a cookie rides along with any request the browser makes, so a cookie alone never
  * authorizes a state-changing call. Those must carry `X-CSRF-Token`, a second MAC over the
@@ -22,7 +27,8 @@
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
-import { CsrfRejected, Unauthorized } from "../../domain/errors.ts"
+import { CsrfRejected, DependencyUnavailable, type RateLimited, ScopeViolation, Unauthorized } from "../../domain/errors.ts"
+import type { AdminIdentityShape, AdminPrincipal } from "../../services/admin-identity/AdminIdentity.ts"
 import { AdminThrottle } from "../../services/limits/AdminThrottle.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
 
@@ -47,6 +53,29 @@ export interface AdminSession {
   readonly nonce: string
   readonly expiresAt: number
   readonly csrfToken: string
+  /** The identity-provider admin who signed in; absent for a sign-in with the admin token. */
+  readonly admin?: AdminPrincipal | undefined
+}
+
+/** The three segments of a JWT (header.payload.signature), the shape identity-provider tokens have and admin tokens do not need. */
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
+
+/** Rejections that mean a forged or garbled token (counted like a wrong admin token), not an expired or misdirected real one. */
+const FORGERY_REASONS: ReadonlySet<string> = new Set(["signature", "malformed"])
+
+const encodeAdmin = (admin: AdminPrincipal) =>
+  Buffer.from(JSON.stringify({ iss: admin.issuer, sub: admin.subject, name: admin.displayName }), "utf8").toString("base64url")
+
+/** Only ever applied to a segment whose MAC matched, so it is this gateway's own writing. */
+const decodeAdmin = (segment: string): AdminPrincipal | undefined => {
+  try {
+    const value = JSON.parse(Buffer.from(segment, "base64url").toString("utf8")) as Record<string, unknown>
+    return typeof value.iss === "string" && typeof value.sub === "string" && typeof value.name === "string"
+      ? { issuer: value.iss, subject: value.sub, displayName: value.name }
+      : undefined
+  } catch {
+    return undefined
+  }
 }
 
 export const readCookie = (header: string | undefined, name: string): string | undefined => {
@@ -68,7 +97,16 @@ export interface AdminAuthOptions {
   readonly token: string | undefined
   /** HTTPS toward the browser (server.tls, or trust_proxy behind a TLS proxy): the cookie gets `Secure`. */
   readonly secure: boolean
+  /** `admin.oidc`: identity-provider admins, by bearer token and by sign-in. */
+  readonly identity?: AdminIdentityShape | undefined
 }
+
+/** Who acted, in the request's audit record (never a token): the identity-provider admin's issuer and subject. */
+const recordAdmin = (admin: AdminPrincipal) =>
+  Effect.map(CurrentRequest, (state) => {
+    state.audit.details = { ...state.audit.details, admin: { issuer: admin.issuer, subject: admin.subject } }
+    return admin
+  })
 
 export const makeAdminAuth = (options: AdminAuthOptions) => {
   const sessionKey = options.token === undefined
@@ -95,25 +133,29 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
   /** Parses and verifies a session cookie value; `undefined` when forged, malformed or expired. */
   const verifySession = (value: string): { readonly session: AdminSession | undefined; readonly forged: boolean } => {
     const parts = value.split(".")
-    if (sessionKey === undefined || parts.length !== 4 || parts[0] !== "v1") return { session: undefined, forged: true }
-    const [version, expiry, nonce, signature] = parts as [string, string, string, string]
-    if (!macMatches(sessionKey, `${version}.${expiry}.${nonce}`, signature)) return { session: undefined, forged: true }
+    const shaped = (parts[0] === "v1" && parts.length === 4) || (parts[0] === "v2" && parts.length === 5)
+    if (sessionKey === undefined || !shaped) return { session: undefined, forged: true }
+    const signature = parts.pop()!
+    if (!macMatches(sessionKey, parts.join("."), signature)) return { session: undefined, forged: true }
+    const [version, expiry, nonce, adminSegment] = parts as [string, string, string, string | undefined]
+    const admin = version === "v2" ? decodeAdmin(adminSegment ?? "") : undefined
+    if (version === "v2" && admin === undefined) return { session: undefined, forged: true }
     const expiresAt = Number(expiry)
     if (!Number.isSafeInteger(expiresAt) || expiresAt <= Date.now()) return { session: undefined, forged: false }
-    return { session: { nonce, expiresAt, csrfToken: csrfFor(sessionKey, nonce) }, forged: false }
+    return { session: { nonce, expiresAt, csrfToken: csrfFor(sessionKey, nonce), admin }, forged: false }
   }
 
   const cookieAttributes = (maxAge: number) =>
     `Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${options.secure ? "; Secure" : ""}`
 
-  /** A fresh session and the `Set-Cookie` value that carries it. */
-  const issueSession = (): { readonly session: AdminSession; readonly setCookie: string } => {
+  /** A fresh session (for `admin` when an identity-provider admin signed in) and the `Set-Cookie` value that carries it. */
+  const issueSession = (admin?: AdminPrincipal): { readonly session: AdminSession; readonly setCookie: string } => {
     const key = sessionKey!
     const nonce = randomBytes(18).toString("base64url")
     const expiresAt = Date.now() + SESSION_SECONDS * 1000
-    const payload = `v1.${expiresAt}.${nonce}`
+    const payload = admin === undefined ? `v1.${expiresAt}.${nonce}` : `v2.${expiresAt}.${nonce}.${encodeAdmin(admin)}`
     return {
-      session: { nonce, expiresAt, csrfToken: csrfFor(key, nonce) },
+      session: { nonce, expiresAt, csrfToken: csrfFor(key, nonce), admin },
       setCookie: `${SESSION_COOKIE}=${payload}.${mac(key, payload)}; ${cookieAttributes(SESSION_SECONDS)}`
     }
   }
@@ -159,8 +201,34 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
     return session
   })
 
-  /** Guards every admin API route: bearer token, or session cookie plus CSRF proof for writes. */
-  const requireAdmin = Effect.gen(function*() {
+  /**
+   * An identity-provider token: an admin acts; a valid token of someone else is 403; an expired,
+   * misdirected or forged one is 401 (forged ones also count as failed guesses). An issuer that
+   * cannot be reached is 503: the token is neither accepted nor blamed.
+   */
+  const identityAdmin = (identity: AdminIdentityShape, token: string) =>
+    identity.verifyBearer(token).pipe(
+      Effect.catchTags({
+        NotAnAdmin: (error) => Effect.fail(new ScopeViolation({ message: error.message })),
+        TokenRejected: (error) =>
+          error.reason === "unavailable"
+            ? Effect.fail(new DependencyUnavailable({ message: error.message, details: { dependency: "identity_provider" } }))
+            : FORGERY_REASONS.has(error.reason)
+            ? failed(`invalid identity-provider token: ${error.message}`)
+            : Effect.fail(new Unauthorized({ message: `invalid identity-provider token: ${error.message}` }))
+      }),
+      Effect.flatMap(recordAdmin)
+    )
+
+  /**
+   * Guards every admin API route: bearer token (the admin token or an admin's JWT), or session
+   * cookie plus CSRF proof for writes. Succeeds with the identity-provider admin acting, if one is.
+   */
+  const requireAdmin: Effect.Effect<
+    AdminPrincipal | undefined,
+    Unauthorized | ScopeViolation | CsrfRejected | DependencyUnavailable | RateLimited,
+    HttpServerRequest | CurrentRequest | AdminThrottle
+  > = Effect.gen(function*() {
     const request = yield* HttpServerRequest
     if (options.token === undefined) return yield* disabled()
     const header = request.headers["authorization"]
@@ -168,16 +236,20 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       const match = /^Bearer\s+(.+)$/i.exec(header.trim())
       if (!match) return yield* new Unauthorized({ message: "missing admin token: send `Authorization: Bearer <admin token>`" })
       yield* throttled
-      if (!sameSecret(match[1]!.trim(), options.token)) return yield* failed("invalid admin token")
-      return
+      const presented = match[1]!.trim()
+      if (sameSecret(presented, options.token)) return undefined
+      if (options.identity !== undefined && JWT_SHAPE.test(presented)) return yield* identityAdmin(options.identity, presented)
+      return yield* failed("invalid admin token")
     }
     const session = yield* currentSession
     if (session === undefined) {
       return yield* new Unauthorized({
-        message: "missing admin token: send `Authorization: Bearer <admin token>` or sign in at /app"
+        message: "missing admin token: send `Authorization: Bearer <admin token>` or sign in at /app",
+        missing: true
       })
     }
     if (!isSafeMethod(request.method)) yield* checkCsrf(session)
+    return session.admin === undefined ? undefined : yield* recordAdmin(session.admin)
   })
 
   /** Sign-in: the admin token in exchange for a session; throttled like the admin API. */
@@ -190,7 +262,13 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       return issueSession()
     })
 
-  return { requireAdmin, signIn, currentSession, checkCsrf, clearCookie }
+  /**
+   * A session for an identity-provider admin whose sign-in completed (the callback checked state,
+   * nonce and claims); `undefined` while the admin API is disabled (no admin token, no session key).
+   */
+  const signInAdmin = (admin: AdminPrincipal) => sessionKey === undefined ? undefined : issueSession(admin)
+
+  return { requireAdmin, signIn, signInAdmin, currentSession, checkCsrf, clearCookie }
 }
 
 export type AdminAuth = ReturnType<typeof makeAdminAuth>

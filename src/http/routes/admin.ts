@@ -215,9 +215,11 @@ export const adminRoutes = (options: AdminOptions) => {
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       return json(workspace)
     }))),
-    route("POST", "/workspace/credits", admin(Effect.gen(function*() {
+    route("POST", "/workspace/credits", Effect.flatMap(requireAdmin, (acting) => Effect.gen(function*() {
       const input = yield* body(TopUp)
-      const balance = yield* (yield* Credits).topup({ amount: input.credits, actor: "admin", note: input.note ?? null })
+      // The ledger says which identity-provider admin added credits; the admin token names no one.
+      const actor = acting === undefined ? "admin" : `admin:${acting.subject}`
+      const balance = yield* (yield* Credits).topup({ amount: input.credits, actor, note: input.note ?? null })
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       return json({ ...workspace, credits: balance })
     }))),

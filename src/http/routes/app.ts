@@ -1,6 +1,6 @@
 /**
- * The admin app at `/app`: the files `npm ci` built into app/dist (read once at start, served
- * from memory), and its session endpoints. The app itself is a client of the admin API on the
+ * The admin app at `/app`: the files `npm ci` built into app/dist (read once, on the first
+ * request for one, then served from memory), and its session endpoints. The app itself is a client of the admin API on the
  * same origin, authenticated by the session cookie (see admin-auth.ts).
  *
  * Every app response carries a strict Content-Security-Policy: scripts, styles, images and
@@ -19,7 +19,7 @@ import { readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
-import type { AdminAuth } from "./admin-auth.ts"
+import type { AdminAuth, AdminSession } from "./admin-auth.ts"
 
 export const APP_DIST = fileURLToPath(new URL("../../../app/dist/", import.meta.url))
 
@@ -89,17 +89,22 @@ export interface AppRoutesOptions {
   readonly maxBodyBytes: number
   /** Where the built app is; tests may point elsewhere. */
   readonly dist?: string
+  /** `admin.oidc`: the sign-in button's name and where it starts (an absolute URL on the public origin). */
+  readonly identityProvider?: { readonly name: string; readonly startUrl: string } | undefined
 }
 
 const SignIn = Schema.Struct({ token: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096)) })
 
 export const appRoutes = (options: AppRoutesOptions) => {
-  const files = loadStaticFiles(options.dist ?? APP_DIST)
+  // Read on first use: a gateway whose admin app is never opened does not hold it in memory.
+  let loaded: ReadonlyMap<string, StaticFile> | undefined
+  const staticFiles = () => (loaded ??= loadStaticFiles(options.dist ?? APP_DIST))
 
   const serve = (path: string) =>
     Effect.gen(function*() {
       // Unknown paths below /app get the app's page (it routes in the browser), but a missing
       // asset stays a 404 so a stale page does not execute HTML as a script.
+      const files = staticFiles()
       const file = files.get(path) ?? (path.startsWith("assets/") ? undefined : files.get("index.html"))
       if (file === undefined) {
         return yield* new NotFound({
@@ -119,14 +124,24 @@ export const appRoutes = (options: AppRoutesOptions) => {
 
   const noStore = { "cache-control": "no-store", ...securityHeaders }
 
-  const sessionView = (session: { readonly csrfToken: string; readonly expiresAt: number }) => ({
+  const sessionView = (session: AdminSession) => ({
     csrf_token: session.csrfToken,
-    expires_at: new Date(session.expiresAt).toISOString()
+    expires_at: new Date(session.expiresAt).toISOString(),
+    // Who signed in, when it was an identity-provider admin (the admin token names no one).
+    admin: session.admin === undefined ? null : { subject: session.admin.subject, name: session.admin.displayName }
   })
+
+  // How one may sign in, for the sign-in page: the admin token always, an identity provider when configured.
+  const signInOptions = {
+    identity_provider: options.identityProvider === undefined
+      ? null
+      : { name: options.identityProvider.name, start_url: options.identityProvider.startUrl }
+  }
 
   return [
     route("GET", "/app", serve("index.html")),
     route("GET", "/app/*", Effect.flatMap(CurrentRequest, (state) => serve(state.params["*"] ?? ""))),
+    route("GET", "/app/sign-in", Effect.succeed(HttpServerResponse.setHeaders(json(signInOptions), noStore))),
     route("GET", "/app/session", Effect.gen(function*() {
       const session = yield* options.auth.currentSession
       if (session === undefined) return yield* new Unauthorized({ message: "not signed in" })

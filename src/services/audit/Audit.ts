@@ -8,7 +8,14 @@
  * and written by the next start, so a graceful stop loses nothing, store up or down. A SIGKILL
  * loses what was buffered: at most one flush interval of records (more during an outage).
  */
-import { Context, Deferred, Duration, Effect, Fiber, Layer, Option, Semaphore } from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Semaphore from "effect/Semaphore"
 import type { AuditRecord } from "../../domain/records.ts"
 import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { spoolPath, takeSpool, writeSpool } from "../durability/spool.ts"

@@ -1,47 +1,68 @@
 /**
- * Authentication of client requests: one API key from `Authorization: Bearer` or `x-api-key`,
- * checked against the cached key record. Rules (spec section 5, docs/decisions.md section 3):
- * missing, malformed, unknown or deleted -> unauthorized; inactive or expired -> key_inactive.
- * When both headers carry a key they must be the same key, otherwise the request is refused:
- * guessing which one the client meant could authenticate it as the wrong principal.
+ * Authentication of client requests: one credential from `Authorization: Bearer` or `x-api-key`.
+ * An API key (`sk-mg-...`) is checked against the cached key record. Rules (spec section 5,
+ * docs/decisions.md section 3): missing, malformed, unknown or deleted -> unauthorized; inactive or
+ * expired -> key_inactive. When both headers carry a value they must be the same, otherwise the
+ * request is refused: guessing which one the client meant could authenticate it as the wrong
+ * principal. Any other bearer value is tried as an identity-provider token when `auth.oidc` is
+ * configured (IdentityTokens, decisions section 11); without it, it stays a malformed key.
  */
-import { Clock, Context, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
 import type { Headers } from "effect/http/Headers"
 import { type DependencyUnavailable, KeyInactive, Unauthorized } from "../../domain/errors.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import type { ApiKeyRecord, Principal } from "../../domain/records.ts"
+import { IdentityTokens } from "../identity/IdentityTokens.ts"
 import { hashKey, KEY_PATTERN } from "../keys/key-material.ts"
 import { KeysRepo } from "../store/KeysRepo.ts"
 import { KeyCache } from "./KeyCache.ts"
 
 export interface AuthShape {
-  readonly authenticate: (headers: Headers) => Effect.Effect<ApiKeyRecord, Unauthorized | KeyInactive | DependencyUnavailable>
+  readonly authenticate: (headers: Headers) => Effect.Effect<Principal, Unauthorized | KeyInactive | DependencyUnavailable>
 }
 
 const bearerPattern = /^Bearer\s+(.+)$/i
 
-/** The key the request presents, or an Unauthorized explaining why there is none. */
-export const presentedKey = (headers: Headers): string | Unauthorized => {
+/** What the request presents: an API key, another bearer value (maybe a token), or why there is nothing usable. */
+export type PresentedCredential =
+  | { readonly kind: "key"; readonly value: string }
+  | { readonly kind: "bearer"; readonly value: string }
+
+export const presentedCredential = (headers: Headers): PresentedCredential | Unauthorized => {
   const authorization = headers["authorization"]
   const apiKeyHeader = headers["x-api-key"]?.trim()
   let bearer: string | undefined
   if (authorization !== undefined) {
     const match = bearerPattern.exec(authorization.trim())
-    if (!match) return new Unauthorized({ message: "Authorization header must be `Bearer <API key>`" })
+    if (!match) return new Unauthorized({ message: "Authorization header must be `Bearer <API key or token>`" })
     bearer = match[1]!.trim()
   }
   if (bearer !== undefined && apiKeyHeader !== undefined && apiKeyHeader !== "" && bearer !== apiKeyHeader) {
     return new Unauthorized({ message: "Authorization and x-api-key carry different keys; send one key" })
   }
-  const key = bearer ?? apiKeyHeader
-  if (key === undefined || key === "") {
-    return new Unauthorized({ message: "missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`" })
+  const value = bearer ?? apiKeyHeader
+  if (value === undefined || value === "") {
+    return new Unauthorized({
+      message: "missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`",
+      missing: true
+    })
   }
-  if (!KEY_PATTERN.test(key)) {
-    return new Unauthorized({ message: "malformed API key: expected sk-mg- followed by 32 hexadecimal characters" })
-  }
-  return key
+  if (KEY_PATTERN.test(value)) return { kind: "key", value }
+  if (bearer !== undefined) return { kind: "bearer", value }
+  return new Unauthorized({ message: MALFORMED_KEY })
 }
+
+const MALFORMED_KEY = "malformed API key: expected sk-mg- followed by 32 hexadecimal characters"
+
+/** What a key may do, as every stage after authentication sees it. */
+const keyPrincipal = (record: ApiKeyRecord): Principal => ({
+  kind: "key",
+  id: record.id,
+  allowed_models: record.allowed_models,
+  tools_enabled: record.tools_enabled,
+  budget: record.budget,
+  limits: record.limits
+})
 
 export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
   static readonly layer = Layer.effect(
@@ -49,6 +70,7 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
     Effect.gen(function*() {
       const store = yield* KeysRepo
       const cache = yield* KeyCache
+      const identity = Option.getOrUndefined(yield* Effect.serviceOption(IdentityTokens))
       let lastUsed = new Map<string, string>()
 
       const lookup = (hash: string): Effect.Effect<ApiKeyRecord | null, DependencyUnavailable> => {
@@ -62,9 +84,7 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
         )
       }
 
-      const authenticate = Effect.fnUntraced(function*(headers: Headers) {
-        const key = presentedKey(headers)
-        if (typeof key !== "string") return yield* key
+      const authenticateKey = Effect.fnUntraced(function*(key: string) {
         const hash = hashKey(key)
         const record = yield* lookup(hash)
         if (record === null) return yield* new Unauthorized({ message: "unknown API key" })
@@ -82,8 +102,16 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
           return yield* new KeyInactive({ message: `this API key expired at ${record.expires_at}` })
         }
         lastUsed.set(record.id, new Date(now).toISOString())
-        return record
+        return keyPrincipal(record)
       })
+
+      const authenticate = (headers: Headers): Effect.Effect<Principal, Unauthorized | KeyInactive | DependencyUnavailable> => {
+        const credential = presentedCredential(headers)
+        if (credential instanceof Unauthorized) return Effect.fail(credential)
+        if (credential.kind === "key") return authenticateKey(credential.value)
+        if (identity === undefined || !identity.enabled) return Effect.fail(new Unauthorized({ message: MALFORMED_KEY }))
+        return identity.authenticate(credential.value)
+      }
 
       // last_used_at is written in batches off the request path, and once more on shutdown.
       const flushLastUsed = Effect.suspend(() => {

@@ -3,7 +3,11 @@
  * request. Local changes clear it at once; changes made by another replica or by the CLI are
  * noticed by polling the store's key-change counter (one indexed read per interval).
  */
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeysRepo } from "../store/KeysRepo.ts"
 

@@ -13,7 +13,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { NotFound, ScopeViolation } from "../../domain/errors.ts"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import type { Principal } from "../../domain/records.ts"
 import type { GatewayConfig, ModelEndpoint, ProviderConfig } from "../config/schema.ts"
 import { bySpecificity, compilePattern, matchesPattern, ROUTABLE_NAME } from "./patterns.ts"
 
@@ -58,8 +58,8 @@ export interface ModelCatalogShape {
   readonly lookup: (name: string) => ResolvedModel | undefined
   readonly resolve: (name: string) => Effect.Effect<ResolvedModel, NotFound>
   /** 403 unless the key's allow-list covers the model (absent list = every model). */
-  readonly checkScope: (key: ApiKeyRecord, resolved: ResolvedModel) => Effect.Effect<void, ScopeViolation>
-  readonly isAllowed: (key: ApiKeyRecord, model: CatalogModel) => boolean
+  readonly checkScope: (key: Pick<Principal, "allowed_models"> & { readonly kind?: Principal["kind"] }, resolved: ResolvedModel) => Effect.Effect<void, ScopeViolation>
+  readonly isAllowed: (key: Pick<Principal, "allowed_models">, model: CatalogModel) => boolean
 }
 
 /** Whether an allow-list covers a model: any entry equal to, or a pattern fitting, its alias or id. */
@@ -133,7 +133,7 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
     return undefined
   }
 
-  const isAllowed = (key: ApiKeyRecord, model: CatalogModel) => allowListCovers(key.allowed_models, model)
+  const isAllowed = (key: Pick<Principal, "allowed_models">, model: CatalogModel) => allowListCovers(key.allowed_models, model)
 
   return {
     models,
@@ -149,7 +149,7 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
       isAllowed(key, resolved.model)
         ? Effect.void
         : Effect.fail(new ScopeViolation({
-          message: `this key may not use model "${resolved.requested}"`,
+          message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use model "${resolved.requested}"`,
           details: { model: resolved.requested }
         })),
     isAllowed

@@ -1,5 +1,6 @@
 /** The validated configuration as a service, so pipelines read settings without globals. */
-import { Context, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Layer from "effect/Layer"
 import type { GatewayConfig } from "./schema.ts"
 
 export class AppConfig extends Context.Service<AppConfig, GatewayConfig>()("modelgate/AppConfig") {

@@ -2,8 +2,11 @@
  * Turns a YAML file, MODELGATE_* variables and CLI flags into a validated GatewayConfig.
  * Pure apart from reading the file, so every rule here is testable without a process.
  */
-import { Result, Schema, SchemaIssue } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as YAML from "yaml"
+import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "../identity/issuer-rules.ts"
 import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -145,6 +148,50 @@ const checkModelEntry = (m: ModelConfig, at: string): string | undefined => {
   return undefined
 }
 
+const isLoopbackHost = (host: string) => ["localhost", "::1", "[::1]"].includes(host) || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+/** An http(s) URL; plain http only toward this machine (tokens and codes travel over it). */
+const checkUrl = (value: string, at: string, originOnly: boolean): string | undefined => {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return `${at}: expected an absolute URL`
+  }
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
+    return `${at}: expected an https:// URL (http:// only on a loopback host)`
+  }
+  if (url.username !== "" || url.password !== "") return `${at}: no credentials in the URL`
+  if (originOnly && (url.pathname !== "/" || url.search !== "" || url.hash !== "")) {
+    return `${at}: expected an origin only (scheme, host and port; the gateway serves at the root)`
+  }
+  return undefined
+}
+
+/** `admin.oidc`: the rules between its fields, and what it needs from the rest of the file. */
+const checkAdminOidc = (config: GatewayConfig): string | undefined => {
+  const oidc = config.admin.oidc
+  if (oidc === undefined) return undefined
+  const rule = oidc.admin_claim
+  if ((rule.equals === undefined) === (rule.includes === undefined)) {
+    return "admin.oidc.admin_claim: give exactly one of equals or includes"
+  }
+  const urlProblem = checkUrl(oidc.issuer, "admin.oidc.issuer", false) ??
+    (oidc.jwks_url === undefined ? undefined : checkUrl(oidc.jwks_url, "admin.oidc.jwks_url", false)) ??
+    (oidc.public_url === undefined ? undefined : checkUrl(oidc.public_url, "admin.oidc.public_url", true))
+  if (urlProblem) return urlProblem
+  if (!oidc.scopes.includes("openid")) return "admin.oidc.scopes: must include openid"
+  if (oidc.public_url === undefined && !isLoopbackHost(config.server.host)) {
+    return "admin.oidc.public_url: required when server.host is not loopback (the redirect URI is built from it, never from a request's Host header)"
+  }
+  // The session cookies and the sign-in flow's cookie are signed with a key derived from the
+  // admin token; on loopback an unset token is replaced by a one-time one at start (main.ts).
+  if (config.admin.token === undefined && !isLoopbackHost(config.server.host)) {
+    return "admin.token: required with admin.oidc (it signs the app's session cookies; keep it as a break-glass credential)"
+  }
+  return undefined
+}
+
 /** Cross-field rules the per-field schema cannot express; each names the offending field. */
 const checkReferences = (config: GatewayConfig): string | undefined => {
   const providerNames = new Set<string>()
@@ -171,6 +218,8 @@ const checkReferences = (config: GatewayConfig): string | undefined => {
       names.add(name)
     }
   }
+  const adminOidcProblem = checkAdminOidc(config)
+  if (adminOidcProblem) return adminOidcProblem
   const ids = new Set<number>()
   for (const [i, c] of config.connections.entries()) {
     if (ids.has(c.id)) return `connections.${i}.id: duplicate connection id ${c.id}`
@@ -180,6 +229,51 @@ const checkReferences = (config: GatewayConfig): string | undefined => {
     // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a trusted proxy.
     const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.server.host) || config.server.host.startsWith("127.")
     if (!loopback) return `server.tls: required when server.host (${config.server.host}) is not loopback, unless server.trust_proxy is true`
+  }
+  return undefined
+}
+
+/** The rules of `auth.oidc` its schema cannot say; each names the offending field. */
+const checkIdentityIssuers = (config: GatewayConfig): string | undefined => {
+  const issuers = new Set<string>()
+  for (const [i, entry] of config.auth.oidc.entries()) {
+    const at = `auth.oidc.${i}`
+    if (!isAcceptableIssuerUrl(entry.issuer)) {
+      return `${at}.issuer: expected an https URL (plain http only on a loopback host, for development)`
+    }
+    if (issuers.has(entry.issuer)) return `${at}.issuer: ${entry.issuer} is configured twice`
+    issuers.add(entry.issuer)
+    if (typeof entry.audience !== "string" && entry.audience.length === 0) return `${at}.audience: at least one audience is needed`
+    if (entry.jwks_url !== undefined && !isAcceptableIssuerUrl(entry.jwks_url)) {
+      return `${at}.jwks_url: expected an https URL (plain http only on a loopback host, for development)`
+    }
+    if (entry.algorithms !== undefined) {
+      if (entry.algorithms.length === 0) return `${at}.algorithms: at least one algorithm is needed (or leave it out)`
+      const refused = entry.algorithms.find((alg) => !ASYMMETRIC_ALGORITHMS.includes(alg))
+      if (refused !== undefined) {
+        return `${at}.algorithms: ${refused} is not accepted; only asymmetric algorithms (${ASYMMETRIC_ALGORITHMS.join(", ")})`
+      }
+    }
+    if (entry.policies.length === 0) return `${at}.policies: at least one policy is needed (a token without one is refused)`
+    const names = new Set<string>()
+    for (const [j, policy] of entry.policies.entries()) {
+      const pat = `${at}.policies.${j}`
+      if (names.has(policy.name)) return `${pat}.name: duplicate policy name "${policy.name}"`
+      names.add(policy.name)
+      const conditions = policy.when === undefined ? [] : Array.isArray(policy.when) ? policy.when : [policy.when]
+      if (Array.isArray(policy.when) && policy.when.length === 0) return `${pat}.when: an empty list; leave it out to match every token`
+      for (const [k, condition] of conditions.entries()) {
+        const cat = Array.isArray(policy.when) ? `${pat}.when.${k}` : `${pat}.when`
+        if ((condition.equals === undefined) === (condition.includes === undefined)) {
+          return `${cat}: give exactly one of equals or includes`
+        }
+      }
+      const granted = new Set<string>()
+      for (const [k, grant] of policy.connections.entries()) {
+        if (granted.has(grant.connection)) return `${pat}.connections.${k}.connection: "${grant.connection}" is granted twice`
+        granted.add(grant.connection)
+      }
+    }
   }
   return undefined
 }
@@ -240,7 +334,7 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
     models.push(modelWithDefaults({ alias: "echo", id: "echo-1", provider: "echo", credits: 0, max_tokens: 4096, endpoints: ["chat", "embeddings"] }))
   }
   const final: GatewayConfig = { ...config, providers, models }
-  const problem = checkReferences(final)
+  const problem = checkReferences(final) ?? checkIdentityIssuers(final)
   if (problem) return Result.fail(new ConfigInvalid({ message: `${where}: ${problem}` }))
   return Result.succeed(final)
 }

@@ -18,11 +18,14 @@
  * idle replica): a budgeted request waits for the commit that counts it, shared with every other
  * request of its round, and each count is checked in order, so a budget stays exact.
  */
-import { Duration, Effect, Fiber, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
 import { randomBytes } from "node:crypto"
 import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
 import { takeSpool, writeSpool } from "../durability/spool.ts"
-import type { BatchCharge, BatchResult, CreditBatch } from "../store/credit-batches.ts"
+import type { BatchCharge, BatchResult, CreditBatch, SubjectBudget } from "../store/credit-batches.ts"
 import type { CreditsRepo } from "../store/CreditsRepo.ts"
 import type { StoreError } from "../store/StoreError.ts"
 
@@ -102,14 +105,16 @@ interface Waiter {
 
 interface BudgetWaiter {
   readonly keyId: string
+  /** A subject's budget (its row is created by the count, its maximum from its policy); absent for a key's own. */
+  readonly subject: SubjectBudget | undefined
   readonly resume: (outcome: BudgetOutcome) => void
 }
 
 export interface BlockWriter {
   /** Takes `request.amount` from the block (at once when it holds enough), else waits for a lease. */
   readonly spend: (request: SpendRequest) => Effect.Effect<SpendOutcome>
-  /** Counts one request against the key's budget, in the next commit. */
-  readonly countBudget: (keyId: string) => Effect.Effect<BudgetOutcome>
+  /** Counts one request against the budget of the key (or, with `subject`, the subject) `keyId`, in the next commit. */
+  readonly countBudget: (keyId: string, subject?: SubjectBudget) => Effect.Effect<BudgetOutcome>
   /**
    * The request ended: its charge stays (settle) or goes back (refund). Waits for the commit that
    * writes it, or for that commit to fail (then it is retried in the background). Never fails.
@@ -245,8 +250,12 @@ export const makeBlockWriter = (options: {
       if (leasing) detach()
       const budgets = budgetWaiters
       budgetWaiters = []
-      const counts = new Map<string, number>()
-      for (const waiter of budgets) counts.set(waiter.keyId, (counts.get(waiter.keyId) ?? 0) + 1)
+      const counts = new Map<string, { count: number; subject: SubjectBudget | undefined }>()
+      for (const waiter of budgets) {
+        const counted = counts.get(waiter.keyId)
+        // A subject's maximum comes from its policy: the latest request's, should the config change.
+        counts.set(waiter.keyId, { count: (counted?.count ?? 0) + 1, subject: waiter.subject ?? counted?.subject })
+      }
       const returned = returns
       returns = []
       if (sent.length === 0 && budgets.length === 0 && returned.length === 0 && !leasing && !strays) return undefined
@@ -254,7 +263,7 @@ export const makeBlockWriter = (options: {
       return {
         batch: {
           owner,
-          budgets: [...counts].map(([keyId, count]) => ({ keyId, count })),
+          budgets: [...counts].map(([keyId, { count, subject }]) => ({ keyId, count, subject })),
           charges,
           settles,
           refunds,
@@ -539,12 +548,12 @@ export const makeBlockWriter = (options: {
           }
           return spendSlow(request)
         }),
-      countBudget: (keyId) =>
+      countBudget: (keyId, subject) =>
         Effect.suspend(() =>
           outage.down
             ? Effect.succeed<BudgetOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
             : Effect.callback<BudgetOutcome>((resume) => {
-              budgetWaiters.push({ keyId, resume: (outcome) => resume(Effect.succeed(outcome)) })
+              budgetWaiters.push({ keyId, subject, resume: (outcome) => resume(Effect.succeed(outcome)) })
               wake()
             })
         ),

@@ -11,14 +11,18 @@
  * replica whose lease lapsed (it died) are settled by a live one: each reservation refunded with
  * an audit record whose slug is `replica_lost`, the block's unspent rest returned to the pool.
  */
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { randomBytes } from "node:crypto"
 import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, ValidationFailed } from "../../domain/errors.ts"
-import type { CreditMovement, Reservation } from "../../domain/records.ts"
+import type { CreditMovement, Principal, Reservation } from "../../domain/records.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
 import { spoolPath } from "../durability/spool.ts"
-import { CreditsRepo, MAX_POOL_CREDITS } from "../store/CreditsRepo.ts"
+import { CreditsRepo, MAX_POOL_CREDITS, type SubjectBudget } from "../store/CreditsRepo.ts"
 import { makeBlockWriter, SPOOL_FILE } from "./BlockWriter.ts"
 
 export interface Charge {
@@ -38,11 +42,17 @@ export const storeUnavailable = (cause: unknown) =>
     details: { dependency: "store" }
   })
 
-const budgetExhausted = (budget: { readonly max_requests: number }) =>
+const budgetExhausted = (principal: Principal) =>
   new BudgetExhausted({
-    message: `this key's request budget of ${budget.max_requests} requests is used up`,
-    details: { max_requests: budget.max_requests }
+    message: `this ${principal.kind === "subject" ? "subject" : "key"}'s request budget of ${principal.budget?.max_requests} requests is used up`,
+    details: { max_requests: principal.budget?.max_requests }
   })
+
+/** A subject's budget is counted on its own row, with its policy's maximum; a key's on the key (undefined). */
+const subjectBudget = (principal: Principal): SubjectBudget | undefined =>
+  principal.kind === "subject" && principal.budget !== null
+    ? { max_requests: principal.budget.max_requests, issuer: principal.issuer, subject: principal.subject }
+    : undefined
 
 const insufficient = (charge: Charge, available: number) =>
   new InsufficientCredits({
@@ -70,12 +80,13 @@ export class Credits extends Context.Service<Credits, {
   /** This process's replica id: the owner of the reservations it takes. */
   readonly replicaId: string
   /**
-   * Counts the request against the key's budget (when it has one), then reserves `amount` (nothing
-   * for free models), atomically: 429 budget_exhausted, or 402 when the pool cannot pay.
+   * Counts the request against the budget of the key or subject it acts for (when it has one),
+   * then reserves `amount` (nothing for free models), atomically: 429 budget_exhausted, or 402
+   * when the pool cannot pay. `charge.key_id` is the principal's id.
    */
   readonly reserve: (
     charge: Charge,
-    budget: { readonly max_requests: number } | null
+    principal: Principal
   ) => Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits | DependencyUnavailable>
   /** The request ended and keeps its charge. Never fails: what cannot be written now is retried. */
   readonly settle: (charge: Charge) => Effect.Effect<void>
@@ -177,10 +188,10 @@ export class Credits extends Context.Service<Credits, {
         }
 
         /** One-shot commands (no replica): one store transaction per admission. */
-        const admitDirect = (charge: Charge, budget: { readonly max_requests: number } | null) =>
+        const admitDirect = (charge: Charge, principal: Principal) =>
           store.admitPaid({
             keyId: charge.key_id,
-            budget: budget !== null,
+            budget: principal.budget === null ? false : subjectBudget(principal) ?? true,
             charge: charge.amount > 0 ? { ...charge, actor: charge.key_id } : undefined
           }).pipe(
             Effect.mapError(storeUnavailable),
@@ -189,7 +200,7 @@ export class Credits extends Context.Service<Credits, {
                 case "Admitted":
                   return Effect.succeed(charge.amount > 0 ? charge : undefined)
                 case "BudgetExhausted":
-                  return Effect.fail(budgetExhausted(budget!))
+                  return Effect.fail(budgetExhausted(principal))
                 case "Insufficient":
                   return Effect.fail(insufficient(charge, result.available))
               }
@@ -198,16 +209,17 @@ export class Credits extends Context.Service<Credits, {
 
         return Credits.of({
           replicaId,
-          reserve: (charge, budget) =>
-            budget === null && charge.amount <= 0
+          reserve: (charge, principal) => {
+            const budget = principal.budget
+            return budget === null && charge.amount <= 0
               ? Effect.succeed(undefined)
               : writer === undefined
-              ? admitDirect(charge, budget)
+              ? admitDirect(charge, principal)
               : Effect.gen(function*() {
                 if (budget !== null) {
-                  const counted = yield* writer.countBudget(charge.key_id)
+                  const counted = yield* writer.countBudget(charge.key_id, subjectBudget(principal))
                   if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))
-                  if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(budget))
+                  if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(principal))
                 }
                 if (charge.amount <= 0) return undefined
                 const spent = yield* writer.spend(charge)
@@ -219,7 +231,8 @@ export class Credits extends Context.Service<Credits, {
                   case "Insufficient":
                     return yield* Effect.fail(insufficient(charge, spent.available))
                 }
-              }),
+              })
+          },
           settle: (charge) => writer?.end(charge.request_id, "settle", "") ?? Effect.void,
           refund: (charge, note) =>
             writer !== undefined

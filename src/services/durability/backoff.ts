@@ -3,8 +3,10 @@
  * writer, the credit outbox): exponential backoff with full jitter, so replicas that lost the
  * store together do not hammer it in lockstep when it comes back.
  */
-import { Data, Duration, Effect, Fiber } from "effect"
-
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 export interface BackoffPolicy {
   /** The ceiling of the first retry's delay. */
   readonly baseMs: number

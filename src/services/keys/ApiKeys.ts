@@ -3,7 +3,12 @@
  * delete. Every change clears this process's key cache at once; other replicas notice through
  * the store's key-change counter (KeyCache).
  */
-import { Clock, Context, Effect, Layer, Schema, Struct } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Struct from "effect/Struct"
 import { NotFound } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"

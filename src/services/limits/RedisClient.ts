@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto"
 import { Context, Duration, Effect, Layer, Option, Predicate } from "effect"
-import { createClient, ErrorReply } from "redis"
+import type { createClient } from "redis"
 import { DependencyUnavailable } from "../../domain/errors.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 
@@ -72,6 +72,8 @@ export class RedisClient extends Context.Service<RedisClient, RedisClientShape>(
 }
 
 const make = Effect.fnUntraced(function*(url: string, options: RedisClientOptions) {
+  // node-redis loads only when a Redis is configured: a single-process deployment never needs it.
+  const { createClient, ErrorReply } = yield* Effect.promise(() => import("redis"))
   const target = redisTarget(url)
   const commandTimeoutMs = options.commandTimeoutMs ?? 1000
   const connectTimeoutMs = options.connectTimeoutMs ?? 1000

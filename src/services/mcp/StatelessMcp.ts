@@ -10,20 +10,11 @@
  * keeps sessions in the store: `isStateless` is the SDK's own routing predicate, so the two can
  * never disagree about which request is whose.
  */
-import {
-  type AuthInfo,
-  type CallToolResult,
-  classifyInboundRequest,
-  createMcpHandler,
-  type McpRequestContext,
-  ProtocolError,
-  ProtocolErrorCode,
-  Server,
-  type Tool
-} from "@modelcontextprotocol/server"
-import { Context, Effect, Layer } from "effect"
+import type { AuthInfo, CallToolResult, McpRequestContext, Tool } from "@modelcontextprotocol/server"
+import { Context, Effect, Layer, Scope } from "effect"
 import { SqlTools } from "../sql/SqlTools.ts"
 import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "./advertised.ts"
+import { mcpSdk } from "./sdk.ts"
 
 /** What the gateway does for one stateless request; built by the /v1/mcp pipeline. */
 export interface StatelessExchange {
@@ -75,7 +66,7 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
    * ladder refuses, such as a 2026-07-28 header on a body without the `_meta` envelope), as
    * opposed to the session revisions.
    */
-  readonly isStateless: (headers: Readonly<Record<string, string | undefined>>, body: unknown) => boolean
+  readonly isStateless: (headers: Readonly<Record<string, string | undefined>>, body: unknown) => Effect.Effect<boolean>
   /** The SDK's answer to one request; a client that goes away aborts it. */
   readonly serve: (request: StatelessRequest) => Effect.Effect<Response>
 }>()("modelgate/StatelessMcp") {
@@ -85,45 +76,52 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
       const tools = advertisedTools((yield* SqlTools).definitions) as unknown as Array<Tool>
       const runLog = Effect.runForkWith(yield* Effect.context<never>())
 
-      // A fresh low-level Server per request, as the SDK's stateless serving expects: nothing
-      // outlives the exchange. The tools are JSON Schemas already, so the low-level Server fits
-      // better than McpServer's Standard Schema registration.
-      const factory = async (context: McpRequestContext) => {
-        const exchange = exchangeOf(context)
-        await exchange.admit()
-        const server = new Server(SERVER_INFO, {
-          capabilities: { tools: { listChanged: false } },
-          instructions: SERVER_INSTRUCTIONS
-        })
-        server.setRequestHandler("tools/list", () => ({ tools }))
-        server.setRequestHandler("tools/call", async (request, ctx) => {
-          const { name, arguments: args } = request.params
-          const result = await exchange.callTool(name, args ?? {}, ctx.mcpReq.signal)
-          if (result === undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool: ${name}`)
-          return result
-        })
-        return server
-      }
+      const layerScope = yield* Effect.scope
 
-      const handler = createMcpHandler(factory, {
-        // 2025-era traffic never reaches this handler (isStateless routes it to the session
-        // handler); refusing it here keeps the SDK's stateless legacy fallback out of the way.
-        legacy: "reject",
-        onerror: (error) => runLog(Effect.logDebug(`MCP 2026-07-28 request refused or failed: ${error.message}`))
-      })
-      yield* Effect.addFinalizer(() => Effect.promise(() => handler.close()))
+      // Built on the first /v1/mcp request (the SDK loads then, see sdk.ts) and closed with the layer.
+      const sdkHandler = yield* Effect.cached(Effect.gen(function*() {
+        const sdk = yield* mcpSdk
+        // A fresh low-level Server per request, as the SDK's stateless serving expects: nothing
+        // outlives the exchange. The tools are JSON Schemas already, so the low-level Server fits
+        // better than McpServer's Standard Schema registration.
+        const factory = async (context: McpRequestContext) => {
+          const exchange = exchangeOf(context)
+          await exchange.admit()
+          const server = new sdk.Server(SERVER_INFO, {
+            capabilities: { tools: { listChanged: false } },
+            instructions: SERVER_INSTRUCTIONS
+          })
+          server.setRequestHandler("tools/list", () => ({ tools }))
+          server.setRequestHandler("tools/call", async (request, ctx) => {
+            const { name, arguments: args } = request.params
+            const result = await exchange.callTool(name, args ?? {}, ctx.mcpReq.signal)
+            if (result === undefined) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `unknown tool: ${name}`)
+            return result
+          })
+          return server
+        }
+        const handler = sdk.createMcpHandler(factory, {
+          // 2025-era traffic never reaches this handler (isStateless routes it to the session
+          // handler); refusing it here keeps the SDK's stateless legacy fallback out of the way.
+          legacy: "reject",
+          onerror: (error) => runLog(Effect.logDebug(`MCP 2026-07-28 request refused or failed: ${error.message}`))
+        })
+        yield* Scope.addFinalizer(layerScope, Effect.promise(() => handler.close()))
+        return handler
+      }))
 
       return StatelessMcp.of({
         isStateless: (headers, body) =>
-          classifyInboundRequest({
-            httpMethod: "POST",
-            ...(headers["mcp-protocol-version"] === undefined ? {} : { protocolVersionHeader: headers["mcp-protocol-version"] }),
-            ...(headers["mcp-method"] === undefined ? {} : { mcpMethodHeader: headers["mcp-method"] }),
-            ...(headers["mcp-name"] === undefined ? {} : { mcpNameHeader: headers["mcp-name"] }),
-            body
-          }).kind !== "legacy",
+          Effect.map(mcpSdk, (sdk) =>
+            sdk.classifyInboundRequest({
+              httpMethod: "POST",
+              ...(headers["mcp-protocol-version"] === undefined ? {} : { protocolVersionHeader: headers["mcp-protocol-version"] }),
+              ...(headers["mcp-method"] === undefined ? {} : { mcpMethodHeader: headers["mcp-method"] }),
+              ...(headers["mcp-name"] === undefined ? {} : { mcpNameHeader: headers["mcp-name"] }),
+              body
+            }).kind !== "legacy"),
         serve: (request) =>
-          Effect.promise((signal) => {
+          Effect.flatMap(sdkHandler, (handler) => Effect.promise((signal) => {
             const headers = new Headers()
             for (const [name, value] of Object.entries(request.headers)) {
               if (value !== undefined && forwarded(name)) headers.set(name, value)
@@ -139,7 +137,7 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
               parsedBody: request.body,
               authInfo
             })
-          })
+          }))
       })
     })
   )

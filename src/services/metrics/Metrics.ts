@@ -15,7 +15,9 @@
  * Label children are resolved once per combination and cached, so a request costs a few map
  * lookups and additions, no label objects.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 import type { AuditRecord } from "../../domain/records.ts"
 
@@ -24,7 +26,7 @@ const MAX_MODELS = 200
 const OTHER_MODEL = "other"
 /** Refusals counted on their own: what an operator tunes limits, budgets and credits by. */
 const REFUSALS = ["rate_limited", "budget_exhausted", "insufficient_credits"] as const
-export type Dependency = "store" | "redis"
+export type Dependency = "store" | "redis" | "identity_provider"
 
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 
@@ -36,6 +38,8 @@ export interface MetricsShape {
   /** A recorder of upstream time to first byte (response headers) for one provider, resolved once. */
   readonly firstByteRecorder: (provider: string) => (seconds: number) => void
   readonly dependencyError: (dependency: Dependency) => void
+  /** Spans the trace exporter handed to the collector, or dropped (no room, or the collector did not take them). */
+  readonly traceSpans: (outcome: "exported" | "dropped", count: number) => void
   /** The exposition text, after `refresh` set the values read at scrape time. */
   readonly render: (refresh: { readonly auditBuffered: number; readonly auditDropped: number }) => Effect.Effect<string>
   readonly contentType: string
@@ -106,8 +110,15 @@ export const makeMetrics = (): MetricsShape => {
   })
   const dependencyErrors = new Counter({
     name: "modelgate_dependency_errors_total",
-    help: "Failed calls to a dependency (store or redis)",
+    help: "Failed calls to a dependency (store, redis, or an identity provider's keys)",
     labelNames: ["dependency"] as const,
+    registers: [registry]
+  })
+
+  const traceSpans = new Counter({
+    name: "modelgate_trace_spans_total",
+    help: "Spans sent to the OTLP collector (exported) or dropped because it was down, slow or refused them",
+    labelNames: ["outcome"] as const,
     registers: [registry]
   })
 
@@ -119,8 +130,11 @@ export const makeMetrics = (): MetricsShape => {
   const refusalChildren = new Map<string, Child<object>>(REFUSALS.map((reason) => [reason, atZero(refusals.labels(reason))]))
   const dependencyChildren: Record<Dependency, Child<object>> = {
     store: atZero(dependencyErrors.labels("store")),
-    redis: atZero(dependencyErrors.labels("redis"))
+    redis: atZero(dependencyErrors.labels("redis")),
+    identity_provider: atZero(dependencyErrors.labels("identity_provider"))
   }
+
+  const traceSpanChildren = { exported: atZero(traceSpans.labels("exported")), dropped: atZero(traceSpans.labels("dropped")) }
 
   interface RouteChildren {
     readonly duration: { readonly observe: (value: number) => void }
@@ -203,6 +217,7 @@ export const makeMetrics = (): MetricsShape => {
       return (seconds) => child.observe(seconds)
     },
     dependencyError: (dependency) => dependencyChildren[dependency].inc(),
+    traceSpans: (outcome, count) => traceSpanChildren[outcome].inc(count),
     render: (refresh) =>
       Effect.promise(() => {
         auditBuffered.set(refresh.auditBuffered)

@@ -13,7 +13,8 @@ import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
-import { postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
+import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
+import { tracedCall, tracedStream } from "./upstream-span.ts"
 
 /** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
 export interface ChatStreamItem {
@@ -113,6 +114,9 @@ const malformed = (provider: string, data: string, redact: Redact) =>
     details: { provider, upstream_status: null, upstream_error: { message: redact(data.slice(0, 200)) } }
   })
 
+const passed = <B>(value: B): EventOutcome<B, never> => ({ ok: true, value })
+const failed = <E>(error: E): EventOutcome<never, E> => ({ ok: false, error })
+
 export const makeOpenAIClient = (
   provider: ProviderConfig,
   agent: Agent,
@@ -123,45 +127,49 @@ export const makeOpenAIClient = (
   const redact = makeRedactor([key])
   const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
   const base = provider.base_url!.replace(/\/+$/, "")
+  const server = new URL(base).host
   const post = (body: Record<string, unknown>, path = "/chat/completions") =>
     timedToFirstByte(postJson({ provider: provider.name, agent, url: base + path, headers, body, redact }), firstByte)
+  const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
   return {
     kind: "openai",
     name: provider.name,
-    embeddings: (body) => Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact)),
+    embeddings: (body) =>
+      tracedCall(call(body, false), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact))),
     responses: provider.responses_api
       ? {
-        complete: (body) => Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact)),
+        complete: (body) =>
+          tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact))),
         stream: (body) =>
-          Effect.map(post(body, "/responses"), (response) => {
+          tracedStream(call(body, true), Effect.map(post(body, "/responses"), (response) => {
             // A terminal event (completed, incomplete, failed) is how the upstream says it is done.
             let finished = false
             return sseEvents(provider.name, response).pipe(
               Stream.filter((event) => event.data !== "" && event.data !== "[DONE]"),
-              Stream.mapEffect((event) => {
+              mapEventsOrFail((event): EventOutcome<ResponsesStreamItem, ProviderError> => {
                 let parsed: unknown
                 try {
                   parsed = JSON.parse(event.data)
                 } catch {
-                  return Effect.fail(malformed(provider.name, event.data, redact))
+                  return failed(malformed(provider.name, event.data, redact))
                 }
                 const item = parsed as ResponsesStreamItem["event"]
                 if (typeof item !== "object" || item === null || typeof item.type !== "string") {
-                  return Effect.fail(malformed(provider.name, event.data, redact))
+                  return failed(malformed(provider.name, event.data, redact))
                 }
-                if (item.type === "error") return Effect.fail(midStreamError(provider.name, item, redact))
+                if (item.type === "error") return failed(midStreamError(provider.name, item, redact))
                 if (isTerminalResponsesEvent(item.type)) finished = true
-                return Effect.succeed({ event: item, raw: event.data })
+                return passed({ event: item, raw: event.data })
               }),
               Stream.takeUntil((item) => isTerminalResponsesEvent(item.event.type)),
               Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "a terminal response event")))))
             )
-          })
+          }))
       }
       : undefined,
-    complete: (body) => Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact)),
+    complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact))),
     stream: (body) =>
-      Effect.map(post(body), (response) => {
+      tracedStream(call(body, true), Effect.map(post(body), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
         let finished = false
         return sseEvents(provider.name, response).pipe(
@@ -172,22 +180,22 @@ export const makeOpenAIClient = (
             finished = true
             return false
           }),
-          Stream.mapEffect((event) => {
+          mapEventsOrFail((event): EventOutcome<ChatStreamItem, ProviderError> => {
             let parsed: unknown
             try {
               parsed = JSON.parse(event.data)
             } catch {
-              return Effect.fail(malformed(provider.name, event.data, redact))
+              return failed(malformed(provider.name, event.data, redact))
             }
             const error = (parsed as { error?: unknown }).error
-            if (error) return Effect.fail(midStreamError(provider.name, error, redact))
+            if (error) return failed(midStreamError(provider.name, error, redact))
             const chunk = parsed as ChatChunk
             if (Array.isArray(chunk.choices) && chunk.choices.some((choice) => choice?.finish_reason != null)) finished = true
-            return Effect.succeed({ chunk, raw: event.data })
+            return passed({ chunk, raw: event.data })
           }),
           Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(endedEarly(provider.name, "[DONE] or a finish_reason")))))
         )
-      })
+      }))
   }
 }
 
@@ -200,6 +208,8 @@ export const makeAnthropicClient = (
   const key = apiKeyOf(provider, env)
   const redact = makeRedactor([key])
   const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
+  const server = new URL(base).host
+  const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
   const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, url = base) => {
     const headers: Record<string, string> = {
       "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
@@ -211,30 +221,34 @@ export const makeAnthropicClient = (
   return {
     kind: "anthropic",
     name: provider.name,
-    complete: (body, forwarded) => Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact)),
+    complete: (body, forwarded) =>
+      tracedCall(call(body, false), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact))),
     countTokens: (body, forwarded) =>
-      Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact)),
+      tracedCall(
+        call(body, false),
+        Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact))
+      ),
     stream: (body, forwarded) =>
-      Effect.map(post(body, forwarded), (response) => {
+      tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {
         let stopped = false
         return sseEvents(provider.name, response).pipe(
           Stream.filter((event) => event.data !== "" && event.event !== "ping"),
-          Stream.mapEffect((event) => {
+          mapEventsOrFail((event): EventOutcome<AnthropicStreamEvent, ProviderError> => {
             let parsed: AnthropicStreamEvent
             try {
               parsed = JSON.parse(event.data) as AnthropicStreamEvent
             } catch {
-              return Effect.fail(malformed(provider.name, event.data, redact))
+              return failed(malformed(provider.name, event.data, redact))
             }
             if (parsed.type === "error" || event.event === "error") {
-              return Effect.fail(midStreamError(provider.name, (parsed as { error?: unknown }).error, redact))
+              return failed(midStreamError(provider.name, (parsed as { error?: unknown }).error, redact))
             }
             if (parsed.type === "message_stop") stopped = true
-            return Effect.succeed(parsed)
+            return passed(parsed)
           }),
           Stream.takeUntil((event) => event.type === "message_stop"),
           Stream.concat(Stream.suspend(() => (stopped ? Stream.empty : Stream.fail(endedEarly(provider.name, "message_stop")))))
         )
-      })
+      }))
   }
 }

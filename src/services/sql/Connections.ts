@@ -5,7 +5,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { Conflict, NotFound } from "../../domain/errors.ts"
-import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
+import type { ConnectionRecord, ConnectionRole, GrantRecord, Principal } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
 import type { ConnectionConfig } from "../config/schema.ts"
 import { ConnectionsRepo } from "../store/ConnectionsRepo.ts"
@@ -34,6 +34,12 @@ export class Connections extends Context.Service<Connections, {
   readonly get: (id: number) => Effect.Effect<ConnectionRecord | undefined, DependencyUnavailable>
   readonly create: (input: Omit<ConnectionRecord, "source">) => Effect.Effect<ConnectionRecord, Conflict | DependencyUnavailable>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, DependencyUnavailable>
+  /**
+   * The connections a principal may use, with its role on each: a key's grants from the store; a
+   * subject's from its policy, by connection name. A name that more than one connection carries
+   * grants none of them: which one the operator meant cannot be known, so access is not guessed.
+   */
+  readonly grantsFor: (principal: Principal) => Effect.Effect<ReadonlyMap<number, ConnectionRole>, DependencyUnavailable>
   readonly grant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<GrantRecord, Conflict | NotFound | DependencyUnavailable>
   readonly revoke: (keyId: string, connectionId: number) => Effect.Effect<void, NotFound | DependencyUnavailable>
 }>()("modelgate/Connections") {
@@ -70,6 +76,22 @@ export class Connections extends Context.Service<Connections, {
               return { ...input, source: "admin" as const }
             }),
           grantsOf: (keyId) => store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable)),
+          grantsFor: (principal) =>
+            principal.kind === "key"
+              ? store.grantsOf(principal.id).pipe(
+                Effect.mapError(storeUnavailable),
+                Effect.map((grants) => new Map(grants.map((g) => [g.connection_id, g.role] as const)))
+              )
+              : principal.connection_grants.length === 0
+              ? Effect.succeed(new Map())
+              : Effect.map(list, (all) => {
+                const granted = new Map<number, ConnectionRole>()
+                for (const grant of principal.connection_grants) {
+                  const named = all.filter((c) => c.name === grant.connection)
+                  if (named.length === 1) granted.set(named[0]!.id, grant.role)
+                }
+                return granted
+              }),
           grant: (keyId, connectionId, role) =>
             Effect.gen(function*() {
               if ((yield* get(connectionId)) === undefined) {

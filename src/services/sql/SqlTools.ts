@@ -57,6 +57,7 @@ import {
   toolDefinitions,
   toolNames
 } from "./tools/definitions.ts"
+import { stageSpan } from "../tracing/stage-span.ts"
 import {
   fromDriverError,
   gateBlocked,
@@ -124,6 +125,28 @@ const decodeArgs = <A>(decode: (input: unknown) => Effect.Effect<A, ValidationFa
       })
     })
   )
+
+/** What a tool call's span shows of its audit draft: verdict, kinds, hash and counts; never the statement or a reason quoting it. */
+const TOOL_SPAN_DETAILS = [
+  ["role", "modelgate.sql.role"],
+  ["verdict", "modelgate.sql.verdict"],
+  ["statement_kind", "modelgate.sql.statement_kind"],
+  ["statement_hash", "modelgate.sql.statement_hash"],
+  ["row_count", "modelgate.sql.row_count"],
+  ["duration_ms", "modelgate.sql.duration_ms"],
+  ["truncated", "modelgate.sql.truncated"],
+  ["count", "modelgate.sql.count"]
+] as const
+
+const toolSpanAttributes = (name: string, draft: AuditDraft): Record<string, unknown> => {
+  const attributes: Record<string, unknown> = { "modelgate.tool": name }
+  if (draft.connection_id !== null) attributes["modelgate.connection_id"] = draft.connection_id
+  for (const [detail, attribute] of TOOL_SPAN_DETAILS) {
+    const value = draft.details[detail]
+    if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") attributes[attribute] = value
+  }
+  return attributes
+}
 
 /** An unrecognised statement's kind is its first word, which can be anything: the audit keeps a bounded prefix. */
 const auditKind = (kind: string) => (kind.length > 64 ? `${kind.slice(0, 64)}...` : kind)
@@ -286,7 +309,7 @@ export class SqlTools extends Context.Service<SqlTools, {
           }
         })
 
-      const listConnections = Effect.fn("SqlTools.sql_list_connections")(
+      const listConnections = Effect.fnUntraced(
         function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
           yield* decodeArgs(decoders.listConnectionsArgs, args, draft)
           const all = yield* connections.list
@@ -299,7 +322,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         }
       )
 
-      const listTables = Effect.fn("SqlTools.sql_list_tables")(
+      const listTables = Effect.fnUntraced(
         function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
           const input = yield* decodeArgs(decoders.listTablesArgs, args, draft)
           const { connection } = yield* authorize(ctx, input.connection_id, draft)
@@ -309,7 +332,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         }
       )
 
-      const describe = Effect.fn("SqlTools.sql_describe")(
+      const describe = Effect.fnUntraced(
         function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
           const input = yield* decodeArgs(decoders.describeArgs, args, draft)
           const { connection } = yield* authorize(ctx, input.connection_id, draft)
@@ -325,7 +348,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         }
       )
 
-      const run = Effect.fn("SqlTools.sql_run")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+      const run = Effect.fnUntraced(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
         const input = yield* decodeArgs(decoders.runArgs, args, draft)
         const deep = tooDeepParam(input.params ?? [])
         if (deep >= 0) {
@@ -390,7 +413,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         return { ...result }
       })
 
-      const explain = Effect.fn("SqlTools.sql_explain")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+      const explain = Effect.fnUntraced(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
         const input = yield* decodeArgs(decoders.explainArgs, args, draft)
         const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
         const analyze = input.analyze ?? false
@@ -426,7 +449,7 @@ export class SqlTools extends Context.Service<SqlTools, {
         return { plan: result.plan }
       })
 
-      const history = Effect.fn("SqlTools.sql_history")(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
+      const history = Effect.fnUntraced(function*(args: unknown, ctx: ToolContext, draft: AuditDraft) {
         const input = yield* decodeArgs(decoders.historyArgs, args, draft)
         const { connection } = yield* authorize(ctx, input.connection_id, draft)
         const limit = clamp(input.limit ?? DEFAULT_HISTORY_LIMIT, 1, MAX_HISTORY_LIMIT)
@@ -461,6 +484,7 @@ export class SqlTools extends Context.Service<SqlTools, {
           })
         }
         return handlers[name as SqlToolName](args, ctx, draft).pipe(
+          stageSpan(`SqlTools.${name}`, { atEnd: () => toolSpanAttributes(name, draft) }),
           Effect.map((structured): ToolOutcome => ({ _tag: "Success", structured, audit: audit() })),
           Effect.catch((error) => Effect.succeed<ToolOutcome>({ _tag: "Failure", error, audit: audit() })),
           Effect.catchDefect((defect) =>

@@ -1,5 +1,8 @@
 /** The audit trail: one row per request, and the usage totals and pages read from it. */
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { AuditPage, AuditQuery, AuditRecord } from "../../domain/records.ts"
 import { decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"

@@ -1,5 +1,8 @@
 /** Database connections added through the admin API, and the per-key grants on them. */
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Num, NullableString } from "./rows.ts"

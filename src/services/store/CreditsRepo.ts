@@ -4,12 +4,18 @@
  * still owned. Key budgets are counted here too, because admitting a paid request counts the
  * budget and charges the pool in one transaction.
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"
 import { decodeRows, DEFAULT_WORKSPACE, Num, NullableString } from "./rows.ts"
-import { type BatchResult, type BatchTx, type BatchWrite, type CreditBatch, returnOrphanedBlocks, runCreditBatch } from "./credit-batches.ts"
+import { type BatchResult, type BatchTx, type BatchWrite, type CreditBatch, returnOrphanedBlocks, runCreditBatch, type SubjectBudget } from "./credit-batches.ts"
+
+export type { SubjectBudget }
 import { SqliteDatabase } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -31,8 +37,10 @@ export interface ReservationOwner {
 }
 
 export interface AdmitInput {
+  /** The key id, or the subject id when `budget` is a SubjectBudget. */
   readonly keyId: string
-  readonly budget: boolean
+  /** false: none; true: the key's own (maximum and count on its row); or a subject's. */
+  readonly budget: boolean | SubjectBudget
   readonly charge: CreditMovement | undefined
   readonly reservation?: ReservationOwner | undefined
 }
@@ -78,7 +86,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   readonly getWorkspace: Effect.Effect<WorkspaceRecord, StoreError>
   /**
    * The paid part of admitting a request, in one transaction (one statement on Postgres, so one
-   * commit on the hot path): count it against the key's budget when `budget` is set, then charge
+   * commit on the hot path): count it against the key's (or subject's) budget when `budget` is set, then charge
    * `charge.amount` credits with its ledger row. A used-up budget charges nothing; a pool that
    * cannot pay leaves the budget counted (the request was admitted that far) and reports the
    * balance it found. With `reservation`, a charge (which must carry its request id) is also
@@ -154,15 +162,22 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           })
         }`
 
-      const admitPaidPostgres = ({ budget, charge, keyId, reservation }: AdmitInput) => {
+      const admitPaidPostgres = (input: AdmitInput) => {
+        const { charge, keyId, reservation } = input
+        const budget = input.budget !== false
         const amount = charge?.amount ?? 0
         const ts = new Date().toISOString()
+        const counted = typeof input.budget === "object"
+          ? sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
+              VALUES (${keyId}, ${input.budget.issuer}, ${input.budget.subject}, 1, ${ts}, ${ts})
+              ON CONFLICT (id) DO UPDATE SET budget_used = identity_subjects.budget_used + 1
+              WHERE identity_subjects.budget_used < ${input.budget.max_requests}
+              RETURNING 1 AS ok`
+          : sql`UPDATE api_keys SET budget_used = budget_used + 1
+              WHERE ${budget} AND id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
+              RETURNING 1 AS ok`
         return sql`
-          WITH b AS (
-            UPDATE api_keys SET budget_used = budget_used + 1
-            WHERE ${budget} AND id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
-            RETURNING 1 AS ok
-          ), c AS (
+          WITH b AS (${counted}), c AS (
             UPDATE workspaces SET credits = credits - ${amount}
             WHERE ${amount} > 0 AND id = ${DEFAULT_WORKSPACE} AND credits - leased >= ${amount}
               AND (NOT ${budget} OR EXISTS (SELECT 1 FROM b))
@@ -348,7 +363,14 @@ const admitPaidSqlite = (raw: SqliteDatabase["Service"], input: AdmitInput): Eff
       db.exec("BEGIN IMMEDIATE")
       try {
         const result = ((): AdmitResult => {
-          if (input.budget) {
+          if (typeof input.budget === "object") {
+            const ts = new Date().toISOString()
+            const counted = prepare(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
+              VALUES (?, ?, ?, 1, ?, ?)
+              ON CONFLICT (id) DO UPDATE SET budget_used = budget_used + 1 WHERE budget_used < ? RETURNING budget_used`)
+              .all(input.keyId, input.budget.issuer, input.budget.subject, ts, ts, input.budget.max_requests)
+            if (counted.length === 0) return { _tag: "BudgetExhausted" }
+          } else if (input.budget) {
             const counted = prepare(`UPDATE api_keys SET budget_used = budget_used + 1
               WHERE id = ? AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests RETURNING budget_used`)
               .all(input.keyId)

@@ -1,5 +1,8 @@
 /** API keys: the rows behind every key lookup, and the change counter replicas' key caches poll. */
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"

@@ -1,5 +1,8 @@
 /** MCP sessions: owned by one key, alive until a sliding expiry. */
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { McpSessionRecord } from "../../domain/records.ts"
 import { decodeRows } from "./rows.ts"

@@ -1,5 +1,8 @@
 /** The statements each key ran on each connection through the SQL tools, newest first. */
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlHistoryItem } from "../../domain/records.ts"
 import { decodeRows, Num } from "./rows.ts"

@@ -4,7 +4,9 @@
  * tells an outage (the store cannot be reached or does not answer in time) from a bug in a query
  * or a corrupt row by `outage`, so only the first becomes a 503 when it arrives as a defect.
  */
-import { Data, Effect, Schema } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { isSqlError } from "effect/sql/SqlError"
 
 /** SqlError reasons that mean the store cannot be reached or does not answer in time. */

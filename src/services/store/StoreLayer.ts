@@ -3,8 +3,10 @@
  * once, with a repository per aggregate on top. Queries are written once against effect/sql; only
  * the migrations (and the SQLite hot path in CreditsRepo.admitPaid) differ per dialect.
  */
-import { PgClient } from "@effect/sql-pg"
-import { Layer, Redacted } from "effect"
+import type { PgClient } from "@effect/sql-pg"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Migrator from "effect/sql/Migrator"
 import type { SqlClient } from "effect/sql/SqlClient"
 import { AuditRepo } from "./AuditRepo.ts"
@@ -15,9 +17,10 @@ import { McpSessionsRepo } from "./McpSessionsRepo.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
+import { SubjectsRepo } from "./SubjectsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
-export type StoreRepos = KeysRepo | CreditsRepo | AuditRepo | ConnectionsRepo | McpSessionsRepo | SqlHistoryRepo
+export type StoreRepos = KeysRepo | CreditsRepo | AuditRepo | ConnectionsRepo | McpSessionsRepo | SqlHistoryRepo | SubjectsRepo
 
 const repositories = Layer.mergeAll(
   KeysRepo.layer,
@@ -25,7 +28,8 @@ const repositories = Layer.mergeAll(
   AuditRepo.layer,
   ConnectionsRepo.layer,
   McpSessionsRepo.layer,
-  SqlHistoryRepo.layer
+  SqlHistoryRepo.layer,
+  SubjectsRepo.layer
 )
 
 /** The repositories on a client, built only after the schema is migrated. */
@@ -40,8 +44,16 @@ const onClient = <R, E>(dialect: "sqlite" | "postgres", client: Layer.Layer<SqlC
 
 const sqlite = (filename: string) => onClient("sqlite", layerSqliteClient(filename))
 
-const postgres = (url: string) =>
-  onClient("postgres", PgClient.layer({ url: Redacted.make(url), maxConnections: 20, applicationName: "modelgate" }))
+/** The Postgres driver loads only for a Postgres store: a SQLite deployment and the CLI never need it. */
+const pgClient = (url: string): ReturnType<typeof PgClient.layer> =>
+  Layer.unwrap(
+    Effect.map(
+      Effect.promise(() => import("@effect/sql-pg/PgClient")),
+      (PgClient) => PgClient.layer({ url: Redacted.make(url), maxConnections: 20, applicationName: "modelgate" })
+    )
+  )
+
+const postgres = (url: string) => onClient("postgres", pgClient(url))
 
 export const StoreLayer = {
   sqlite,

@@ -9,10 +9,20 @@
  * Written once for both dialects over a small statement interface (`$n` placeholders; SQLite runs
  * them on its raw connection, synchronously, Postgres through the SqlClient).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Reservation } from "../../domain/records.ts"
 import { DEFAULT_WORKSPACE } from "./rows.ts"
+
+/**
+ * An identity-provider subject's budget: counted on its `identity_subjects` row (created by the
+ * count if the subject was not recorded yet), against the maximum its policy gives.
+ */
+export interface SubjectBudget {
+  readonly max_requests: number
+  readonly issuer: string
+  readonly subject: string
+}
 
 /** A statement whose result nobody reads, or rows to insert (each store inserts them its own way). */
 export type BatchWrite =
@@ -46,8 +56,8 @@ export interface BatchCharge {
 
 export interface CreditBatch {
   readonly owner: string
-  /** Requests to count against each key's budget, in arrival order. */
-  readonly budgets: ReadonlyArray<{ readonly keyId: string; readonly count: number }>
+  /** Requests to count against each key's (or subject's) budget, in arrival order. */
+  readonly budgets: ReadonlyArray<{ readonly keyId: string; readonly count: number; readonly subject?: SubjectBudget | undefined }>
   readonly charges: ReadonlyArray<BatchCharge>
   /** Reservations (written by an earlier commit) whose requests ended and keep their charge. */
   readonly settles: ReadonlyArray<string>
@@ -102,7 +112,20 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
 
     const budgets = new Map<string, number>()
-    for (const { count, keyId } of batch.budgets) {
+    for (const { count, keyId, subject } of batch.budgets) {
+      if (subject !== undefined) {
+        // A subject's row is made by its first count; its maximum is its policy's, not stored.
+        yield* tx.all(
+          `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
+           VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT (id) DO NOTHING`,
+          [keyId, subject.issuer, subject.subject, ts]
+        )
+        const [row] = yield* tx.all(`SELECT budget_used FROM identity_subjects WHERE id = $1${lock}`, [keyId])
+        const admitted = Math.max(0, Math.min(count, subject.max_requests - n(row!.budget_used)))
+        budgets.set(keyId, admitted)
+        if (admitted > 0) yield* tx.all(`UPDATE identity_subjects SET budget_used = budget_used + $1 WHERE id = $2`, [admitted, keyId])
+        continue
+      }
       const [key] = yield* tx.all(`SELECT budget_used, budget_max_requests FROM api_keys WHERE id = $1${lock}`, [keyId])
       if (key === undefined || key.budget_max_requests === null) {
         budgets.set(keyId, 0)

@@ -3,7 +3,7 @@
  * never edited. Timestamps are ISO-8601 text in both dialects so queries stay portable and
  * sort correctly as strings.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql/SqlClient"
 
 type Dialect = "sqlite" | "postgres"
@@ -168,6 +168,26 @@ const reservations = (dialect: Dialect) => {
 }
 
 /**
+ * Identity-provider subjects (decisions section 11): one row per issuer + subject seen, keyed by
+ * its subject id, holding what must outlive a token: the request budget it has used (its maximum
+ * comes from the policy in the config) and when it was first and last seen.
+ */
+const identitySubjects = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE identity_subjects (
+      id TEXT PRIMARY KEY,
+      issuer TEXT NOT NULL,
+      subject TEXT NOT NULL,
+      budget_used ${big} NOT NULL DEFAULT 0,
+      first_seen_at TEXT NOT NULL,
+      last_seen_at TEXT NOT NULL,
+      UNIQUE (issuer, subject)
+    )`
+  ])
+}
+
+/**
  * Credit blocks (issue 14): a replica leases a block of the pool in one transaction and spends it
  * in memory, writing the per-request charges in batches. `workspaces.credits` stays the balance
  * (the ledger's sum); `leased` is what blocks still hold of it, so `credits - leased` is what a
@@ -197,5 +217,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "2_credit_ledger": creditLedger(dialect),
   "3_sql_tools": sqlTools(dialect),
   "4_credit_reservations": reservations(dialect),
-  "5_credit_blocks": creditBlocks(dialect)
+  "5_identity_subjects": identitySubjects(dialect),
+  "6_credit_blocks": creditBlocks(dialect)
 })

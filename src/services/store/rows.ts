@@ -4,7 +4,9 @@
  * structured values JSON text in both. Every row is decoded through these, so a row that does not
  * match its table fails as a StoreError instead of flowing on half-typed.
  */
-import { Effect, Schema, SchemaTransformation } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import type { SqlClient } from "effect/sql/SqlClient"
 
 export const DEFAULT_WORKSPACE = "ws_default"

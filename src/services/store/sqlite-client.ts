@@ -3,8 +3,12 @@
  * published Effect SQLite driver does not load with effect 4.1 GA (docs/decisions.md section 1).
  * One synchronous connection shared through a semaphore, as SQLite wants.
  */
-import { Context, Effect, Layer, Semaphore, Stream } from "effect"
-import { Reactivity } from "effect/reactivity"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Semaphore from "effect/Semaphore"
+import * as Stream from "effect/Stream"
+import * as Reactivity from "effect/reactivity/Reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"

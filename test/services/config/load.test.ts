@@ -129,4 +129,65 @@ models:
     expect(errorOf(load("{ not: [valid"))).toContain("not valid YAML")
     expect(errorOf(load("- a list"))).toContain("mapping")
   })
+
+  it("reads the tracing settings: off by default, the endpoint from MODELGATE_TELEMETRY_OTLP_ENDPOINT, bad values named", () => {
+    const off = Result.getOrThrow(load(undefined)).telemetry
+    expect(off).toMatchObject({ otlp_protocol: "http/json", otlp_headers: {}, service_name: "modelgate", sample_ratio: 1 })
+    expect(off.otlp_endpoint).toBeUndefined()
+    const on = Result.getOrThrow(load("telemetry: { otlp_headers: { x-api-key: abc } }", {
+      MODELGATE_TELEMETRY_OTLP_ENDPOINT: "http://collector:4318",
+      MODELGATE_TELEMETRY_SAMPLE_RATIO: "0.25"
+    })).telemetry
+    expect(on).toMatchObject({ otlp_endpoint: "http://collector:4318", sample_ratio: 0.25, otlp_headers: { "x-api-key": "abc" } })
+    expect(errorOf(load("telemetry: { otlp_endpoint: collector:4318 }"))).toContain("telemetry.otlp_endpoint")
+    expect(errorOf(load("telemetry: { sample_ratio: 1.5 }"))).toContain("telemetry.sample_ratio")
+    expect(errorOf(load("telemetry: { otlp_protocol: grpc }"))).toContain("telemetry.otlp_protocol")
+    expect(errorOf(load("telemetry: { otlp_headers: { 'bad header': x } }"))).toContain("telemetry.otlp_headers")
+  })
+})
+
+describe("config: auth.oidc", () => {
+  const issuer = (fields: string) => `auth:\n  oidc:\n    - { ${fields} }\n`
+  const base = `issuer: "https://sso.example.com/realms/ml", audience: modelgate`
+
+  it("reads issuers with their policies and defaults, and MODELGATE_AUTH_OIDC_<n>_* overrides", () => {
+    const file = issuer(`${base}, policies: [{ name: team, when: { claim: groups, includes: ml }, allowed_models: [echo], budget: { max_requests: 5 } }, { name: everyone }]`)
+    const config = Result.getOrThrow(load(file, { MODELGATE_AUTH_OIDC_0_AUDIENCE_0: "gateway", MODELGATE_AUTH_OIDC_0_CLOCK_SKEW_SECONDS: "10" }))
+    expect(config.auth.oidc[0]).toMatchObject({
+      issuer: "https://sso.example.com/realms/ml",
+      // A string or a list in the file; the environment sets list items.
+      audience: ["gateway"],
+      clock_skew_seconds: 10,
+      jwks_cooldown_seconds: 30,
+      policies: [
+        { name: "team", when: { claim: "groups", includes: "ml" }, allowed_models: ["echo"], tools_enabled: false, connections: [], budget: { max_requests: 5 } },
+        { name: "everyone", tools_enabled: false, connections: [] }
+      ]
+    })
+    expect(Result.getOrThrow(load(undefined)).auth.oidc).toEqual([])
+    // Plain http is for a loopback issuer only (development and tests).
+    expect(Result.isSuccess(load(issuer(`issuer: "http://127.0.0.1:9000", audience: x, policies: [{ name: p }]`)))).toBe(true)
+  })
+
+  it("refuses what would make tokens unsafe or policies ambiguous, naming the field", () => {
+    const cases: Array<[string, string]> = [
+      [issuer(`issuer: "http://sso.example.com", audience: x, policies: [{ name: p }]`), "auth.oidc.0.issuer: expected an https URL"],
+      [issuer(`issuer: "not a url", audience: x, policies: [{ name: p }]`), "auth.oidc.0.issuer: expected an https URL"],
+      [issuer(`${base}, jwks_url: "http://keys.example.com/jwks", policies: [{ name: p }]`), "auth.oidc.0.jwks_url: expected an https URL"],
+      [issuer(`issuer: "https://a.example", audience: [], policies: [{ name: p }]`), "auth.oidc.0.audience: at least one audience"],
+      [issuer(`${base}, algorithms: [HS256], policies: [{ name: p }]`), "auth.oidc.0.algorithms: HS256 is not accepted"],
+      [issuer(`${base}, algorithms: [none], policies: [{ name: p }]`), "auth.oidc.0.algorithms: none is not accepted"],
+      [issuer(`${base}, policies: []`), "auth.oidc.0.policies: at least one policy"],
+      [issuer(`${base}`), "auth.oidc.0.policies: Missing key"],
+      [issuer(`${base}, policies: [{ name: p }, { name: p }]`), "auth.oidc.0.policies.1.name: duplicate policy name"],
+      [issuer(`${base}, policies: [{ name: p, when: { claim: groups } }]`), "auth.oidc.0.policies.0.when: give exactly one of equals or includes"],
+      [issuer(`${base}, policies: [{ name: p, when: [{ claim: a, equals: 1 }, { claim: b, equals: x, includes: y }] }]`), "auth.oidc.0.policies.0.when.1: give exactly one"],
+      [issuer(`${base}, policies: [{ name: p, connections: [{ connection: db, role: admin }] }]`), "auth.oidc.0.policies.0.connections.0.role"],
+      [issuer(`${base}, policies: [{ name: p, budget: { max_requests: 0 } }]`), "auth.oidc.0.policies.0.budget.max_requests"],
+      [issuer(`${base}, clock_skew_seconds: 3600, policies: [{ name: p }]`), "auth.oidc.0.clock_skew_seconds"],
+      [issuer(`${base}, policies: [{ name: p, scopes: [x] }]`), "auth.oidc.0.policies.0.scopes: unknown key"],
+      [`auth:\n  oidc:\n    - { ${base}, policies: [{ name: p }] }\n    - { ${base}, policies: [{ name: q }] }\n`, "auth.oidc.1.issuer: https://sso.example.com/realms/ml is configured twice"]
+    ]
+    for (const [file, message] of cases) expect(errorOf(load(file))).toContain(`modelgate.yaml: ${message}`)
+  })
 })

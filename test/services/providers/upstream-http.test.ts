@@ -2,7 +2,7 @@ import { Readable } from "node:stream"
 import { Effect, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { makeRedactor } from "../../../src/services/providers/redact.ts"
-import { sseEvents, statusFailure } from "../../../src/services/providers/upstream-http.ts"
+import { type EventOutcome, mapEventsOrFail, sseEvents, statusFailure } from "../../../src/services/providers/upstream-http.ts"
 
 const eventsOf = (...chunks: Array<string>) =>
   Effect.runPromise(Stream.runCollect(sseEvents("up", { status: 200, headers: {}, body: Readable.from(chunks.map((c) => Buffer.from(c))) })))
@@ -16,6 +16,39 @@ describe("sseEvents", () => {
   it("joins events split across chunks and skips comment lines", async () => {
     const events = await eventsOf(": keep-alive\n\nevent: message_start\nda", 'ta: {"a":', "1}\n\n")
     expect(events.map((e) => [e.event, e.data])).toEqual([["message_start", '{"a":1}']])
+  })
+})
+
+describe("stream chunking (one step per upstream read, not per event)", () => {
+  const readsOf = (...chunks: Array<string>) =>
+    sseEvents("up", { status: 200, headers: {}, body: Readable.from(chunks.map((c) => Buffer.from(c))) })
+
+  it("keeps the events of one read together as one chunk", async () => {
+    const chunks = await Effect.runPromise(Stream.runCollect(Stream.mapArray(readsOf("data: 1\n\ndata: 2\n\ndata: 3\n\n", "data: 4\n\n"), (events) => [events.map((e) => e.data)])))
+    expect(chunks).toEqual([["1", "2", "3"], ["4"]])
+  })
+
+  it("passes on the events before a refused one, then fails with it, and reads nothing after", async () => {
+    let seen: Array<string> = []
+    const check = (event: { readonly data: string }): EventOutcome<string, string> => {
+      seen.push(event.data)
+      return event.data === "bad" ? { ok: false, error: `refused ${event.data}` } : { ok: true, value: event.data }
+    }
+    const passed: Array<string> = []
+    const exit = await Effect.runPromiseExit(readsOf("data: a\n\ndata: b\n\ndata: bad\n\ndata: c\n\n", "data: d\n\n").pipe(
+      mapEventsOrFail(check),
+      Stream.runForEach((value) => Effect.sync(() => passed.push(value)))
+    ))
+    expect(passed).toEqual(["a", "b"])
+    expect(exit._tag).toBe("Failure")
+    expect(JSON.stringify(exit)).toContain("refused bad")
+    expect(seen).toEqual(["a", "b", "bad"])
+
+    // A refused first event fails at once.
+    seen = []
+    const first = await Effect.runPromiseExit(Stream.runCollect(readsOf("data: bad\n\n", "data: e\n\n").pipe(mapEventsOrFail(check))))
+    expect(first._tag).toBe("Failure")
+    expect(seen).toEqual(["bad"])
   })
 })
 

@@ -10,6 +10,7 @@ import { DEFAULT_WORKSPACE } from "../../../src/services/store/rows.ts"
 import { ConnectionsRepo } from "../../../src/services/store/ConnectionsRepo.ts"
 import { McpSessionsRepo } from "../../../src/services/store/McpSessionsRepo.ts"
 import { SqlHistoryRepo } from "../../../src/services/store/SqlHistoryRepo.ts"
+import { SubjectsRepo } from "../../../src/services/store/SubjectsRepo.ts"
 import { StoreError } from "../../../src/services/store/StoreError.ts"
 import { StoreLayer, type StoreRepos } from "../../../src/services/store/StoreLayer.ts"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -206,6 +207,36 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         yield* keys.insertKey({ ...key("key_free", "hash_free"), budget: { max_requests: 1 } })
         expect(yield* credits.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "Admitted", balance: undefined })
         expect(yield* credits.admitPaid({ keyId: "key_free", budget: true, charge: undefined })).toEqual({ _tag: "BudgetExhausted" })
+      }))
+    })
+
+    it("counts an identity-provider subject's budget exactly under concurrency, creating its row on the first count", async () => {
+      await run(Effect.gen(function*() {
+        const credits = yield* CreditsRepo
+        const subjects = yield* SubjectsRepo
+        yield* credits.addCredits("topup", { amount: 100, actor: "test" })
+        const before = (yield* credits.getWorkspace).credits
+        const budget = { max_requests: 4, issuer: "https://idp.example", subject: "alice" }
+        const results = yield* Effect.all(
+          Array.from({ length: 10 }, (_, i) =>
+            credits.admitPaid({ keyId: "sub_alice", budget, charge: { amount: 3, actor: "sub_alice", key_id: "sub_alice", request_id: `req_s${i}` } })),
+          { concurrency: "unbounded" }
+        )
+        expect(results.filter((r) => r._tag === "Admitted")).toHaveLength(4)
+        expect(results.filter((r) => r._tag === "BudgetExhausted")).toHaveLength(6)
+        expect(yield* subjects.getSubject("sub_alice")).toMatchObject({ issuer: "https://idp.example", subject: "alice", budget_used: 4 })
+        expect((yield* credits.getWorkspace).credits).toBe(before - 12)
+        // A raised maximum (the policy changed) admits again; the count is kept, not restarted.
+        expect((yield* credits.admitPaid({ keyId: "sub_alice", budget: { ...budget, max_requests: 5 }, charge: undefined }))._tag).toBe("Admitted")
+        expect((yield* credits.admitPaid({ keyId: "sub_alice", budget: { ...budget, max_requests: 5 }, charge: undefined }))._tag).toBe("BudgetExhausted")
+        // Sightings create a row without touching the count, and update last_seen_at only.
+        yield* subjects.touchSubjects([
+          { id: "sub_alice", issuer: "https://idp.example", subject: "alice", seen_at: "2030-01-01T00:00:00.000Z" },
+          { id: "sub_bob", issuer: "https://idp.example", subject: "bob", seen_at: "2029-01-01T00:00:00.000Z" }
+        ])
+        expect(yield* subjects.getSubject("sub_alice")).toMatchObject({ budget_used: 5, last_seen_at: "2030-01-01T00:00:00.000Z" })
+        expect(yield* subjects.getSubject("sub_bob")).toMatchObject({ budget_used: 0, first_seen_at: "2029-01-01T00:00:00.000Z" })
+        expect((yield* subjects.listSubjects(10)).map((s) => s.id).slice(0, 2)).toEqual(["sub_alice", "sub_bob"])
       }))
     })
 

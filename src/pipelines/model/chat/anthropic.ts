@@ -13,6 +13,7 @@ import { anthropicResponseToChat, nowSeconds } from "../../../wire/translate/res
 import { auditUsageFromAnthropic } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
+import { flattenEach } from "../stream-chunks.ts"
 
 const translated = (chat: ChatRequest, { resolved }: AdapterContext) => {
   const result = chatRequestToAnthropic(chat, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
@@ -45,7 +46,7 @@ export const chatToAnthropic: Adapter<ChatRequest, AnthropicClient> = {
         return upstream.pipe(
           Stream.map((event) => events(machine.push(event))),
           Stream.concat(Stream.suspend(() => Stream.make(events(machine.end())))),
-          Stream.flattenIterable,
+          flattenEach,
           Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
         )
       })

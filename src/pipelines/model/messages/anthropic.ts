@@ -17,6 +17,7 @@ import { messagesPassthroughBody } from "../../../wire/anthropic-messages.ts"
 import { type AuditUsage, auditUsageFromAnthropic, emptyAuditUsage } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordAuditUsage } from "../usage.ts"
+import { flattenEach } from "../stream-chunks.ts"
 
 /**
  * The body the client sent, with the provider's model id, `max_tokens` clamped to the model's
@@ -87,7 +88,7 @@ export const messagesToAnthropic: Adapter<MessagesPassthroughRequest, AnthropicC
           }
           return [eventOf(event)]
         }),
-        Stream.flattenIterable
+        flattenEach
       )
     }))
 }

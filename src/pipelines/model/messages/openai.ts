@@ -13,6 +13,7 @@ import { auditUsageFromChat } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext } from "../adapter.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
 import { eventOf } from "./anthropic.ts"
+import { flattenEach } from "../stream-chunks.ts"
 
 /** Translation needs every field known: the client's body is decoded strictly, then translated. */
 const translated = ({ raw, resolved }: AdapterContext) =>
@@ -40,7 +41,7 @@ export const messagesToOpenAI: Adapter<MessagesPassthroughRequest, OpenAIClient>
         return upstream.pipe(
           Stream.map((item) => machine.push(item.chunk).map(eventOf)),
           Stream.concat(Stream.suspend(() => Stream.make(machine.end().map(eventOf)))),
-          Stream.flattenIterable,
+          flattenEach,
           Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
         )
       })

@@ -18,6 +18,7 @@ import type { ChatChunk } from "../../../wire/openai-chat.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
 import { responsesAsChat } from "./translate.ts"
+import { flattenEach } from "../stream-chunks.ts"
 
 const asMessages = (context: AdapterContext) =>
   Effect.gen(function*() {
@@ -61,7 +62,7 @@ export const responsesToAnthropic: Adapter<ResponsesPassthroughRequest, Anthropi
       return upstream.pipe(
         Stream.map((event) => events(toChat.push(event))),
         Stream.concat(Stream.suspend(() => Stream.make(finalEvents()))),
-        Stream.flattenIterable,
+        flattenEach,
         Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, toChat.usage())))
       )
     })

@@ -15,6 +15,7 @@ import { auditUsageFromChat } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordAuditUsage } from "../usage.ts"
 import { responsesAsChat } from "./translate.ts"
+import { flattenEach } from "../stream-chunks.ts"
 
 const passthroughBody = ({ raw, resolved }: AdapterContext): Record<string, unknown> => {
   const body: Record<string, unknown> = { ...raw, model: resolved.model.id }
@@ -60,7 +61,7 @@ const translated: Adapter<ResponsesPassthroughRequest, OpenAIClient> = {
       return upstream.pipe(
         Stream.map((item) => events(machine.push(item.chunk))),
         Stream.concat(Stream.suspend(() => Stream.make(events(machine.end())))),
-        Stream.flattenIterable,
+        flattenEach,
         Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
       )
     })

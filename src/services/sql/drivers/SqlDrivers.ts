@@ -5,8 +5,6 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type * as Scope from "effect/Scope"
-import { makeMysqlDriver } from "./mysql.ts"
-import { makePostgresDriver } from "./postgres.ts"
 import type { SqlDriver, SqlDriverOptions } from "./types.ts"
 
 export * from "./errors.ts"
@@ -14,12 +12,20 @@ export * from "./types.ts"
 
 /**
  * Never fails: nothing connects until the first call, so a database that is down shows up as
- * `SqlConnectionUnreachable` on that call rather than here.
+ * `SqlConnectionUnreachable` on that call rather than here. Each dialect's driver (mysql2,
+ * @effect/sql-pg) loads with the first driver of that dialect: a gateway whose SQL tools are
+ * never used never loads either.
  */
 export const makeSqlDriver = (options: SqlDriverOptions): Effect.Effect<SqlDriver, never, Scope.Scope> =>
   options.dialect === "postgres"
-    ? makePostgresDriver({ url: options.url, poolSize: options.poolSize })
-    : makeMysqlDriver({ url: options.url, poolSize: options.poolSize })
+    ? Effect.flatMap(
+      Effect.promise(() => import("./postgres.ts")),
+      ({ makePostgresDriver }) => makePostgresDriver({ url: options.url, poolSize: options.poolSize })
+    )
+    : Effect.flatMap(
+      Effect.promise(() => import("./mysql.ts")),
+      ({ makeMysqlDriver }) => makeMysqlDriver({ url: options.url, poolSize: options.poolSize })
+    )
 
 /** The factory as a service, so SqlTools can be tested against drivers that never touch a database. */
 export class SqlDrivers extends Context.Service<SqlDrivers, {

@@ -1,0 +1,18 @@
+/**
+ * `modelgate credits ...`: the workspace credit pool in the configured store. Loaded by main.ts
+ * only when a credits command runs.
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { coreLayer } from "../core.ts"
+import type { GatewayConfig } from "../services/config/schema.ts"
+import { Credits } from "../services/credits/Credits.ts"
+import { printJson } from "./print.ts"
+
+export const addCredits = (config: GatewayConfig, amount: number, note: Option.Option<string>) =>
+  Effect.flatMap(Credits, (credits) => credits.topup({ amount, actor: "cli", note: Option.getOrNull(note) })).pipe(
+    // Not a replica: a one-shot top-up takes no reservations and keeps no lease.
+    Effect.provide(Credits.layer({ replica: false }).pipe(Layer.provideMerge(coreLayer(config)))),
+    Effect.flatMap((balance) => printJson({ credits: balance }))
+  )

@@ -1,0 +1,43 @@
+/**
+ * `modelgate serve`: the whole gateway. Loaded by main.ts only when this command runs, so the
+ * other commands never load the HTTP server, the providers, MCP or the metrics.
+ */
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { randomBytes } from "node:crypto"
+import * as HttpServer from "effect/http/HttpServer"
+import { gatewayLayer, loggingLayer } from "../gateway.ts"
+import type { GatewayConfig } from "../services/config/schema.ts"
+
+const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
+
+/** Serves until interrupted (SIGTERM/SIGINT), then drains and runs the finalizers. */
+export const serve = (configured: GatewayConfig) => {
+  // With no admin token and only this machine able to connect (the embedded default), a
+  // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
+  // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled.
+  const oneTimeToken = configured.admin.token === undefined && isLoopback(configured.server.host)
+    ? randomBytes(24).toString("base64url")
+    : undefined
+  const config = oneTimeToken === undefined ? configured : { ...configured, admin: { ...configured.admin, token: oneTimeToken } }
+  const announce = Layer.effectDiscard(
+    HttpServer.addressFormattedWith((formatted) => {
+      const address = config.server.tls ? formatted.replace("http://", "https://") : formatted
+      return Effect.andThen(
+        Effect.log(`modelgate listening on ${address}`),
+        oneTimeToken === undefined
+          ? config.admin.token === undefined ? Effect.void : Effect.log(`admin app: ${address}/app`)
+          // Printed whatever the log level: without it the admin app cannot be opened.
+          : Console.log(
+            `admin app: ${address}/app, sign in with this one-time admin token (valid until the process stops; ` +
+              `set admin.token or MODELGATE_ADMIN_TOKEN to choose a lasting one): ${oneTimeToken}`
+          )
+      )
+    })
+  )
+  return Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
+    // The gateway's own layer applies these too; here they also cover the announcement.
+    Effect.provide(loggingLayer(config))
+  )
+}

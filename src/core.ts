@@ -1,0 +1,25 @@
+/**
+ * The store and the services every entry point shares: the server (gateway.ts) and the CLI's
+ * store commands (src/commands). Apart from gateway.ts so that `modelgate keys list` loads the
+ * store and nothing of the server.
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { GatewayConfig } from "./services/config/schema.ts"
+import { KeyCache } from "./services/auth/KeyCache.ts"
+import { ApiKeys } from "./services/keys/ApiKeys.ts"
+import { CreditsRepo } from "./services/store/CreditsRepo.ts"
+import { StoreLayer } from "./services/store/StoreLayer.ts"
+
+export interface CoreOverrides {
+  /** Every store repository at once (for example `StoreLayer.fromUrl`, or one with a repository swapped). */
+  readonly store?: ReturnType<typeof StoreLayer.fromUrl> | undefined
+}
+
+/** Store plus the services every entry point (server and CLI) shares. */
+export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) => {
+  const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
+    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store))
+  )
+  return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
+}

@@ -1,0 +1,77 @@
+/**
+ * Identity-provider subjects seen by the gateway (decisions section 11). A row is written the
+ * first time a subject authenticates (or is counted against a budget, whichever comes first);
+ * its request budget is counted in CreditsRepo.admitPaid, in the same transaction as the charge.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { SubjectRecord } from "../../domain/records.ts"
+import { decodeRows, Num } from "./rows.ts"
+import { storeOp, type StoreError } from "./StoreError.ts"
+
+const SubjectRow = Schema.Struct({
+  id: Schema.String,
+  issuer: Schema.String,
+  subject: Schema.String,
+  budget_used: Num,
+  first_seen_at: Schema.String,
+  last_seen_at: Schema.String
+})
+
+const decodeSubjects = decodeRows(SubjectRow)
+
+export interface SubjectSighting {
+  readonly id: string
+  readonly issuer: string
+  readonly subject: string
+  /** ISO timestamp of the latest request. */
+  readonly seen_at: string
+}
+
+export class SubjectsRepo extends Context.Service<SubjectsRepo, {
+  /** Records each subject as seen (creating its row on the first sighting), in one transaction. */
+  readonly touchSubjects: (sightings: ReadonlyArray<SubjectSighting>) => Effect.Effect<void, StoreError>
+  readonly getSubject: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
+  /** Most recently seen first. */
+  readonly listSubjects: (limit: number) => Effect.Effect<ReadonlyArray<SubjectRecord>, StoreError>
+  /** Sets the subject's request count back to 0; undefined when no such subject was ever seen. */
+  readonly resetBudget: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
+}>()("modelgate/SubjectsRepo") {
+  static readonly layer = Layer.effect(
+    SubjectsRepo,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient
+      return SubjectsRepo.of({
+        touchSubjects: (sightings) =>
+          sightings.length === 0
+            ? Effect.void
+            : sql.withTransaction(
+              Effect.forEach(sightings, (s) =>
+                sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
+                    VALUES (${s.id}, ${s.issuer}, ${s.subject}, 0, ${s.seen_at}, ${s.seen_at})
+                    ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at`, { discard: true })
+            ).pipe(storeOp("SubjectsRepo.touchSubjects")),
+        getSubject: (id) =>
+          sql`SELECT * FROM identity_subjects WHERE id = ${id}`.pipe(
+            decodeSubjects,
+            Effect.map((rows) => rows[0]),
+            storeOp("SubjectsRepo.getSubject")
+          ),
+        listSubjects: (limit) =>
+          sql`SELECT * FROM identity_subjects ORDER BY last_seen_at DESC, id LIMIT ${limit}`.pipe(
+            decodeSubjects,
+            storeOp("SubjectsRepo.listSubjects")
+          ),
+        resetBudget: (id) =>
+          sql`UPDATE identity_subjects SET budget_used = 0 WHERE id = ${id} RETURNING *`.pipe(
+            decodeSubjects,
+            Effect.map((rows) => rows[0]),
+            storeOp("SubjectsRepo.resetBudget")
+          )
+      })
+    })
+  )
+}
