@@ -22,6 +22,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import { randomBytes } from "node:crypto"
 import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
 import { takeSpool, writeSpool } from "../durability/spool.ts"
@@ -406,8 +407,11 @@ export const makeBlockWriter = (options: {
         ? store.commitBatch(batch, newBlockId)
         : abandonAfter(store.commitBatch(batch, newBlockId), options.commitTimeout)
 
+    /** One round at a time: the worker's, or (SQLite) one a refund runs on its own request's fiber. */
+    const rounds = Semaphore.makeUnsafe(1)
+
     /** One round: returns false when the store refused it. */
-    const round = Effect.gen(function*() {
+    const round = rounds.withPermits(1)(Effect.gen(function*() {
       const taken = takeBatch(Date.now())
       if (taken === undefined) return true
       current = taken
@@ -425,7 +429,7 @@ export const makeBlockWriter = (options: {
         yield* Effect.logError(`credit movements cannot reach the store; ${pendingCount()} pending, retrying with backoff`)
       }
       return false
-    })
+    }))
 
     /** Between rounds with nothing to write: give an idle block back, or see whether another replica asked for it. */
     const housekeeping = Effect.gen(function*() {
@@ -566,6 +570,9 @@ export const makeBlockWriter = (options: {
           // A settlement changes no balance (the reservation row goes): nobody waits for it. A
           // crash before it lands refunds the request (the sweep), in the customer's favour.
           if (outage.down || op === "settle") return Effect.void
+          // SQLite commits synchronously: the refund is written on this request's fiber before
+          // its scope finishes closing, as it was before blocks (the worker would write it a tick later).
+          if (store.dialect === "sqlite") return Effect.asVoid(round)
           return Effect.callback<void>((resume) => {
             entry.acknowledge = () => resume(Effect.void)
           })
