@@ -1,18 +1,23 @@
 /**
  * A replica's credits between requests and the store (issue 14, docs/decisions.md section 10).
  *
- * The replica leases a **block** of the pool and spends it in memory: a paid request is admitted
- * by taking its price from the block, with no store round trip. Everything the store must learn
- * (the request's charge, held open as a reservation while the request is in flight; its
- * settlement or refund; budget counts; block returns and leases) is written by one fiber, in one
- * transaction per round (**group commit**): what accumulates while a commit is in flight goes in
- * the next one. A charge therefore lands within one commit of its admission, usually while its
- * provider call is still running.
+ * The replica leases a **block** of the pool and decides admissions in memory: a paid request is
+ * admitted by taking its price from the block, with no store query to ask whether the pool can
+ * pay. Everything the store must learn (the request's charge, held open as a reservation while
+ * the request is in flight; its settlement or refund; budget counts; block returns and leases) is
+ * written by one fiber, in one transaction per round (**group commit**): what accumulates while a
+ * commit is in flight goes in the next one, so under load one commit serves many requests.
  *
- * What a crash costs: charges not yet committed are never written, and the block's unspent rest
- * as the store knows it (which still counts them) returns to the pool when the sweep of a live
- * replica finds the lease lapsed. The customer is never charged for them; the operator forgoes
- * at most the requests admitted during the last commit round, and never more than one block.
+ * A paid request waits for the commit that writes its charge before its provider is called, and
+ * a refund for the commit that writes it; a settlement is not waited for. So a crash costs what
+ * it cost before blocks: the sweep of a live replica refunds the open reservations (the customer
+ * is never charged for a request that did not finish; at worst a finished one whose settlement
+ * was still in memory is not charged) and returns the block's unspent rest to the pool.
+ *
+ * Near empty, a replica whose lease comes up short while other replicas hold blocks bumps the
+ * workspace's reclaim counter; every replica that sees it move (in its next commit, or by polling
+ * while it holds a block) returns its block, and the short replica retries for up to
+ * RECLAIM_WAIT_MS before its 402. A 402 with no block held anywhere is exact.
  *
  * Budgets are not split into blocks (a budget per key per replica would strand requests with an
  * idle replica): a budgeted request waits for the commit that counts it, shared with every other
