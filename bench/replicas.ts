@@ -50,7 +50,7 @@ const WINDOWS = QUICK ? 2 : 5
 const WINDOW_MS = QUICK ? 1_000 : 3_000
 const UPSTREAM_KEY = "sk-bench-upstream"
 
-const body = JSON.stringify({ model: "bench", max_tokens: 64, messages: [{ role: "user", content: "Say hello to the benchmark." }] })
+const bodyFor = (model: string) => JSON.stringify({ model, max_tokens: 64, messages: [{ role: "user", content: "Say hello to the benchmark." }] })
 
 const gatewayConfig = (upstream: string, store: string, redis?: string) => ({
   server: { host: "127.0.0.1" },
@@ -59,7 +59,11 @@ const gatewayConfig = (upstream: string, store: string, redis?: string) => ({
   workspace: { credits: 1_000_000_000 },
   limits: { requests_per_minute: 50, concurrent_streams: 5 },
   providers: [{ name: "up", kind: "openai", base_url: `${upstream}/d0/n1/v1`, api_key: UPSTREAM_KEY }],
-  models: [{ id: "bench", provider: "up", credits: 1, max_tokens: 4096 }]
+  models: [
+    { id: "bench", provider: "up", credits: 1, max_tokens: 4096 },
+    // The same request with nothing written to the store: what more processes cost by themselves.
+    { id: "bench-free", provider: "up", credits: 0, max_tokens: 4096 }
+  ]
 })
 
 const UNLIMITED = { requests_per_minute: 1_000_000, concurrent_streams: 1_000 }
@@ -78,6 +82,7 @@ interface Scenario {
   readonly name: string
   readonly gateways: ReadonlyArray<Gateway>
   readonly key: string
+  readonly model?: string
 }
 
 const targetsOf = (scenario: Scenario): Array<Target> =>
@@ -86,7 +91,7 @@ const targetsOf = (scenario: Scenario): Array<Target> =>
     pool: makePool(g.url, Math.ceil(workersFor(scenario.gateways.length) / scenario.gateways.length)),
     path: "/v1/chat/completions",
     headers: { "content-type": "application/json", authorization: `Bearer ${scenario.key}` },
-    body
+    body: bodyFor(scenario.model ?? "bench")
   }))
 
 const cpuOf = (gateways: ReadonlyArray<Gateway>) => gateways.reduce((sum, g) => sum + cpuTimeMs(g.pid), 0)
@@ -191,13 +196,17 @@ const main = async () => {
       { name: "1 replica: paid", gateways: [gateways[0]!], key: paid.key },
       { name: "3 replicas: paid", gateways, key: paid.key },
       { name: "1 replica: paid + budget", gateways: [gateways[0]!], key: budget.key },
-      { name: "3 replicas: paid + budget", gateways, key: budget.key }
+      { name: "3 replicas: paid + budget", gateways, key: budget.key },
+      { name: "1 replica: free", gateways: [gateways[0]!], key: paid.key, model: "bench-free" },
+      { name: "3 replicas: free", gateways, key: paid.key, model: "bench-free" }
     ])
     const get = (name: string) => results.get(name)!
     record("Postgres + Redis, 1 replica: paid", get("1 replica: paid"))
     record("Postgres + Redis, 3 replicas: paid", get("3 replicas: paid"), get("1 replica: paid"))
     record("Postgres + Redis, 1 replica: paid + budget", get("1 replica: paid + budget"))
     record("Postgres + Redis, 3 replicas: paid + budget", get("3 replicas: paid + budget"), get("1 replica: paid + budget"))
+    record("Postgres + Redis, 1 replica: free model (no store write)", get("1 replica: free"))
+    record("Postgres + Redis, 3 replicas: free model (no store write)", get("3 replicas: free"), get("1 replica: free"))
   }
 
   const header = ["scenario", "paid req/s (min-max window)", "gateway CPU per request", "less idle CPU", "vs 1 replica"]
