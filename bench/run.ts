@@ -467,8 +467,9 @@ const main = async () => {
     "Latency at concurrency 1, then req/s and gateway CPU per request at concurrency 32; each gateway process is",
     "measured against its own interleaved direct baseline. (c) is the baseline: the limiter still counts every",
     "request, in memory, but the model is free and the key has no budget, so the request path writes nothing to",
-    "the store. (a) and (b) add the budget counter (one UPDATE) and the credit charge (one transaction: pool UPDATE",
-    "and ledger INSERT). (d) is (c) with the limiter in Redis (one script call per request).",
+    "the store. (a) and (b) add the budget count and the credit charge: the price is taken from the replica's credit",
+    "block in memory, and the request waits for the group commit that writes its count, charge and reservation with",
+    "every other request of its round. (d) is (c) with the limiter in Redis (one script call per request).",
     ...skipped
   ]))
 
