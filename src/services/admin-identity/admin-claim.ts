@@ -6,21 +6,10 @@
  * rule's corners are tested without an issuer.
  */
 import type { OidcClaimCondition } from "../config/schema.ts"
-import { claimValue } from "../identity/policies.ts"
+import { holds } from "../identity/policies.ts"
 
-/**
- * `equals`: the claim is that value (same type: `true` does not match the string "true"), or a
- * list holding it. `includes`: the claim is a list holding it, or a space-separated string (like
- * `scope`) naming it.
- */
-export const namesAdmin = (claims: Readonly<Record<string, unknown>>, rule: OidcClaimCondition): boolean => {
-  const found = claimValue(claims, rule.claim)
-  if (rule.equals !== undefined) return Array.isArray(found) ? found.includes(rule.equals) : found === rule.equals
-  if (rule.includes === undefined) return false
-  if (Array.isArray(found)) return found.includes(rule.includes)
-  if (typeof found === "string") return found.split(/\s+/).includes(rule.includes)
-  return false
-}
+/** Whether the token's claims name an admin: the condition as an `auth.oidc` policy reads it. */
+export const namesAdmin = (claims: Readonly<Record<string, unknown>>, rule: OidcClaimCondition): boolean => holds(rule, claims)
 
 /** The rule in words, for a refusal's message (names the claim, never the token's values). */
 export const describeRule = (rule: OidcClaimCondition): string =>

@@ -29,7 +29,12 @@ export const claimValue = (claims: Readonly<Record<string, unknown>>, name: stri
   return node
 }
 
-const holds = (condition: OidcClaimCondition, claims: Readonly<Record<string, unknown>>): boolean => {
+/**
+ * One claim condition: `equals` (the claim is that value, same type, or a list holding it) or
+ * `includes` (a list holding it, or a space-separated string such as `scope` naming it). Shared
+ * with the admin sign-in's `admin_claim` (admin-identity/admin-claim.ts).
+ */
+export const holds = (condition: OidcClaimCondition, claims: Readonly<Record<string, unknown>>): boolean => {
   const value = claimValue(claims, condition.claim)
   if (value === undefined || value === null) return false
   if (condition.equals !== undefined) {
