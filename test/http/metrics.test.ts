@@ -107,9 +107,12 @@ describe("GET /metrics", () => {
   })
 
   it("wants the configured token, and counts what the traffic did", async () => {
-    expect((await scrape(null)).status).toBe(401)
+    const missing = await scrape(null)
+    expect(missing.status).toBe(401)
+    expect(missing.headers.get("www-authenticate")).toBe("Bearer")
     const wrong = await scrape("not-the-token-at-all")
     expect(wrong.status).toBe(401)
+    expect(wrong.headers.get("www-authenticate")).toMatch(/^Bearer error="invalid_token"/)
     expect(((await wrong.json()) as { error: string }).error).toBe("unauthorized")
 
     const before = await metrics()

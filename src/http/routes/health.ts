@@ -66,7 +66,11 @@ export const metricsRoute = (token: string | undefined) =>
         const header = request.headers["authorization"] ?? ""
         const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : ""
         if (!sameSecret(given, token)) {
-          return yield* new Unauthorized({ message: "GET /metrics wants `Authorization: Bearer <telemetry.metrics_token>`" })
+          return yield* new Unauthorized({
+            message: "GET /metrics wants `Authorization: Bearer <telemetry.metrics_token>`",
+            // No credential at all gets the bare challenge (RFC 6750 section 3.1), a wrong one names the error.
+            missing: request.headers["authorization"] === undefined
+          })
         }
       }
       const metrics = yield* Metrics
