@@ -14,7 +14,11 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthoriz
   ...fields,
   missing: Schema.optional(Schema.Boolean)
 }) {}
-export class KeyInactive extends Schema.TaggedError<KeyInactive>()("KeyInactive", fields) {}
+/** `keyId`: the key that was refused, for the audit record (never in the envelope). */
+export class KeyInactive extends Schema.TaggedError<KeyInactive>()("KeyInactive", {
+  ...fields,
+  keyId: Schema.optional(Schema.String)
+}) {}
 export class ScopeViolation extends Schema.TaggedError<ScopeViolation>()("ScopeViolation", fields) {}
 export class ToolsDisabled extends Schema.TaggedError<ToolsDisabled>()("ToolsDisabled", fields) {}
 export class HttpsRequired extends Schema.TaggedError<HttpsRequired>()("HttpsRequired", fields) {}

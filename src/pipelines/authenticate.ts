@@ -34,6 +34,12 @@ const admitKey = Effect.gen(function*() {
   const request = yield* HttpServerRequest
   const state = yield* CurrentRequest
   const key = yield* (yield* Auth).authenticate(request.headers).pipe(
+    // A known key refused as inactive or expired is still named in its request's audit record.
+    Effect.tapError((error) =>
+      Effect.sync(() => {
+        if (error._tag === "KeyInactive" && error.keyId !== undefined) state.audit.key_id = error.keyId
+      })
+    ),
     stageSpan("Auth.authenticate", { annotate: (key) => ({ "modelgate.key_id": key.id, "modelgate.auth.kind": key.kind }) })
   )
   state.audit.key_id = key.id

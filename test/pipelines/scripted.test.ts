@@ -336,15 +336,17 @@ describe("POST /v1/messages/count_tokens", () => {
 })
 
 describe("time from the clock layer", () => {
-  it("a key past its expires_at is refused with key_inactive, without waiting", async () => {
+  it("a key past its expires_at is refused with key_inactive, without waiting, and audited under its key id", async () => {
     next = { openai: () => ({ respond: completion }) }
     const expires = new Date(Date.now() + 60 * 60 * 1000).toISOString()
-    const { key } = await gateway.createKey({ expires_at: expires })
+    const { id, key } = await gateway.createKey({ expires_at: expires })
     await openai(key).chat.completions.create({ model: "paid", messages: [{ role: "user", content: "hi" }] })
     time.advance(2 * 60 * 60 * 1000)
     const response = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
     expect(response.status).toBe(401)
     expect(((await response.json()) as { error: string }).error).toBe("key_inactive")
+    const [record] = await recordOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 401, error: "key_inactive", key_id: id })
   })
 
   it("an MCP session past its TTL is session_expired, without waiting", async () => {

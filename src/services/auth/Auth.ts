@@ -97,9 +97,9 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
             return yield* new Unauthorized({ message: "this key was rotated and is no longer valid" })
           }
         }
-        if (!record.is_active) return yield* new KeyInactive({ message: "this API key is inactive" })
+        if (!record.is_active) return yield* new KeyInactive({ message: "this API key is inactive", keyId: record.id })
         if (record.expires_at !== null && Date.parse(record.expires_at) <= now) {
-          return yield* new KeyInactive({ message: `this API key expired at ${record.expires_at}` })
+          return yield* new KeyInactive({ message: `this API key expired at ${record.expires_at}`, keyId: record.id })
         }
         lastUsed.set(record.id, new Date(now).toISOString())
         return keyPrincipal(record)
