@@ -276,7 +276,8 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
       return false
     })
     expect(painted).toBe(true)
-    expect(await canvases.nth(1).getAttribute("aria-label")).toContain("7 requests in total")
+    // The 7 answered, and the key_inactive refusal, which is audited under the key it presented.
+    expect(await canvases.nth(1).getAttribute("aria-label")).toContain("8 requests in total")
     await expectLabelled()
     await shot("08-usage")
   })
@@ -295,7 +296,8 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     await filters.getByLabel("Key").selectOption({ label: "e2e" })
     await filters.getByLabel("Endpoint").fill("/v1/chat/completions")
     await filters.getByRole("button", { name: "Apply filters" }).click()
-    await expect.poll(() => table.locator("tbody tr").count()).toBe(7)
+    // 7 answered, and the refusal while the key was revoked (audited under the key it presented).
+    await expect.poll(() => table.locator("tbody tr").count()).toBe(8)
     await table.locator("tbody tr").first().getByRole("button", { name: /^Details of req_/ }).click()
     const details = page.getByRole("dialog", { name: /^Request req_/ })
     expect(await details.textContent()).toContain("/v1/chat/completions")
@@ -307,7 +309,7 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
       page.getByRole("button", { name: "Export JSON Lines" }).click()
     ])
     const lines = readFileSync((await download.path())!, "utf8").trim().split("\n").map((l) => JSON.parse(l))
-    expect(lines).toHaveLength(7)
+    expect(lines).toHaveLength(8)
     for (const record of lines) expect(record).toMatchObject({ key_id: keyId, endpoint: "/v1/chat/completions" })
     await expectLabelled()
     await shot("10-audit")
