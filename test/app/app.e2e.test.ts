@@ -7,30 +7,17 @@
  * usage, audit, CSRF, the phone width, delete, sign-out.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { chromium, type BrowserContext, type Page } from "playwright-core"
-import { APP_DIST } from "../../src/http/routes/app.ts"
+import type { BrowserContext, Page } from "playwright-core"
 import { POSTGRES_ADMIN_URL } from "../support/databases.ts"
+import { HAS_CHROMIUM, openBrowser, prepareApp, SHOTS, type TestBrowser } from "../support/browser.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
 // These run inside the page (page.evaluate); the test program itself has no DOM types.
 declare const document: any, navigator: any, getComputedStyle: any
 
-const CHROMIUM = "/usr/bin/chromium"
-const SHOTS = join(import.meta.dirname, "../../test-results/app")
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync"
-]
 
 const chat = (gw: TestGateway, key: string, content = "hello from the app test") =>
   fetch(`${gw.url}/v1/chat/completions`, {
@@ -39,14 +26,14 @@ const chat = (gw: TestGateway, key: string, content = "hello from the app test")
     body: JSON.stringify({ model: "echo", messages: [{ role: "user", content }] })
   })
 
-describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
+describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
   let gw: TestGateway
+  let browser: TestBrowser
   let context: BrowserContext
   let page: Page
-  let userDataDir: string
   let attacker: Server
   let attackerUrl: string
-  const pageErrors: Array<string> = []
+  let pageErrors: Array<string> = []
   let createdKey = ""
   let keyId = ""
 
@@ -71,13 +58,7 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
   }
 
   beforeAll(async () => {
-    if (!existsSync(join(APP_DIST, "index.html"))) {
-      execFileSync(join(import.meta.dirname, "../../node_modules/.bin/vite"), ["build", "--config", "app/vite.config.ts"], {
-        cwd: join(import.meta.dirname, "../.."),
-        stdio: "inherit"
-      })
-    }
-    mkdirSync(SHOTS, { recursive: true })
+    prepareApp()
     gw = await startGateway(testConfig({ workspace: { credits: 1000 } }))
     // Another origin on the same host: same-site for the cookie, so only the CSRF checks stop it.
     attacker = createServer((_, res) => {
@@ -87,29 +68,14 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app in Chromium", () => {
     })
     await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.1", resolve))
     attackerUrl = `http://127.0.0.1:${(attacker.address() as { port: number }).port}/`
-    userDataDir = mkdtempSync(join(tmpdir(), "mg-chromium-"))
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: FLAGS,
-      viewport: { width: 1280, height: 800 },
-      acceptDownloads: true,
-      permissions: ["clipboard-read", "clipboard-write"]
-    })
-    page = context.pages()[0] ?? await context.newPage()
-    page.setDefaultTimeout(8000)
-    page.on("pageerror", (error) => pageErrors.push(error.message))
-    // Refusals the steps provoke are expected; anything 5xx or a script error is not.
-    page.on("response", (response) => {
-      if (response.status() >= 500) pageErrors.push(`${response.status()} ${response.url()}`)
-    })
+    browser = await openBrowser({ timeoutMs: 8000, context: { acceptDownloads: true, permissions: ["clipboard-read", "clipboard-write"] } })
+    ;({ context, page, pageErrors } = browser)
   }, 60_000)
 
   afterAll(async () => {
-    await context?.close()
+    await browser?.close()
     attacker?.close()
     await gw?.close()
-    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true })
   })
 
   it("refuses a wrong token with the envelope's message, then signs in", async () => {

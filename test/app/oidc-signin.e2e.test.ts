@@ -7,26 +7,20 @@
  * refused. Screenshots go to test-results/app/ next to the main app suite's.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { chromium, type BrowserContext, type Page } from "playwright-core"
-import { APP_DIST } from "../../src/http/routes/app.ts"
+import type { BrowserContext, Page } from "playwright-core"
+import { HAS_CHROMIUM, openBrowser, prepareApp, SHOTS, type TestBrowser } from "../support/browser.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { startTestIssuer, type TestIssuer } from "../support/oidc-issuer.ts"
 
-const CHROMIUM = "/usr/bin/chromium"
-const SHOTS = join(import.meta.dirname, "../../test-results/app")
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-describe.skipIf(!existsSync(CHROMIUM))("admin app sign-in through an identity provider, in Chromium", () => {
+describe.skipIf(!HAS_CHROMIUM)("admin app sign-in through an identity provider, in Chromium", () => {
   let issuer: TestIssuer
   let gw: TestGateway
+  let browser: TestBrowser
   let context: BrowserContext
   let page: Page
-  let userDataDir: string
-  const pageErrors: Array<string> = []
+  let pageErrors: Array<string> = []
 
   const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true })
 
@@ -44,13 +38,7 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app sign-in through an identity pr
   const forgetProviderSession = () => context.clearCookies({ name: /^_/ })
 
   beforeAll(async () => {
-    if (!existsSync(join(APP_DIST, "index.html"))) {
-      execFileSync(join(import.meta.dirname, "../../node_modules/.bin/vite"), ["build", "--config", "app/vite.config.ts"], {
-        cwd: join(import.meta.dirname, "../.."),
-        stdio: "inherit"
-      })
-    }
-    mkdirSync(SHOTS, { recursive: true })
+    prepareApp()
     issuer = await startTestIssuer()
     gw = await startGateway(testConfig({
       admin: {
@@ -68,26 +56,14 @@ describe.skipIf(!existsSync(CHROMIUM))("admin app sign-in through an identity pr
     issuer.client.redirect_uris.push(`${gw.url}/app/oidc/callback`)
     issuer.setAccountClaims("alice", { groups: ["gateway-admins"], email: "alice@example.com" })
     issuer.setAccountClaims("bob", { groups: ["staff"], email: "bob@example.com" })
-    userDataDir = mkdtempSync(join(tmpdir(), "mg-chromium-oidc-"))
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: FLAGS,
-      viewport: { width: 1280, height: 800 }
-    })
-    page = context.pages()[0] ?? await context.newPage()
-    page.setDefaultTimeout(10_000)
-    page.on("pageerror", (error) => pageErrors.push(error.message))
-    page.on("response", (response) => {
-      if (response.status() >= 500) pageErrors.push(`${response.status()} ${response.url()}`)
-    })
+    browser = await openBrowser({ timeoutMs: 10_000 })
+    ;({ context, page, pageErrors } = browser)
   }, 60_000)
 
   afterAll(async () => {
-    await context?.close()
+    await browser?.close()
     await gw?.close()
     await issuer?.close()
-    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true })
   })
 
   it("offers the identity provider next to the admin-token form, and signs an admin in", async () => {
