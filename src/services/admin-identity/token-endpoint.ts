@@ -9,6 +9,7 @@
  * only its `error` code is repeated in messages: its body is another server's text.
  */
 import { Data, Effect } from "effect"
+import { readBoundedText } from "../identity/issuer.ts"
 
 export interface CodeExchange {
   readonly tokenEndpoint: string
@@ -33,24 +34,6 @@ const formEncode = (value: string) => encodeURIComponent(value).replace(/%20/g, 
 
 const printable = (value: unknown) =>
   typeof value === "string" && /^[\x20-\x7e]{1,100}$/.test(value) ? value : undefined
-
-const readBounded = async (response: Response): Promise<string> => {
-  const reader = response.body?.getReader()
-  if (reader === undefined) return ""
-  const chunks: Array<Uint8Array> = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > MAX_RESPONSE_BYTES) {
-      await reader.cancel()
-      throw new Error(`token endpoint answered more than ${MAX_RESPONSE_BYTES} bytes`)
-    }
-    chunks.push(value)
-  }
-  return Buffer.concat(chunks).toString("utf8")
-}
 
 /** Exchanges the code for the token response; succeeds with the ID token. */
 export const exchangeCode = (input: CodeExchange): Effect.Effect<{ readonly idToken: string }, CodeExchangeFailed> =>
@@ -79,7 +62,7 @@ export const exchangeCode = (input: CodeExchange): Effect.Effect<{ readonly idTo
           redirect: "error",
           signal: AbortSignal.any([signal, AbortSignal.timeout(TIMEOUT_MS)])
         })
-        return { status: response.status, text: await readBounded(response) }
+        return { status: response.status, text: await readBoundedText(response, MAX_RESPONSE_BYTES, "token endpoint answer") }
       },
       catch: (error) =>
         new CodeExchangeFailed({

@@ -83,6 +83,28 @@ const discoveryUrl = (issuer: string) => `${issuer.replace(/\/+$/, "")}/.well-kn
 const unavailable = (issuer: string, what: string) =>
   new TokenRejected({ reason: "unavailable", message: `the identity provider ${issuer} could not be reached (${what})` })
 
+/**
+ * A response body as text, read no further than `max` bytes (an answer without Content-Length,
+ * or one that lies, is cut off there): an identity provider's answers are not held whole first.
+ */
+export const readBoundedText = async (response: Response, max: number, what: string): Promise<string> => {
+  const reader = response.body?.getReader()
+  if (reader === undefined) return ""
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > max) {
+      await reader.cancel()
+      throw new Error(`${what} of more than ${max} bytes`)
+    }
+    chunks.push(value)
+  }
+  return Buffer.concat(chunks).toString("utf8")
+}
+
 const fetchDiscovery = async (issuer: string): Promise<Readonly<Record<string, unknown>>> => {
   const response = await fetch(discoveryUrl(issuer), {
     headers: { accept: "application/json" },
@@ -93,13 +115,7 @@ const fetchDiscovery = async (issuer: string): Promise<Readonly<Record<string, u
     await response.body?.cancel()
     throw new Error(`discovery answered ${response.status}`)
   }
-  const declared = Number(response.headers.get("content-length") ?? "0")
-  if (declared > MAX_DISCOVERY_BYTES) {
-    await response.body?.cancel()
-    throw new Error("discovery document too large")
-  }
-  const text = await response.text()
-  if (text.length > MAX_DISCOVERY_BYTES) throw new Error("discovery document too large")
+  const text = await readBoundedText(response, MAX_DISCOVERY_BYTES, "discovery document")
   const document: unknown = JSON.parse(text)
   if (typeof document !== "object" || document === null || Array.isArray(document)) {
     throw new Error("discovery document is not a JSON object")

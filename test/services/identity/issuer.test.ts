@@ -1,6 +1,8 @@
 // One issuer's verification against a real OpenID provider (oidc-provider on port 0): what is
 // accepted, why each bad token is refused, key rotation through the JWKS, discovery, and an
 // issuer that cannot be reached.
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeIssuerVerifier, type TokenRejected, type VerifiedToken } from "../../../src/services/identity/issuer.ts"
@@ -130,6 +132,35 @@ describe("issuer verifier", () => {
     }
     const gone = makeIssuerVerifier({ issuer: "http://127.0.0.1:9", audience: "x", jwks_url: "http://127.0.0.1:9/jwks" })
     expect(await outcome(gone.verify(await idp.mint()))).toMatchObject({ ok: false, reason: "unavailable" })
+  })
+
+  it("reads no more of a discovery document than its bound, even one sent without a Content-Length", async () => {
+    let written = 0
+    const flood = createServer((_, response) => {
+      response.writeHead(200, { "content-type": "application/json" })
+      // Chunked, no Content-Length: 1 MiB a write until the client hangs up.
+      const chunk = Buffer.alloc(1024 * 1024, 0x20)
+      const more = () => {
+        while (!response.destroyed && written < 64 * 1024 * 1024) {
+          written += chunk.length
+          if (!response.write(chunk)) return void response.once("drain", more)
+        }
+        response.end()
+      }
+      more()
+    })
+    await new Promise<void>((resolve) => flood.listen(0, "127.0.0.1", resolve))
+    const issuer = `http://127.0.0.1:${(flood.address() as AddressInfo).port}`
+    try {
+      const verifier = makeIssuerVerifier({ issuer, audience: "x" })
+      expect(await outcome(verifier.verify(await idp.mint()))).toMatchObject({ ok: false })
+      expect(await outcome(verifier.metadata as never)).toMatchObject({ ok: false, reason: "unavailable" })
+      // It stopped reading long before the server ran out of things to send.
+      expect(written).toBeLessThan(16 * 1024 * 1024)
+    } finally {
+      flood.closeAllConnections()
+      await new Promise((resolve) => flood.close(resolve))
+    }
   })
 
   it("refuses symmetric or none algorithms in its settings", () => {
