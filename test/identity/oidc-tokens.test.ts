@@ -3,7 +3,9 @@
  * (oidc-provider, port 0): what a client sees for a valid token served with its policy, for
  * every kind of bad token, and per-subject limits, budget, connection grants and audit.
  */
+import Anthropic from "@anthropic-ai/sdk"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import OpenAI from "openai"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -122,6 +124,26 @@ describe("identity-provider tokens", () => {
     expect(response.status, JSON.stringify(body)).toBe(200)
     expect(body.type).toBe("message")
     expect((await models(token)).status).toBe(200)
+  })
+
+  it("works with the official SDKs as their key or auth token, streaming included", async () => {
+    const token = await mlToken("olga")
+    const openai = new OpenAI({ apiKey: token, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+    const completion = await openai.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "hi" }] })
+    expect(completion.choices[0]!.message.content).toContain("hi")
+    const chunks: Array<string> = []
+    for await (const chunk of await openai.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "streamed" }], stream: true })) {
+      chunks.push(chunk.choices[0]?.delta?.content ?? "")
+    }
+    expect(chunks.join("")).toContain("streamed")
+    // ANTHROPIC_AUTH_TOKEN (Claude Code's way to send a bearer token) is the SDK's authToken.
+    const anthropic = new Anthropic({ authToken: token, apiKey: null, baseURL: gw.url, maxRetries: 0 })
+    const message = await anthropic.messages.create({ model: "echo", max_tokens: 50, messages: [{ role: "user", content: "hello" }] })
+    expect(message.content[0]).toMatchObject({ type: "text" })
+    // Three of the policy's budget of 3: the next is refused, and the SDK raises it as a 429.
+    const refused = await openai.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e)
+    expect(refused).toBeInstanceOf(OpenAI.APIError)
+    expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(429)
   })
 
   it("refuses every kind of bad token with 401 unauthorized and an invalid_token challenge", async () => {
