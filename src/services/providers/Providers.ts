@@ -3,6 +3,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { ProviderConfig } from "../config/schema.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { makeAnthropicClient, makeOpenAIClient, type ProviderClient } from "./clients.ts"
+import { makeBedrockClient } from "./bedrock.ts"
 import { makeEchoClient } from "./echo.ts"
 import { makeAgent } from "./upstream-http.ts"
 
@@ -27,7 +28,11 @@ export class Providers extends Context.Service<Providers, {
           const firstByte = metrics?.firstByteRecorder(provider.name)
           clients.set(
             provider.name,
-            provider.kind === "openai" ? makeOpenAIClient(provider, agent, env, firstByte) : makeAnthropicClient(provider, agent, env, firstByte)
+            provider.kind === "openai"
+              ? makeOpenAIClient(provider, agent, env, firstByte)
+              : provider.kind === "bedrock"
+              ? makeBedrockClient(provider, agent, env, firstByte)
+              : makeAnthropicClient(provider, agent, env, firstByte)
           )
         }
         return Providers.of({

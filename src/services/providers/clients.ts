@@ -12,6 +12,7 @@ import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
+import type { BedrockClient } from "./bedrock.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 import { tracedCall, tracedStream } from "./upstream-span.ts"
@@ -70,13 +71,13 @@ export interface AnthropicClient {
   readonly countTokens: (body: Record<string, unknown>, headers?: AnthropicHeaders) => Effect.Effect<{ readonly input_tokens: number }, UpstreamFailure>
 }
 
-export type ProviderClient = OpenAIClient | AnthropicClient
+export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient
 
 /** Called with the seconds from sending a request to its response headers (the metrics' time to first byte). */
 export type FirstByteRecorder = (seconds: number) => void
 
 /** Times `post` up to the response headers; only answers the upstream gave are timed. */
-const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteRecorder | undefined): Effect.Effect<A, E> =>
+export const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteRecorder | undefined): Effect.Effect<A, E> =>
   record === undefined ? post : Effect.suspend(() => {
     const sent = performance.now()
     return Effect.tap(post, () => Effect.sync(() => record((performance.now() - sent) / 1000)))
@@ -85,7 +86,7 @@ const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteReco
 const apiKeyOf = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>) =>
   provider.api_key ?? (provider.api_key_env === undefined ? undefined : env[provider.api_key_env])
 
-const midStreamError = (provider: string, error: unknown, redact: Redact) => {
+export const midStreamError = (provider: string, error: unknown, redact: Redact) => {
   const e = (typeof error === "object" && error !== null ? error : { message: String(error) }) as Record<string, unknown>
   const message = typeof e.message === "string" ? redact(e.message.slice(0, 1000)) : null
   return new ProviderError({
@@ -102,13 +103,13 @@ const midStreamError = (provider: string, error: unknown, redact: Redact) => {
  * The response ended cleanly but without the vendor's end marker: a proxy that gave up, or a
  * server that died politely. The answer is truncated, and saying so beats a complete-looking one.
  */
-const endedEarly = (provider: string, missing: string) =>
+export const endedEarly = (provider: string, missing: string) =>
   new ProviderError({
     message: `provider "${provider}" ended the stream before the answer was complete`,
     details: { provider, upstream_status: null, upstream_error: { message: `the stream ended without ${missing}` } }
   })
 
-const malformed = (provider: string, data: string, redact: Redact) =>
+export const malformed = (provider: string, data: string, redact: Redact) =>
   new ProviderError({
     message: `provider "${provider}" sent an event that is not JSON`,
     details: { provider, upstream_status: null, upstream_error: { message: redact(data.slice(0, 200)) } }

@@ -19,6 +19,7 @@ import type {
 } from "../anthropic-messages.ts"
 import type { ConverseResponse, ConverseStreamEvent, ConverseUsage } from "../bedrock-converse.ts"
 import { newMessageId } from "../ids.ts"
+import { type AuditUsage, auditUsageFromAnthropic } from "./usage.ts"
 
 /** Converse `stopReason` -> Anthropic `stop_reason`. */
 export const stopReasonFromConverse = (stop: string | undefined): AnthropicStopReason => {
@@ -48,6 +49,9 @@ export const anthropicUsageFromConverse = (usage: ConverseUsage | undefined): An
   cache_creation_input_tokens: count(usage?.cacheWriteInputTokens),
   cache_read_input_tokens: count(usage?.cacheReadInputTokens)
 })
+
+/** Converse's counts as the audit trail's disjoint buckets (Claude's `inputTokens` exclude the cache). */
+export const auditUsageFromConverse = (usage: ConverseUsage | undefined): AuditUsage => auditUsageFromAnthropic(anthropicUsageFromConverse(usage))
 
 export interface ConverseToAnthropicOptions {
   /** Model name reported to the client (what it asked for). */
