@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { ProviderError } from "../../domain/errors.ts"
 import type { ResolvedModel } from "../../services/catalog/ModelCatalog.ts"
-import type { BedrockClient } from "../../services/providers/bedrock.ts"
+import type { BedrockClient } from "../../services/providers/clients.ts"
 import type { EmbeddingsRequest } from "../../wire/openai-embeddings.ts"
 import { bedrockEmbeddingsPlan, bedrockEmbeddingsResponse } from "../../wire/translate/bedrock-embeddings.ts"
 import { Result } from "effect"

@@ -9,43 +9,20 @@ import { Effect, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.ts"
 import {
   CONVERSE_EVENT_TYPES,
-  type ConverseRequest,
   type ConverseResponse,
   type ConverseStreamEvent,
-  type CountTokensRequest,
   type CountTokensResponse
 } from "../../wire/bedrock-converse.ts"
 import { bedrockBaseUrl } from "../config/bedrock.ts"
 import type { ProviderConfig } from "../config/schema.ts"
+import type { Agent } from "undici"
 import { makeSigV4Signer, type SigV4Signer } from "./aws-sigv4.ts"
 import { type EventStreamMessage, eventStreamMessages } from "./aws-event-stream.ts"
 import { bedrockStatusFailure, bedrockStreamFailure } from "./bedrock-errors.ts"
-import { endedEarly, type FirstByteRecorder, malformed, timedToFirstByte } from "./clients.ts"
+import { type BedrockClient, endedEarly, type FirstByteRecorder, type InvokeModelAnswer, malformed, timedToFirstByte } from "./clients.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
-import type { Agent } from "undici"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, type UpstreamFailure } from "./upstream-http.ts"
 import { tracedCall, tracedStream } from "./upstream-span.ts"
-
-export interface BedrockClient {
-  readonly kind: "bedrock"
-  readonly name: string
-  readonly converse: (modelId: string, body: ConverseRequest) => Effect.Effect<ConverseResponse, UpstreamFailure>
-  /** Resolves once Bedrock accepted the request (status known), then streams its events, `metadata` last. */
-  readonly converseStream: (
-    modelId: string,
-    body: ConverseRequest
-  ) => Effect.Effect<Stream.Stream<ConverseStreamEvent, UpstreamFailure>, UpstreamFailure>
-  /** `CountTokens`: the model's own count of a Converse input. */
-  readonly countTokens: (modelId: string, body: CountTokensRequest) => Effect.Effect<CountTokensResponse, UpstreamFailure>
-  /** `InvokeModel` with the model's native JSON body (the embedding models), and the input tokens Bedrock counted. */
-  readonly invokeModel: (modelId: string, body: Record<string, unknown>) => Effect.Effect<InvokeModelAnswer, UpstreamFailure>
-}
-
-export interface InvokeModelAnswer {
-  readonly body: unknown
-  /** The `x-amzn-bedrock-input-token-count` header. */
-  readonly inputTokens: number | undefined
-}
 
 type Env = Readonly<Record<string, string | undefined>>
 

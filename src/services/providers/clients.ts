@@ -1,18 +1,24 @@
 /**
  * The provider kinds, as clients the pipelines call. `openai` speaks Chat Completions to any
- * compatible base URL; `anthropic` speaks Messages; `echo` is built in and speaks Chat
- * Completions without any network.
+ * compatible base URL; `anthropic` speaks Messages; `bedrock` speaks AWS Bedrock's Converse
+ * (bedrock.ts); `echo` is built in and speaks Chat Completions without any network.
  */
 import { Effect, Stream } from "effect"
 import type { Agent } from "undici"
 import { ProviderError } from "../../domain/errors.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
+import type {
+  ConverseRequest,
+  ConverseResponse,
+  ConverseStreamEvent,
+  CountTokensRequest,
+  CountTokensResponse
+} from "../../wire/bedrock-converse.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
-import type { BedrockClient } from "./bedrock.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 import { tracedCall, tracedStream } from "./upstream-span.ts"
@@ -69,6 +75,28 @@ export interface AnthropicClient {
   ) => Effect.Effect<Stream.Stream<AnthropicStreamEvent, UpstreamFailure>, UpstreamFailure>
   /** `POST /v1/messages/count_tokens`: the provider's own count of a request's input tokens. */
   readonly countTokens: (body: Record<string, unknown>, headers?: AnthropicHeaders) => Effect.Effect<{ readonly input_tokens: number }, UpstreamFailure>
+}
+
+/** AWS Bedrock (bedrock.ts): signed with SigV4, chat through the Converse API. */
+export interface BedrockClient {
+  readonly kind: "bedrock"
+  readonly name: string
+  readonly converse: (modelId: string, body: ConverseRequest) => Effect.Effect<ConverseResponse, UpstreamFailure>
+  /** Resolves once Bedrock accepted the request (status known), then streams its events, `metadata` last. */
+  readonly converseStream: (
+    modelId: string,
+    body: ConverseRequest
+  ) => Effect.Effect<Stream.Stream<ConverseStreamEvent, UpstreamFailure>, UpstreamFailure>
+  /** `CountTokens`: the model's own count of a Converse input. */
+  readonly countTokens: (modelId: string, body: CountTokensRequest) => Effect.Effect<CountTokensResponse, UpstreamFailure>
+  /** `InvokeModel` with the model's native JSON body (the embedding models), and the input tokens Bedrock counted. */
+  readonly invokeModel: (modelId: string, body: Record<string, unknown>) => Effect.Effect<InvokeModelAnswer, UpstreamFailure>
+}
+
+export interface InvokeModelAnswer {
+  readonly body: unknown
+  /** The `x-amzn-bedrock-input-token-count` header. */
+  readonly inputTokens: number | undefined
 }
 
 export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient

@@ -5,7 +5,7 @@
  */
 import { Effect, Result, Stream } from "effect"
 import type { ValidationFailed } from "../../../domain/errors.ts"
-import type { BedrockClient } from "../../../services/providers/bedrock.ts"
+import type { BedrockClient } from "../../../services/providers/clients.ts"
 import type { ConverseRequest } from "../../../wire/bedrock-converse.ts"
 import { newChatCompletionId } from "../../../wire/ids.ts"
 import type { ChatRequest } from "../../../wire/openai-chat.ts"

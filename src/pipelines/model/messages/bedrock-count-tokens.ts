@@ -6,7 +6,7 @@
  */
 import { Effect, Result } from "effect"
 import type { ResolvedModel } from "../../../services/catalog/ModelCatalog.ts"
-import type { BedrockClient } from "../../../services/providers/bedrock.ts"
+import type { BedrockClient } from "../../../services/providers/clients.ts"
 import { decodeMessagesRequest } from "../../../wire/anthropic-messages.ts"
 import { messagesRequestToConverse } from "../../../wire/translate/messages-request-to-converse.ts"
 

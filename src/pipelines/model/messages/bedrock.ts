@@ -6,7 +6,7 @@
  */
 import { Effect, Result, Stream } from "effect"
 import { decodedOrFail } from "../../../domain/validation.ts"
-import type { BedrockClient } from "../../../services/providers/bedrock.ts"
+import type { BedrockClient } from "../../../services/providers/clients.ts"
 import { decodeMessagesRequest, type MessagesPassthroughRequest } from "../../../wire/anthropic-messages.ts"
 import {
   auditUsageFromConverse,

@@ -4,7 +4,7 @@
  * package's translators through Chat Completions (see ../adapter.ts).
  */
 import { Effect, Result, Stream } from "effect"
-import type { BedrockClient } from "../../../services/providers/bedrock.ts"
+import type { BedrockClient } from "../../../services/providers/clients.ts"
 import { newChatCompletionId } from "../../../wire/ids.ts"
 import type { ChatChunk } from "../../../wire/openai-chat.ts"
 import type { ResponsesPassthroughRequest } from "../../../wire/openai-responses.ts"
