@@ -11,6 +11,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { Effect } from "effect"
 import OpenAI from "openai"
+import type { ChatCompletionStreamParams } from "openai/lib/ChatCompletionStream"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
 import { type FakeBedrock, startFakeBedrock } from "../support/fake-bedrock.ts"
@@ -160,7 +161,7 @@ describe("openai SDK on /v1/chat/completions -> Bedrock", () => {
       const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Weather in Paris?" }]
       const tools: Array<OpenAI.Chat.ChatCompletionFunctionTool> = [{ type: "function", function: { name: "get_weather", description: "Weather", parameters: WEATHER } }]
       const ask = (params: OpenAI.Chat.ChatCompletionCreateParamsNonStreaming) =>
-        streamed ? openai().chat.completions.stream(params).finalChatCompletion() : openai().chat.completions.create(params)
+        streamed ? openai().chat.completions.stream(params as ChatCompletionStreamParams).finalChatCompletion() : openai().chat.completions.create(params)
       const first = await ask({ model: "claude-br", messages, tools })
       expect(first.choices[0]!.finish_reason).toBe("tool_calls")
       const call = first.choices[0]!.message.tool_calls![0]! as OpenAI.Chat.ChatCompletionMessageFunctionToolCall
