@@ -3,7 +3,6 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { ProviderConfig } from "../config/schema.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { makeAnthropicClient, makeOpenAIClient, type ProviderClient } from "./clients.ts"
-import { makeBedrockClient } from "./bedrock.ts"
 import { makeEchoClient } from "./echo.ts"
 import { makeAgent } from "./upstream-http.ts"
 
@@ -16,6 +15,10 @@ export class Providers extends Context.Service<Providers, {
       Effect.gen(function*() {
         const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
         const clients = new Map<string, ProviderClient>()
+        // AWS's signer and event stream codec load only for a deployment with a Bedrock provider.
+        const bedrock = providers.some((provider) => provider.kind === "bedrock")
+          ? yield* Effect.promise(() => import("./bedrock.ts"))
+          : undefined
         for (const provider of providers) {
           if (provider.kind === "echo") {
             clients.set(provider.name, makeEchoClient(provider.name))
@@ -30,8 +33,8 @@ export class Providers extends Context.Service<Providers, {
             provider.name,
             provider.kind === "openai"
               ? makeOpenAIClient(provider, agent, env, firstByte)
-              : provider.kind === "bedrock"
-              ? makeBedrockClient(provider, agent, env, firstByte)
+              : provider.kind === "bedrock" && bedrock !== undefined
+              ? bedrock.makeBedrockClient(provider, agent, env, firstByte)
               : makeAnthropicClient(provider, agent, env, firstByte)
           )
         }
