@@ -176,9 +176,10 @@ export interface ResponseContext {
   readonly signal: AbortSignal
   sendJson(status: number, payload: unknown, extraHeaders?: Record<string, string>): void
   sendText(status: number, text: string, extraHeaders?: Record<string, string>): void
-  startStream(): void
+  /** Sends the 200 of a stream: SSE unless another content type is named (AWS's binary event stream). */
+  startStream(contentType?: string): void
   /** Writes raw bytes to an already started response. */
-  write(chunk: string): void
+  write(chunk: string | Uint8Array): void
   end(): void
   /** Resets the socket without finishing the response (a broken upstream, not a client abort). */
   destroy(): void
@@ -324,10 +325,10 @@ const makeContext = (
       })
       res.end(text)
     },
-    startStream: () => {
+    startStream: (contentType = "text/event-stream; charset=utf-8") => {
       if (!live() || res.headersSent) return
       writeHead(200, {
-        "content-type": "text/event-stream; charset=utf-8",
+        "content-type": contentType,
         "cache-control": "no-cache",
         connection: "keep-alive"
       })
@@ -378,7 +379,7 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 /** Runs the frames of a streamed answer, honouring the stream options. */
 export const writeFrames = async (
   ctx: ResponseContext,
-  frames: ReadonlyArray<string>,
+  frames: ReadonlyArray<string | Uint8Array>,
   options: StreamOptions
 ): Promise<void> => {
   for (let i = 0; i < frames.length; i++) {

@@ -1,7 +1,7 @@
 /**
  * `POST /v1/messages/count_tokens`: Anthropic-kind providers count (the body is forwarded as
- * sent, with the model id replaced, and the client's version and beta headers); for other
- * providers the gateway estimates with a tokenizer (services/tokens) in the same response shape.
+ * sent, with the model id replaced, and the client's version and beta headers), Bedrock-kind ones
+ * through Bedrock's CountTokens where the model offers it; for other providers the gateway estimates with a tokenizer (services/tokens) in the same response shape.
  * Authenticated, rate limited, scoped and audited like any model request; it costs
  * `count_tokens.credits` (0 unless configured) and counts against a key's request budget.
  */
@@ -16,6 +16,7 @@ import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
 import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
+import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
 
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -28,6 +29,13 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
     const counted = yield* client.countTokens({ ...raw, model: resolved.model.id }, forwardedAnthropicHeaders(headers))
     state.audit.prompt_tokens = counted.input_tokens
     return json(counted)
+  }
+  if (client.kind === "bedrock") {
+    const counted = yield* bedrockCountTokens(client, raw, resolved, (yield* HttpServerRequest).headers["anthropic-beta"])
+    if (counted !== undefined) {
+      state.audit.prompt_tokens = counted
+      return json({ input_tokens: counted })
+    }
   }
   const estimated = yield* (yield* TokenEstimator).messagesInput(raw)
   state.audit.prompt_tokens = estimated

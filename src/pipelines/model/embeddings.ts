@@ -1,6 +1,7 @@
 /**
  * `POST /v1/embeddings` (OpenAI): forwarded to OpenAI-kind providers (the body as sent, the
- * model id replaced) and answered by the echo provider with deterministic vectors offline.
+ * model id replaced), translated for Bedrock's Titan and Cohere embedding models, and answered
+ * by the echo provider with deterministic vectors offline.
  * Anthropic has no embeddings API, so an Anthropic-kind model is a 400 naming the model, as is
  * any model whose entry does not list `embeddings`. Admitted, charged and audited like any
  * model request.
@@ -13,11 +14,18 @@ import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
+import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
-  const { raw, resolved } = yield* admitModelRequest(decodeEmbeddingsRequest, { endpoint: "embeddings" })
+  const { raw, request, resolved } = yield* admitModelRequest(decodeEmbeddingsRequest, { endpoint: "embeddings" })
   const client = (yield* Providers).client(resolved.provider.name)
+  if (client.kind === "bedrock") {
+    const response = yield* bedrockEmbeddings(client, request, resolved)
+    state.audit.prompt_tokens = response.usage.prompt_tokens
+    state.audit.completion_tokens = 0
+    return json(response)
+  }
   if (client.kind !== "openai") {
     return yield* new ValidationFailed({
       message: `model "${resolved.requested}" is served by an ${client.kind}-kind provider, which has no embeddings API`,

@@ -7,6 +7,7 @@ import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as YAML from "yaml"
 import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "../identity/issuer-rules.ts"
+import { bedrockFromEnv, checkBedrockFields } from "./bedrock.ts"
 import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -129,6 +130,8 @@ const envProviders = (env: Env): Array<{ provider: ProviderConfig; models: Reado
       ]
     })
   }
+  const bedrock = bedrockFromEnv(env)
+  if (bedrock !== undefined) found.push({ provider: providerWithDefaults(bedrock.provider), models: bedrock.models.map(modelWithDefaults) })
   return found
 }
 
@@ -193,12 +196,15 @@ const checkAdminOidc = (config: GatewayConfig): string | undefined => {
 }
 
 /** Cross-field rules the per-field schema cannot express; each names the offending field. */
-const checkReferences = (config: GatewayConfig): string | undefined => {
+const checkReferences = (config: GatewayConfig, env: Env): string | undefined => {
   const providerNames = new Set<string>()
   for (const [i, p] of config.providers.entries()) {
     if (providerNames.has(p.name)) return `providers.${i}.name: duplicate provider name "${p.name}"`
     providerNames.add(p.name)
-    if (p.kind !== "echo" && !p.base_url) return `providers.${i}.base_url: required for kind ${p.kind}`
+    const bedrockProblem = checkBedrockFields(p, `providers.${i}`, env)
+    if (bedrockProblem) return bedrockProblem
+    // Bedrock's base URL defaults to its region's endpoint.
+    if (p.kind !== "echo" && p.kind !== "bedrock" && !p.base_url) return `providers.${i}.base_url: required for kind ${p.kind}`
     if (p.base_url && !/^https?:\/\//.test(p.base_url)) return `providers.${i}.base_url: expected an http(s) URL`
   }
   const names = new Set<string>()
@@ -334,7 +340,7 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
     models.push(modelWithDefaults({ alias: "echo", id: "echo-1", provider: "echo", credits: 0, max_tokens: 4096, endpoints: ["chat", "embeddings"] }))
   }
   const final: GatewayConfig = { ...config, providers, models }
-  const problem = checkReferences(final) ?? checkIdentityIssuers(final)
+  const problem = checkReferences(final, input.env) ?? checkIdentityIssuers(final)
   if (problem) return Result.fail(new ConfigInvalid({ message: `${where}: ${problem}` }))
   return Result.succeed(final)
 }

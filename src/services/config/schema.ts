@@ -20,7 +20,7 @@ export const Timeouts = Schema.Struct({
 
 export const ProviderConfig = Schema.Struct({
   name: Schema.NonEmptyString,
-  kind: Schema.Literals(["openai", "anthropic", "echo"]),
+  kind: Schema.Literals(["openai", "anthropic", "echo", "bedrock"]),
   base_url: Schema.optional(Schema.String),
   api_key: Schema.optional(Schema.String),
   api_key_env: Schema.optional(Schema.String),
@@ -30,6 +30,15 @@ export const ProviderConfig = Schema.Struct({
    * clients are forwarded to it as they are; otherwise they are translated to Chat Completions.
    */
   responses_api: def(Schema.Boolean, false),
+  /** Bedrock kind: the AWS region (SigV4 scope, and the default base URL's host). */
+  region: Schema.optional(Schema.NonEmptyString),
+  /** Bedrock kind: AWS credentials, each literal or the name of a variable holding it, like api_key. */
+  access_key_id: Schema.optional(Schema.String),
+  access_key_id_env: Schema.optional(Schema.String),
+  secret_access_key: Schema.optional(Schema.String),
+  secret_access_key_env: Schema.optional(Schema.String),
+  session_token: Schema.optional(Schema.String),
+  session_token_env: Schema.optional(Schema.String),
   max_connections: def(PositiveInt, 64),
   timeouts: def(Timeouts, {})
 })

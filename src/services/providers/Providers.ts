@@ -15,6 +15,10 @@ export class Providers extends Context.Service<Providers, {
       Effect.gen(function*() {
         const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
         const clients = new Map<string, ProviderClient>()
+        // AWS's signer and event stream codec load only for a deployment with a Bedrock provider.
+        const bedrock = providers.some((provider) => provider.kind === "bedrock")
+          ? yield* Effect.promise(() => import("./bedrock.ts"))
+          : undefined
         for (const provider of providers) {
           if (provider.kind === "echo") {
             clients.set(provider.name, makeEchoClient(provider.name))
@@ -27,7 +31,11 @@ export class Providers extends Context.Service<Providers, {
           const firstByte = metrics?.firstByteRecorder(provider.name)
           clients.set(
             provider.name,
-            provider.kind === "openai" ? makeOpenAIClient(provider, agent, env, firstByte) : makeAnthropicClient(provider, agent, env, firstByte)
+            provider.kind === "openai"
+              ? makeOpenAIClient(provider, agent, env, firstByte)
+              : provider.kind === "bedrock" && bedrock !== undefined
+              ? bedrock.makeBedrockClient(provider, agent, env, firstByte)
+              : makeAnthropicClient(provider, agent, env, firstByte)
           )
         }
         return Providers.of({

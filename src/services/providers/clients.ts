@@ -1,12 +1,19 @@
 /**
  * The provider kinds, as clients the pipelines call. `openai` speaks Chat Completions to any
- * compatible base URL; `anthropic` speaks Messages; `echo` is built in and speaks Chat
- * Completions without any network.
+ * compatible base URL; `anthropic` speaks Messages; `bedrock` speaks AWS Bedrock's Converse
+ * (bedrock.ts); `echo` is built in and speaks Chat Completions without any network.
  */
 import { Effect, Stream } from "effect"
 import type { Agent } from "undici"
 import { ProviderError } from "../../domain/errors.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
+import type {
+  ConverseRequest,
+  ConverseResponse,
+  ConverseStreamEvent,
+  CountTokensRequest,
+  CountTokensResponse
+} from "../../wire/bedrock-converse.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
@@ -70,13 +77,35 @@ export interface AnthropicClient {
   readonly countTokens: (body: Record<string, unknown>, headers?: AnthropicHeaders) => Effect.Effect<{ readonly input_tokens: number }, UpstreamFailure>
 }
 
-export type ProviderClient = OpenAIClient | AnthropicClient
+/** AWS Bedrock (bedrock.ts): signed with SigV4, chat through the Converse API. */
+export interface BedrockClient {
+  readonly kind: "bedrock"
+  readonly name: string
+  readonly converse: (modelId: string, body: ConverseRequest) => Effect.Effect<ConverseResponse, UpstreamFailure>
+  /** Resolves once Bedrock accepted the request (status known), then streams its events, `metadata` last. */
+  readonly converseStream: (
+    modelId: string,
+    body: ConverseRequest
+  ) => Effect.Effect<Stream.Stream<ConverseStreamEvent, UpstreamFailure>, UpstreamFailure>
+  /** `CountTokens`: the model's own count of a Converse input. */
+  readonly countTokens: (modelId: string, body: CountTokensRequest) => Effect.Effect<CountTokensResponse, UpstreamFailure>
+  /** `InvokeModel` with the model's native JSON body (the embedding models), and the input tokens Bedrock counted. */
+  readonly invokeModel: (modelId: string, body: Record<string, unknown>) => Effect.Effect<InvokeModelAnswer, UpstreamFailure>
+}
+
+export interface InvokeModelAnswer {
+  readonly body: unknown
+  /** The `x-amzn-bedrock-input-token-count` header. */
+  readonly inputTokens: number | undefined
+}
+
+export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient
 
 /** Called with the seconds from sending a request to its response headers (the metrics' time to first byte). */
 export type FirstByteRecorder = (seconds: number) => void
 
 /** Times `post` up to the response headers; only answers the upstream gave are timed. */
-const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteRecorder | undefined): Effect.Effect<A, E> =>
+export const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteRecorder | undefined): Effect.Effect<A, E> =>
   record === undefined ? post : Effect.suspend(() => {
     const sent = performance.now()
     return Effect.tap(post, () => Effect.sync(() => record((performance.now() - sent) / 1000)))
@@ -85,7 +114,7 @@ const timedToFirstByte = <A, E>(post: Effect.Effect<A, E>, record: FirstByteReco
 const apiKeyOf = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>) =>
   provider.api_key ?? (provider.api_key_env === undefined ? undefined : env[provider.api_key_env])
 
-const midStreamError = (provider: string, error: unknown, redact: Redact) => {
+export const midStreamError = (provider: string, error: unknown, redact: Redact) => {
   const e = (typeof error === "object" && error !== null ? error : { message: String(error) }) as Record<string, unknown>
   const message = typeof e.message === "string" ? redact(e.message.slice(0, 1000)) : null
   return new ProviderError({
@@ -102,13 +131,13 @@ const midStreamError = (provider: string, error: unknown, redact: Redact) => {
  * The response ended cleanly but without the vendor's end marker: a proxy that gave up, or a
  * server that died politely. The answer is truncated, and saying so beats a complete-looking one.
  */
-const endedEarly = (provider: string, missing: string) =>
+export const endedEarly = (provider: string, missing: string) =>
   new ProviderError({
     message: `provider "${provider}" ended the stream before the answer was complete`,
     details: { provider, upstream_status: null, upstream_error: { message: `the stream ended without ${missing}` } }
   })
 
-const malformed = (provider: string, data: string, redact: Redact) =>
+export const malformed = (provider: string, data: string, redact: Redact) =>
   new ProviderError({
     message: `provider "${provider}" sent an event that is not JSON`,
     details: { provider, upstream_status: null, upstream_error: { message: redact(data.slice(0, 200)) } }

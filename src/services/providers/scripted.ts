@@ -7,8 +7,9 @@
  */
 import { Duration, Effect, Layer, Stream } from "effect"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
+import type { ConverseResponse, ConverseStreamEvent } from "../../wire/bedrock-converse.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
-import type { AnthropicClient, ChatStreamItem, OpenAIClient, ProviderClient } from "./clients.ts"
+import type { AnthropicClient, BedrockClient, ChatStreamItem, OpenAIClient, ProviderClient } from "./clients.ts"
 import { Providers } from "./Providers.ts"
 import type { UpstreamFailure } from "./upstream-http.ts"
 
@@ -33,6 +34,8 @@ export type ScriptedAnswer<Response, Event> =
 export type Script = {
   readonly openai?: (call: ScriptedCall) => ScriptedAnswer<ChatResponse, ChatChunk>
   readonly anthropic?: (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse, AnthropicStreamEvent>
+  /** Bedrock-kind Converse calls (the model id is the call body's `modelId`). */
+  readonly bedrock?: (call: ScriptedCall) => ScriptedAnswer<ConverseResponse, ConverseStreamEvent>
   /** Anthropic-kind `count_tokens`; absent: the call is a defect. */
   readonly anthropicCount?: (call: ScriptedCall) => ScriptedAnswer<{ readonly input_tokens: number }, never>
 }
@@ -118,7 +121,33 @@ export const scriptedProviders = (
         return answerOf(scriptFor("anthropicCount", call), call)
       })
   })
-  const clients = new Map(providers.map((p) => [p.name, p.kind === "openai" ? openai(p.name) : anthropic(p.name)] as const))
+  const bedrock = (name: string): BedrockClient => {
+    const converseCall = (modelId: string, body: object, stream: boolean) => ({
+      provider: name,
+      kind: "bedrock" as const,
+      stream,
+      body: { ...body, modelId } as Record<string, unknown>
+    })
+    return {
+      kind: "bedrock",
+      name,
+      converse: (modelId, body) =>
+        Effect.suspend(() => {
+          const call = converseCall(modelId, body, false)
+          return answerOf(scriptFor("bedrock", call), call)
+        }),
+      converseStream: (modelId, body) =>
+        Effect.suspend(() => {
+          const call = converseCall(modelId, body, true)
+          return streamOf(scriptFor("bedrock", call), call)
+        }),
+      countTokens: () => Effect.die(new Error(`the scripted provider ${name} counts no tokens`)),
+      invokeModel: () => Effect.die(new Error(`the scripted provider ${name} invokes no models`))
+    }
+  }
+  const clientOf = (p: (typeof providers)[number]): ProviderClient =>
+    p.kind === "openai" ? openai(p.name) : p.kind === "bedrock" ? bedrock(p.name) : anthropic(p.name)
+  const clients = new Map(providers.map((p) => [p.name, clientOf(p)] as const))
   const layer = Layer.succeed(
     Providers,
     Providers.of({

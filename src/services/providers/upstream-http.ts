@@ -138,6 +138,10 @@ export const postJson = (options: {
   readonly headers: Record<string, string>
   readonly body: unknown
   readonly redact: Redact
+  /** The body already serialised, sent as it is (a signed request must send exactly the bytes it signed). */
+  readonly serialized?: string
+  /** How an error answer becomes a failure, for a vendor whose errors have their own shape; default `statusFailure`. */
+  readonly failure?: (status: number, body: string, headers: UpstreamResponse["headers"]) => UpstreamFailure
 }): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
   Effect.flatMap(outgoingTraceHeaders, (trace) =>
     Effect.tryPromise({
@@ -146,7 +150,7 @@ export const postJson = (options: {
           method: "POST",
           dispatcher: options.agent,
           headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...trace, ...options.headers },
-          body: JSON.stringify(options.body),
+          body: options.serialized ?? JSON.stringify(options.body),
           signal
         }),
       catch: (error) => transportFailure(options.provider, error)
@@ -160,13 +164,17 @@ export const postJson = (options: {
       const retryAfter = response.headers["retry-after"]
       return readBody(options.provider, response.body as unknown as Readable).pipe(
         Effect.flatMap((text) =>
-          Effect.fail(statusFailure(
-            options.provider,
-            response.statusCode,
-            text,
-            Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-            options.redact
-          ))
+          Effect.fail(
+            options.failure === undefined
+              ? statusFailure(
+                options.provider,
+                response.statusCode,
+                text,
+                Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+                options.redact
+              )
+              : options.failure(response.statusCode, text, response.headers)
+          )
         )
       )
     })

@@ -5,10 +5,11 @@ import { dataFrame, DONE_FRAME } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
 import { chatToAnthropic } from "./anthropic.ts"
 import { chatToOpenAI } from "./openai.ts"
+import { chatToBedrock } from "./bedrock.ts"
 
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
-  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic },
+  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock },
   framer: (state) => ({
     frame: (event) => dataFrame(event.data),
     end: () => DONE_FRAME,

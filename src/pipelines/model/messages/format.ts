@@ -5,11 +5,12 @@ import { namedFrame } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
 import { messagesToAnthropic } from "./anthropic.ts"
 import { messagesToOpenAI } from "./openai.ts"
+import { messagesToBedrock } from "./bedrock.ts"
 
 export const messagesFormat: ClientFormat<MessagesPassthroughRequest> = {
   // What the gateway relies on; a translating adapter decodes the whole body strictly.
   decode: decodeMessagesPassthrough,
-  adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI },
+  adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI, bedrock: messagesToBedrock },
   framer: (state) => ({
     frame: (event) => namedFrame(event.event ?? "message", event.data),
     end: () => "",
