@@ -129,6 +129,9 @@ const startHelper = async (script: string, args: ReadonlyArray<string>): Promise
 
 export const startUpstream = () => startHelper("upstream.ts", [])
 
+/** One of the cost ladder's floor servers (bench/floor/), forwarding to the upstream scenario `base`. */
+export const startFloorServer = (file: string, base: string) => startHelper(join("floor", file), [base])
+
 /** The minimal Node proxy in front of `upstream`, the floor any Node gateway starts from. */
 export const startReferenceProxy = (upstream: string) => startHelper("proxy.ts", [upstream])
 
@@ -171,14 +174,31 @@ export const startGateway = async (
   dir: string,
   name: string,
   config: Record<string, unknown>,
-  options: { readonly pollMs?: number } = {}
+  options: {
+    readonly pollMs?: number
+    /** Stages swapped for layers that do nothing (bench/serve-variant.ts): the cost ladder's lowest gateway rungs. */
+    readonly without?: ReadonlyArray<"audit" | "metrics">
+  } = {}
 ): Promise<Gateway> => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
   const configPath = join(dir, `${name}.yaml`)
   writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: "none" } }))
   for (let attempt = 1;; attempt++) {
     const port = await freePort()
-    const child = startChild([...GATEWAY_NODE_FLAGS, "bin/modelgate.js", "--config", configPath, "serve", "--port", String(port)], "ignore")
+    const command = options.without === undefined
+      ? ["bin/modelgate.js", "--config", configPath, "serve", "--port", String(port)]
+      // With serve's own heap settings, which bin/modelgate.js would have applied.
+      : [
+        ...(heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS) ? [] : SERVE_HEAP_FLAGS),
+        "bench/serve-variant.ts",
+        "--config",
+        configPath,
+        "--port",
+        String(port),
+        "--without",
+        options.without.join(",")
+      ]
+    const child = startChild([...GATEWAY_NODE_FLAGS, ...command], "ignore")
     const url = `http://127.0.0.1:${port}`
     const started = Date.now()
     while (child.process.exitCode === null && Date.now() - started < 30_000) {

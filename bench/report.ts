@@ -54,14 +54,6 @@ export interface StreamRow extends LatencyRow {
   readonly chunks: number
 }
 
-export interface LimitsRow {
-  readonly name: string
-  readonly direct: LatencyStats
-  readonly gateway: LatencyStats
-  readonly directRps: Throughput
-  readonly gatewayRps: Throughput
-}
-
 export const addedP50 = (r: { readonly direct: LatencyStats; readonly gateway: LatencyStats }) => r.gateway.p50 - r.direct.p50
 export const addedP99 = (r: { readonly direct: LatencyStats; readonly gateway: LatencyStats }) => r.gateway.p99 - r.direct.p99
 
@@ -157,45 +149,6 @@ export const streamTable = (rows: ReadonlyArray<StreamRow>) =>
   )
 
 /** The first row is the baseline the others are compared with. */
-export const limitsTable = (rows: ReadonlyArray<LimitsRow>) => {
-  const baseline = rows[0]
-  if (baseline === undefined) return "(no rows)"
-  const rpsRatio = (r: LimitsRow) => r.gatewayRps.mean / r.directRps.mean
-  return table(
-    [
-      "configuration",
-      "direct p50",
-      "gateway p50",
-      "added p50",
-      "added p99",
-      "added p50 over (c)",
-      "direct req/s",
-      "gateway req/s",
-      "gateway / direct",
-      "req/s vs (c)",
-      "gateway CPU/req",
-      "CPU/req over (c)"
-    ],
-    rows.map((r) => {
-      const isBaseline = r === baseline
-      return [
-        r.name,
-        ms(r.direct.p50),
-        ms(r.gateway.p50),
-        signedMs(addedP50(r)),
-        signedMs(addedP99(r)),
-        isBaseline ? "-" : signedMs(addedP50(r) - addedP50(baseline)),
-        rps(r.directRps.mean),
-        rps(r.gatewayRps.mean),
-        ratio(rpsRatio(r)),
-        isBaseline ? "-" : ratio(rpsRatio(r) / rpsRatio(baseline)),
-        cpu(r.gatewayRps.cpuPerRequest),
-        isBaseline ? "-" : signedMs(r.gatewayRps.cpuPerRequest - baseline.gatewayRps.cpuPerRequest)
-      ]
-    })
-  )
-}
-
 export const startupTable = (
   rows: ReadonlyArray<{ command: string; runs: number; wallMs: number; cpuMs: number; rssMiB: number; exitCode: number | null }>
 ) =>

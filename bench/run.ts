@@ -15,17 +15,13 @@
 import { cpus, loadavg, totalmem } from "node:os"
 import { fetchText, latencyRounds, makePool, mean, percentile, type Target, throughputWindows, warmUp } from "./load.ts"
 import {
-  checkRedis,
   cleanupAll,
   cpuTimeMs,
   createKey,
-  createPostgresDatabase,
-  deleteRedisKeysOf,
   GATEWAY_HEAP_NOTE,
   installSignalHandlers,
   onCleanup,
   peakRssMiB,
-  REDIS_URL,
   rssMiB,
   startGateway,
   startReferenceProxy,
@@ -33,6 +29,7 @@ import {
   stopping,
   tempDir
 } from "./processes.ts"
+import { ladderTable, runLadder } from "./ladder.ts"
 import { measureStartup } from "./startup.ts"
 import {
   addedP50,
@@ -42,8 +39,6 @@ import {
   type LatencyRow,
   type LatencyStats,
   latencyTable,
-  type LimitsRow,
-  limitsTable,
   mib,
   ms,
   ratio,
@@ -83,7 +78,6 @@ const PLAN = {
   nonStream: { warm: n(500), rounds: 10, perRound: n(200) },
   delayed: { warm: n(10), rounds: 10, perRound: n(15) },
   stream: { warm: n(60), rounds: 10, perRound: n(30) },
-  limits: { warm: n(400), rounds: 10, perRound: n(150) },
   throughput: { warmMs: QUICK ? 300 : 1000, windows: 3, windowMs: QUICK ? 300 : 1000 }
 }
 
@@ -193,7 +187,6 @@ const gatewayConfig = (upstream: string, store: string, models: ReadonlyArray<Mo
 /** Never refused (1M requests per minute is the largest limit there is), yet every request is still counted. */
 const UNLIMITED = { requests_per_minute: 1_000_000, concurrent_streams: 1_000 }
 const FULL_KEY = { name: "bench-full", budget: { max_requests: 1_000_000_000 }, limits: UNLIMITED }
-const BASELINE_KEY = { name: "bench-baseline", limits: UNLIMITED }
 
 const MODELS: ReadonlyArray<ModelSpec> = [
   { id: "bench", kind: "openai", delayMs: 0, chunks: 1, credits: 1 },
@@ -305,7 +298,6 @@ const main = async () => {
   const sqliteSide: GatewaySide = { pool: makePool(sqliteGateway.url, CONCURRENCY), pid: sqliteGateway.pid }
   onCleanup(() => sqliteSide.pool.destroy())
   const fullKey = await createKey(sqliteGateway, FULL_KEY)
-  const baselineKey = await createKey(sqliteGateway, BASELINE_KEY)
   await new Promise((r) => setTimeout(r, IDLE_SETTLE_MS))
   const idleRss = rssMiB(sqliteGateway.pid)
   const gw = (model: string, stream: boolean) => viaGateway(sqliteSide, "gateway", fullKey.key, model, stream)
@@ -406,71 +398,28 @@ const main = async () => {
     } gateway CPU; translation ${us(translationMarginal.wall)} added, ${us(translationMarginal.cpu)} gateway CPU.`
   ]))
 
-  // Limits and credits: each gateway against its own interleaved direct baseline.
-  const limitRows: Array<LimitsRow> = []
-  const runLimits = async (rows: ReadonlyArray<readonly [string, Target]>) => {
-    const targets = [directChat(sides, 0, 1, false), ...rows.map(([, t]) => t)]
-    for (const target of targets) await checkAnswer(target, { stream: false, chunks: 0, anthropic: false })
-    const latency = await measureLatency(targets, PLAN.limits)
-    const throughput = await measureThroughput(targets)
-    for (const [name, target] of rows) {
-      limitRows.push({
-        name,
-        direct: latency.get("direct")!,
-        gateway: latency.get(target.label)!,
-        directRps: throughput.get("direct")!,
-        gatewayRps: throughput.get(target.label)!
-      })
-    }
-  }
-  log("limits: SQLite store, in-process limits")
-  await runLimits([
-    ["(c) SQLite, in-process limiter; free model, no budget", viaGateway(sqliteSide, "sqlite-baseline", baselineKey.key, "bench-free", false)],
-    ["(a) SQLite, in-process limiter + budget + credits", viaGateway(sqliteSide, "sqlite-full", fullKey.key, "bench", false)]
-  ])
-
   const sqlitePeakRss = peakRssMiB(sqliteGateway.pid)
-  const memoryRows: Array<Array<string>> = [["SQLite store, in-process limits (every section)", mib(idleRss), mib(sqlitePeakRss)]]
+  const memoryRows: Array<Array<string>> = [["SQLite store, in-process limits (every section but the ladder)", mib(idleRss), mib(sqlitePeakRss)]]
   await sqliteSide.pool.close()
   await sqliteGateway.stop()
 
-  // ---- Gateway 2: Postgres store + Redis limits, the scale-out configuration ----
-  const skipped: Array<string> = []
-  try {
-    await checkRedis()
-    log("creating a throwaway Postgres database")
-    const pgUrl = await createPostgresDatabase()
-    log("starting the gateway (Postgres store, Redis limits)")
-    const pgModels = MODELS.filter((m) => m.id === "bench" || m.id === "bench-free")
-    const pgGateway = await startGateway(dir, "postgres", gatewayConfig(upstream.url, pgUrl, pgModels, REDIS_URL))
-    const pgSide: GatewaySide = { pool: makePool(pgGateway.url, CONCURRENCY), pid: pgGateway.pid }
-    onCleanup(() => pgSide.pool.destroy())
-    const pgFull = await createKey(pgGateway, FULL_KEY)
-    const pgBaseline = await createKey(pgGateway, BASELINE_KEY)
-    onCleanup(() => deleteRedisKeysOf([pgFull.id, pgBaseline.id]))
-    log("limits: Postgres store, Redis limits")
-    await runLimits([
-      ["(d) Postgres, Redis limiter; free model, no budget", viaGateway(pgSide, "pg-baseline", pgBaseline.key, "bench-free", false)],
-      ["(b) Postgres, Redis limiter + budget + credits", viaGateway(pgSide, "pg-full", pgFull.key, "bench", false)]
-    ])
-    memoryRows.push(["Postgres store, Redis limits (limits section only)", "", mib(peakRssMiB(pgGateway.pid))])
-    await pgSide.pool.close()
-    await pgGateway.stop()
-  } catch (error) {
-    if (stopping()) throw error
-    const reason = ((error as Error).message ?? String(error)).split("\n")[0]!
-    log(`Postgres/Redis part skipped: ${reason}`)
-    skipped.push(`Rows (b) and (d) skipped: ${reason}`)
-  }
-
-  print(section("Limits and credits on the request path (non-streaming, upstream 0 ms)", limitsTable(limitRows), [
-    "Latency at concurrency 1, then req/s and gateway CPU per request at concurrency 32; each gateway process is",
-    "measured against its own interleaved direct baseline. (c) is the baseline: the limiter still counts every",
-    "request, in memory, but the model is free and the key has no budget, so the request path writes nothing to",
-    "the store. (a) and (b) add the budget count and the credit charge: the price is taken from the replica's credit",
-    "block in memory, and the request waits for the group commit that writes its count, charge and reservation with",
-    "every other request of its round. (d) is (c) with the limiter in Redis (one script call per request).",
-    ...skipped
+  // The cost ladder: its own gateways, one per configuration, against the hop in the same rounds.
+  const ladder = await runLadder({
+    upstream: upstream.url,
+    dir,
+    concurrency: CONCURRENCY,
+    quick: QUICK,
+    direct: directChat(sides, 0, 1, false),
+    hop: viaProxy(proxySide, directChat(sides, 0, 1, false)),
+    log
+  })
+  print(section("Cost ladder (non-streaming, upstream 0 ms)", ladderTable(ladder.rows), [
+    "Each rung adds one thing to the rung above it; all rows were measured in the same interleaved rounds, so compare",
+    "them with each other and with the hop (the reference proxy, row 2), not with other runs. Floor rows: bench/floor/.",
+    "The two lowest gateway rungs run bench/serve-variant.ts (the gateway with its audit trail and metrics swapped for",
+    "layers that do nothing); every other gateway rung is `modelgate serve` as shipped. CPU per request: user + system",
+    "time of the server process over the concurrency-32 windows. p99: the median of the rounds' p99s.",
+    ...ladder.notes
   ]))
 
   memoryRows.push(["reference proxy (every section it ran in)", "", mib(peakRssMiB(proxy.pid))])

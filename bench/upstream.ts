@@ -8,6 +8,7 @@
  *
  *   POST /d<delay ms>/n<chunks>/v1/chat/completions   OpenAI Chat Completions
  *   POST /d<delay ms>/n<chunks>/v1/messages           Anthropic Messages
+ *   POST /v1/traces                                   an OTLP/HTTP collector that keeps nothing (the ladder's tracing rung)
  *
  * `delay` is waited before the status line (time to first byte); a streamed answer then sends
  * `chunks` content deltas back to back, one write each, the way a provider flushes tokens.
@@ -148,6 +149,12 @@ const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0 
   req.setEncoding("utf8")
   req.on("data", (chunk: string) => (body += chunk))
   req.on("end", () => {
+    // The cost ladder's tracing rung sends its spans here: taken and dropped, as a collector would answer.
+    if (req.method === "POST" && req.url === "/v1/traces") {
+      res.writeHead(200, JSON_HEADERS)
+      res.end("{}")
+      return
+    }
     if (route === null) {
       res.writeHead(404, JSON_HEADERS)
       res.end(JSON.stringify({ error: { type: "not_found", message: `no bench route ${req.method} ${req.url}` } }))

@@ -50,6 +50,8 @@ export interface GatewayOverrides extends CoreOverrides {
   readonly limits?: Layer.Layer<RateLimiter | StreamSlots> | undefined
   /** The audit trail (for example `Audit.layerCollect()`); it may use the store. */
   readonly audit?: Layer.Layer<Audit, never, AuditRepo> | undefined
+  /** The metrics registry (for example `Metrics.layerNoop`, the bench's ladder rung without metrics). */
+  readonly metrics?: Layer.Layer<Metrics> | undefined
   /** Time for key expiry, rotation grace and session TTLs (for example a TestClock). */
   readonly clock?: Clock.Clock | undefined
   /** Where `api_key_env` names are looked up; main passes the process environment. */
@@ -167,7 +169,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // Under everything that makes spans, so its exporter sends the last of them after they ended.
     Layer.provideMerge(tracingLayer(config.telemetry, SERVER_INFO.version)),
     // At the bottom: the Redis client, the provider clients, the audit writer and the trace exporter count into it.
-    Layer.provideMerge(Metrics.layer)
+    Layer.provideMerge(overrides.metrics ?? Metrics.layer)
   )
   const logged = Layer.provide(observed, loggingLayer(config))
   return overrides.clock === undefined ? logged : Layer.provide(logged, Layer.succeed(Clock.Clock, overrides.clock))

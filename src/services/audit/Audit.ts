@@ -50,6 +50,9 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
     return { layer, records }
   }
 
+  /** Keeps nothing: the bench's ladder rung that measures the pipeline without its audit trail. */
+  static readonly layerDiscard = Layer.succeed(Audit, Audit.of({ append: () => {}, flush: Effect.void, dropped: () => 0, buffered: () => 0 }))
+
   static readonly makeLayer = (options: {
     readonly flushInterval: Duration.Input
     readonly batchSize: number

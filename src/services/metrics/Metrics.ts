@@ -49,6 +49,16 @@ type Child<T> = { readonly inc: (value?: number) => void } & T
 
 export class Metrics extends Context.Service<Metrics, MetricsShape>()("modelgate/Metrics") {
   static readonly layer = Layer.sync(Metrics, () => makeMetrics())
+  /** Counts nothing and renders an empty exposition: the bench's ladder rung without metrics. */
+  static readonly layerNoop = Layer.succeed(Metrics, {
+    observe: () => {},
+    streamOpened: () => () => {},
+    firstByteRecorder: () => () => {},
+    dependencyError: () => {},
+    traceSpans: () => {},
+    render: () => Effect.succeed(""),
+    contentType: "text/plain; version=0.0.4; charset=utf-8"
+  })
 }
 
 export const makeMetrics = (): MetricsShape => {
