@@ -165,6 +165,12 @@ export const GatewayConfig = Schema.Struct({
       port: def(Port, 8080),
       tls: Schema.optional(Schema.Struct({ cert: Schema.NonEmptyString, key: Schema.NonEmptyString })),
       trust_proxy: def(Schema.Boolean, false),
+      /**
+       * With trust_proxy: how many proxies of yours append to `X-Forwarded-For`. The client
+       * address is the entry that many places from the right (the one your outermost proxy
+       * wrote); everything left of it is the client's own text.
+       */
+      trusted_hops: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 16 })), 1),
       shutdown_grace_seconds: def(NonNegativeInt, 15),
       /** A request's headers must be in within this time (slow-header clients are cut off with a 408). */
       headers_timeout_ms: def(PositiveInt, 20_000),
