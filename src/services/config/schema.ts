@@ -40,7 +40,14 @@ export const ProviderConfig = Schema.Struct({
   session_token: Schema.optional(Schema.String),
   session_token_env: Schema.optional(Schema.String),
   max_connections: def(PositiveInt, 64),
-  timeouts: def(Timeouts, {})
+  timeouts: def(Timeouts, {}),
+  /**
+   * The largest answer the gateway reads whole from this provider (a non-streamed completion,
+   * message, count, Bedrock embedding); a larger one is a 502 and is not held (issue 22, finding 5).
+   */
+  max_response_bytes: def(PositiveInt, 16_777_216),
+  /** The largest answer relayed as it arrives without being held (OpenAI-kind embeddings); a larger one is cut. */
+  max_relayed_bytes: def(PositiveInt, 268_435_456)
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
