@@ -184,7 +184,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const outcome = outcomeOf(exit)
           const record = toAuditRecord(state, outcome.status, outcome.slug)
           audit.append(record)
-          metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
+          metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE, state.admittedModel)
           const logged = logsRequests ? logRequest(record, span) : Effect.void
           return span === undefined ? logged : Effect.andThen(logged, endRequestSpan(span, record))
         }))

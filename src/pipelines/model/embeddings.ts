@@ -15,6 +15,7 @@ import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { json, relayedJsonResponse } from "../respond.ts"
 import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
+import { tokenCount } from "./usage.ts"
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -22,7 +23,7 @@ export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const client = (yield* Providers).client(resolved.provider.name)
   if (client.kind === "bedrock") {
     const response = yield* bedrockEmbeddings(client, request, resolved)
-    state.audit.prompt_tokens = response.usage.prompt_tokens
+    state.audit.prompt_tokens = tokenCount(response.usage.prompt_tokens)
     state.audit.completion_tokens = 0
     return json(response)
   }
