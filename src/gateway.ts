@@ -74,7 +74,11 @@ const publicUrlOf = (config: GatewayConfig) =>
 
 export const httpLayer = (config: GatewayConfig) =>
   Layer.unwrap(Effect.gen(function*() {
-    const options = { maxBodyBytes: config.limits.max_body_bytes, trustProxy: config.server.trust_proxy }
+    const options = {
+      maxBodyBytes: config.limits.max_body_bytes,
+      trustProxy: config.server.trust_proxy,
+      trustedHops: config.server.trusted_hops
+    }
     const secure = config.server.tls !== undefined || config.server.trust_proxy
     const identity = Option.getOrUndefined(yield* Effect.serviceOption(AdminIdentity))
     const auth = makeAdminAuth({ token: config.admin.token, secure, identity })

@@ -39,6 +39,7 @@ import { Metrics, UNMATCHED_ROUTE } from "../services/metrics/Metrics.ts"
 import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
+import { forwardedClient } from "./forwarded.ts"
 import { protocolRefusal } from "./protocol.ts"
 import { clientParent } from "../services/tracing/propagation.ts"
 import { endRequestSpan, startRequestSpan } from "../services/tracing/request-span.ts"
@@ -50,6 +51,8 @@ export interface AppOptions {
   readonly maxBodyBytes: number
   /** Behind a proxy named by trust_proxy: take the client address and scheme from X-Forwarded-*. */
   readonly trustProxy: boolean
+  /** With trustProxy: the X-Forwarded-For entry this many places from the right is the client (default 1). */
+  readonly trustedHops?: number | undefined
 }
 
 const pathOf = (url: string) => {
@@ -57,12 +60,10 @@ const pathOf = (url: string) => {
   return q === -1 ? url : url.slice(0, q)
 }
 
-const clientAddress = (request: HttpServerRequest, trustProxy: boolean): string | null => {
-  if (trustProxy) {
-    const forwarded = request.headers["x-forwarded-for"]
-    if (forwarded) return forwarded.split(",")[0]!.trim()
-  }
-  return Option.getOrNull(request.remoteAddress)
+const clientAddress = (request: HttpServerRequest, trustProxy: boolean, trustedHops: number): string | null => {
+  const socket = Option.getOrNull(request.remoteAddress)
+  if (!trustProxy) return socket
+  return forwardedClient(request.headers["x-forwarded-for"], trustedHops) ?? socket
 }
 
 /** A store outage anywhere in the cause, as a typed failure or as a defect (services that `orDie` store errors). */
@@ -166,7 +167,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       const state = makeRequestState({
         method: request.method,
         path: pathOf(request.url),
-        clientAddr: clientAddress(request, options.trustProxy),
+        clientAddr: clientAddress(request, options.trustProxy, options.trustedHops ?? 1),
         client: clientAttribution(request.headers),
         requestId,
         span
@@ -183,7 +184,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const outcome = outcomeOf(exit)
           const record = toAuditRecord(state, outcome.status, outcome.slug)
           audit.append(record)
-          metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE)
+          metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE, state.admittedModel)
           const logged = logsRequests ? logRequest(record, span) : Effect.void
           return span === undefined ? logged : Effect.andThen(logged, endRequestSpan(span, record))
         }))

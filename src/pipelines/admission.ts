@@ -98,6 +98,8 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     state.audit.provider = resolved.provider.name
     yield* requireEndpoint(resolved, options.endpoint ?? "chat")
     yield* catalog.checkScope(key, resolved)
+    // A route passes client-chosen names upstream: the metrics count it under its pattern.
+    state.admittedModel = resolved.route !== undefined && resolved.route.id === undefined ? resolved.route.match : resolved.model.id
     yield* admitCosts({ scope: state.scope, stream, model: request.model, credits: options.credits ?? resolved.model.credits })
     return { raw, request, resolved }
   }).pipe(stageSpan("Admission.admitModelRequest"))

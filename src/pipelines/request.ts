@@ -51,6 +51,12 @@ export interface RequestState {
   identity: IdentityAttribution | null
   /** The request's span when tracing is on; what runs when the request ends runs under it. */
   readonly span: Tracer.Span | undefined
+  /**
+   * The configured name (model id, or the route's pattern) of the model the request was admitted
+   * to, once admission passed the scope check; the metrics' `model` label (issue 22, finding 7:
+   * refused, client-chosen names used up the label slots).
+   */
+  admittedModel: string | null
 }
 
 export interface IdentityAttribution {
@@ -171,7 +177,8 @@ export const makeRequestState = (options: {
   scope: Scope.makeUnsafe(),
   client: options.client ?? null,
   identity: null,
-  span: options.span
+  span: options.span,
+  admittedModel: null
 })
 
 export const toAuditRecord = (state: RequestState, status: number, error: string | null): AuditRecord => ({

@@ -59,3 +59,34 @@ export const eventStreamResponse = <E extends ApiError>(
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
     })
   })
+
+/**
+ * A 200 JSON answer relayed as its bytes arrive (an upstream's, or one made piece by piece), so
+ * it is never held whole (issue 22, findings 4 and 5). Like an event stream it ends its request
+ * when it ends; `onEnd` runs first, to read what the answer reported (usage) into the audit
+ * record. A failure after the headers cannot become an envelope: the connection is cut (the
+ * client sees a truncated answer, not a complete-looking one) and the record has the error.
+ */
+export const relayedJsonResponse = <E extends ApiError>(bytes: Stream.Stream<Uint8Array, E>, onEnd: () => void) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    let failure: ApiError | undefined
+    const body = bytes.pipe(
+      Stream.catch((error: E) => {
+        failure = error
+        return Stream.fail(error)
+      }),
+      Stream.onExit((exit) =>
+        Effect.suspend(() => {
+          onEnd()
+          const outcome: Outcome = failure !== undefined
+            ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
+            : exit._tag === "Failure"
+            ? { ...CLIENT_LEFT, status: 200 }
+            : { status: 200, slug: null, failure: undefined }
+          return endRequest(state, outcome)
+        })
+      )
+    )
+    return HttpServerResponse.stream(body, { contentType: "application/json" })
+  })

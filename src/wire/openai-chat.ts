@@ -373,7 +373,7 @@ export interface PassthroughOptions {
 
 /**
  * The chat body to forward to an OpenAI-kind provider: the client's JSON as sent, with the model
- * id replaced, output limits above the cap clamped to it, and, on a stream, usage always asked
+ * id replaced, output limits above the cap clamped to it (the cap sent when there is none), and, on a stream, usage always asked
  * for, so the audit trail has tokens (the pipeline shows the usage chunk to the client only if it
  * asked too).
  */
@@ -382,10 +382,20 @@ export const chatPassthroughBody = (
   options: PassthroughOptions
 ): Record<string, unknown> => {
   const body: Record<string, unknown> = { ...raw, model: options.model }
+  let limited = false
   for (const field of ["max_tokens", "max_completion_tokens"]) {
     const value = raw[field]
-    if (typeof value === "number" && value > options.maxTokensCap) body[field] = options.maxTokensCap
+    if (typeof value === "number") {
+      limited = true
+      if (value > options.maxTokensCap) body[field] = options.maxTokensCap
+    } else if (value === null) {
+      delete body[field]
+    }
   }
+  // The cap is the operator's cost ceiling (issue 22, finding 2): a request that names no limit
+  // gets the cap, in the field OpenAI reads today (`max_tokens` is deprecated and refused by its
+  // reasoning models), the same field the Messages translation sends.
+  if (!limited) body["max_completion_tokens"] = options.maxTokensCap
   if (raw["stream"] === true) {
     const streamOptions = raw["stream_options"]
     body["stream_options"] = {

@@ -99,8 +99,13 @@ export const decodeEmbeddingBase64 = (text: string): Array<number> => {
 }
 
 export const ECHO_EMBEDDING_DIMENSIONS = 256
-/** The echo provider computes vectors on the request path; this keeps one request cheap. */
-export const ECHO_MAX_DIMENSIONS = 4096
+/**
+ * The echo provider computes vectors on the request path. Like a vendor's model it makes at most
+ * its own dimension count (issue 22, finding 4: 2,048 inputs x 4,096 dimensions made a 171 MiB
+ * answer and stalled the loop 3-4 s); with the 2,048-input bound an answer is at most ~6 MB,
+ * and it is streamed (services/providers/echo.ts).
+ */
+export const ECHO_MAX_DIMENSIONS = ECHO_EMBEDDING_DIMENSIONS
 
 /**
  * A deterministic unit vector for `input`: SHA-256 in counter mode, seeded by the input, gives
@@ -110,9 +115,12 @@ export const ECHO_MAX_DIMENSIONS = 4096
  */
 export const echoEmbedding = (input: string | ReadonlyArray<number>, dimensions = ECHO_EMBEDDING_DIMENSIONS): Array<number> => {
   const seed = typeof input === "string" ? `text:${input}` : `tokens:${input.join(",")}`
+  // The input is hashed once; each block continues a copy of that state (same vectors as
+  // hashing seed + block afresh, without re-reading a long input per block).
+  const seeded = createHash("sha256").update(seed)
   const raw = new Array<number>(dimensions)
   for (let block = 0; block * 8 < dimensions; block++) {
-    const digest = createHash("sha256").update(seed).update(`#${block}`).digest()
+    const digest = seeded.copy().update(`#${block}`).digest()
     for (let j = 0; j < 8 && block * 8 + j < dimensions; j++) {
       raw[block * 8 + j] = digest.readUInt32LE(j * 4) / 2 ** 31 - 1
     }
@@ -124,6 +132,52 @@ export const echoEmbedding = (input: string | ReadonlyArray<number>, dimensions 
 /** Words of a string, or the length of a token array: the echo provider's token count. */
 const echoTokens = (input: string | ReadonlyArray<number>): number =>
   typeof input === "string" ? Math.max(1, input.trim().split(/\s+/).filter((word) => word !== "").length) : input.length
+
+/**
+ * The echo provider's answer as JSON text in pieces, each vector computed only when its piece is
+ * taken, so the caller can stream it and yield between pieces; the same JSON as
+ * `echoEmbeddingsResponse`. `dimensions` above `ECHO_MAX_DIMENSIONS` is refused by name.
+ */
+export const echoEmbeddingsPieces = (
+  request: EmbeddingsRequest,
+  model: string
+): Translation<{ readonly pieces: Iterable<string>; readonly promptTokens: number }> =>
+  translating(() => {
+    const dimensions = request.dimensions ?? ECHO_EMBEDDING_DIMENSIONS
+    if (dimensions > ECHO_MAX_DIMENSIONS) refuse("dimensions", `the echo provider makes at most ${ECHO_MAX_DIMENSIONS} dimensions`)
+    const inputs = embeddingInputs(request.input)
+    const tokens = inputs.reduce((sum, input) => sum + echoTokens(input), 0)
+    const base64 = request.encoding_format === "base64"
+    function* pieces(): Generator<string> {
+      yield `{"object":"list","data":[`
+      for (let index = 0; index < inputs.length; index++) {
+        const vector = echoEmbedding(inputs[index]!, dimensions)
+        const item: EmbeddingObject = { object: "embedding", index, embedding: base64 ? encodeEmbeddingBase64(vector) : vector }
+        yield (index === 0 ? "" : ",") + JSON.stringify(item)
+      }
+      yield `],"model":${JSON.stringify(model)},"usage":${JSON.stringify({ prompt_tokens: tokens, total_tokens: tokens })}}`
+    }
+    return { pieces: { [Symbol.iterator]: pieces }, promptTokens: tokens }
+  })
+
+/**
+ * `usage.prompt_tokens` from the last bytes of a relayed embeddings answer (OpenAI puts `usage`
+ * last), when it is there and a non-negative safe integer; otherwise undefined.
+ */
+export const promptTokensFromTail = (tail: string): number | undefined => {
+  const at = tail.lastIndexOf(`"usage"`)
+  if (at === -1) return undefined
+  const open = tail.indexOf("{", at)
+  const close = open === -1 ? -1 : tail.indexOf("}", open)
+  if (close === -1) return undefined
+  try {
+    const usage = JSON.parse(tail.slice(open, close + 1)) as { prompt_tokens?: unknown }
+    const tokens = usage.prompt_tokens
+    return typeof tokens === "number" && Number.isSafeInteger(tokens) && tokens >= 0 ? tokens : undefined
+  } catch {
+    return undefined
+  }
+}
 
 /** The echo provider's whole answer; `dimensions` above `ECHO_MAX_DIMENSIONS` is refused by name. */
 export const echoEmbeddingsResponse = (request: EmbeddingsRequest, model: string): Translation<EmbeddingsResponse> =>

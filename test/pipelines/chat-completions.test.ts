@@ -119,7 +119,9 @@ describe("non-streaming", () => {
       temperature: 0.2,
       top_p: 0.9,
       stop: ["\n\n", "END"],
-      user: "end-user-42"
+      user: "end-user-42",
+      // No limit named: the model's cap, so the operator's ceiling holds (issue 22, finding 2).
+      max_completion_tokens: CAP
     })
 
     const records = await auditOf(completion._request_id!)

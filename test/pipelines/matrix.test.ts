@@ -553,8 +553,15 @@ const expectedUpstreamBody = (cell: Cell, script: Script, mode: Mode, turn: numb
   const streaming = mode === "streaming"
   const clientBody = cell.sent[turn]!
   if (cell.client === "openai" && cell.provider.kind === "openai") {
-    // Passthrough: the provider's model id, and usage always asked for so the audit has tokens.
-    return { ...clientBody, model: GPT_ID, ...(streaming ? { stream_options: { include_usage: true } } : {}) }
+    // Passthrough: the provider's model id, usage always asked for so the audit has tokens, and
+    // the model's cap when the client named no limit (issue 22, finding 2).
+    const limited = typeof clientBody.max_tokens === "number" || typeof clientBody.max_completion_tokens === "number"
+    return {
+      ...clientBody,
+      model: GPT_ID,
+      ...(limited ? {} : { max_completion_tokens: CAP }),
+      ...(streaming ? { stream_options: { include_usage: true } } : {})
+    }
   }
   if (cell.client === "anthropic" && cell.provider.kind === "anthropic") {
     return { ...clientBody, model: CLAUDE_ID }

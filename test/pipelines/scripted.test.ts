@@ -301,7 +301,11 @@ describe("POST /v1/messages/count_tokens", () => {
     expect(data).toEqual({ input_tokens: 42 })
     expect(await balance()).toBe(before)
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ endpoint: "/v1/messages/count_tokens", status: 200, credits: 0, prompt_tokens: 42, model: "claude-up" })
+    // A count is not consumption: in the details, never in prompt_tokens (issue 22, finding 10).
+    expect(record).toMatchObject({
+      endpoint: "/v1/messages/count_tokens", status: 200, credits: 0, prompt_tokens: null, model: "claude-up",
+      details: { operation: "count_tokens", input_tokens: 42 }
+    })
   })
 
   it("is estimated with a tokenizer for other providers, in the same shape", async () => {

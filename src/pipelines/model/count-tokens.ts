@@ -4,6 +4,8 @@
  * through Bedrock's CountTokens where the model offers it; for other providers the gateway estimates with a tokenizer (services/tokens) in the same response shape.
  * Authenticated, rate limited, scoped and audited like any model request; it costs
  * `count_tokens.credits` (0 unless configured) and counts against a key's request budget.
+ * The count is not consumption: it goes in the record's details (`input_tokens`), never in its
+ * `prompt_tokens`, so `/usage` and `modelgate_tokens_total` do not book it (issue 22, finding 10).
  */
 import { Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
@@ -17,6 +19,7 @@ import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
 import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
+import { tokenCount } from "./usage.ts"
 
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -27,18 +30,17 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   if (client.kind === "anthropic") {
     const headers = (yield* HttpServerRequest).headers
     const counted = yield* client.countTokens({ ...raw, model: resolved.model.id }, forwardedAnthropicHeaders(headers))
-    state.audit.prompt_tokens = counted.input_tokens
+    state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted.input_tokens) }
     return json(counted)
   }
   if (client.kind === "bedrock") {
     const counted = yield* bedrockCountTokens(client, raw, resolved, (yield* HttpServerRequest).headers["anthropic-beta"])
     if (counted !== undefined) {
-      state.audit.prompt_tokens = counted
+      state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted) }
       return json({ input_tokens: counted })
     }
   }
   const estimated = yield* (yield* TokenEstimator).messagesInput(raw)
-  state.audit.prompt_tokens = estimated
-  state.audit.details = { operation: "count_tokens", estimated: true }
+  state.audit.details = { operation: "count_tokens", input_tokens: estimated, estimated: true }
   return json({ input_tokens: estimated })
 }))

@@ -1,6 +1,6 @@
 /**
  * `POST /v1/embeddings` (OpenAI): forwarded to OpenAI-kind providers (the body as sent, the
- * model id replaced), translated for Bedrock's Titan and Cohere embedding models, and answered
+ * model id replaced, the answer relayed as it arrives), translated for Bedrock's Titan and Cohere embedding models, and answered
  * by the echo provider with deterministic vectors offline.
  * Anthropic has no embeddings API, so an Anthropic-kind model is a 400 naming the model, as is
  * any model whose entry does not list `embeddings`. Admitted, charged and audited like any
@@ -13,8 +13,9 @@ import { decodeEmbeddingsRequest } from "../../wire/openai-embeddings.ts"
 import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
-import { json } from "../respond.ts"
+import { json, relayedJsonResponse } from "../respond.ts"
 import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
+import { tokenCount } from "./usage.ts"
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -22,7 +23,7 @@ export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const client = (yield* Providers).client(resolved.provider.name)
   if (client.kind === "bedrock") {
     const response = yield* bedrockEmbeddings(client, request, resolved)
-    state.audit.prompt_tokens = response.usage.prompt_tokens
+    state.audit.prompt_tokens = tokenCount(response.usage.prompt_tokens)
     state.audit.completion_tokens = 0
     return json(response)
   }
@@ -32,8 +33,11 @@ export const embeddingsPipeline = authenticated(Effect.gen(function*() {
       details: { field: "model", model: resolved.requested }
     })
   }
-  const response = yield* client.embeddings({ ...raw, model: resolved.model.id })
-  state.audit.prompt_tokens = response.usage?.prompt_tokens ?? null
+  // Relayed as it arrives, never held whole (issue 22, findings 4 and 5); the usage the answer
+  // reports is read from its tail into the audit record once it has passed.
+  const relay = yield* client.relayEmbeddings({ ...raw, model: resolved.model.id })
   state.audit.completion_tokens = 0
-  return json({ ...response, model: typeof response.model === "string" ? response.model : resolved.model.id })
+  return yield* relayedJsonResponse(relay.bytes, () => {
+    state.audit.prompt_tokens = relay.promptTokens() ?? null
+  })
 }))

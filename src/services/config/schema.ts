@@ -40,7 +40,14 @@ export const ProviderConfig = Schema.Struct({
   session_token: Schema.optional(Schema.String),
   session_token_env: Schema.optional(Schema.String),
   max_connections: def(PositiveInt, 64),
-  timeouts: def(Timeouts, {})
+  timeouts: def(Timeouts, {}),
+  /**
+   * The largest answer the gateway reads whole from this provider (a non-streamed completion,
+   * message, count, Bedrock embedding); a larger one is a 502 and is not held (issue 22, finding 5).
+   */
+  max_response_bytes: def(PositiveInt, 16_777_216),
+  /** The largest answer relayed as it arrives without being held (OpenAI-kind embeddings); a larger one is cut. */
+  max_relayed_bytes: def(PositiveInt, 268_435_456)
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
@@ -165,6 +172,12 @@ export const GatewayConfig = Schema.Struct({
       port: def(Port, 8080),
       tls: Schema.optional(Schema.Struct({ cert: Schema.NonEmptyString, key: Schema.NonEmptyString })),
       trust_proxy: def(Schema.Boolean, false),
+      /**
+       * With trust_proxy: how many proxies of yours append to `X-Forwarded-For`. The client
+       * address is the entry that many places from the right (the one your outermost proxy
+       * wrote); everything left of it is the client's own text.
+       */
+      trusted_hops: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 16 })), 1),
       shutdown_grace_seconds: def(NonNegativeInt, 15),
       /** A request's headers must be in within this time (slow-header clients are cut off with a 408). */
       headers_timeout_ms: def(PositiveInt, 20_000),

@@ -10,8 +10,9 @@
  * process (tests, replicas) apart; and Effect's Prometheus encoder is marked unstable.
  *
  * Cardinality is bounded: `route` is the matched route pattern (or `unmatched`), `status` and
- * `slug` come from fixed tables, `provider` from the config, and `model` (a wildcard route can
- * pass client-chosen names upstream) is capped at MAX_MODELS distinct values, then `other`.
+ * `slug` come from fixed tables, `provider` from the config, and `model` is the configured name
+ * a request was admitted to (a model's id, a route's pattern: never a client-chosen name), and
+ * is still capped at MAX_MODELS distinct values, then `other`.
  * Label children are resolved once per combination and cached, so a request costs a few map
  * lookups and additions, no label objects.
  */
@@ -22,6 +23,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { AuditRecord } from "../../domain/records.ts"
 
 export const UNMATCHED_ROUTE = "unmatched"
+const countable = (value: number | null): value is number => typeof value === "number" && Number.isFinite(value) && value > 0
 const MAX_MODELS = 200
 const OTHER_MODEL = "other"
 /** Refusals counted on their own: what an operator tunes limits, budgets and credits by. */
@@ -31,8 +33,12 @@ export type Dependency = "store" | "redis" | "identity_provider"
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 
 export interface MetricsShape {
-  /** Counts one finished request from its audit record; `route` is its pattern or UNMATCHED_ROUTE. */
-  readonly observe: (record: AuditRecord, route: string) => void
+  /**
+   * Counts one finished request from its audit record; `route` is its pattern or UNMATCHED_ROUTE.
+   * `model`: the configured name the request was admitted to (null: not admitted, no per-model
+   * counts); absent, the record's model (callers outside the HTTP app).
+   */
+  readonly observe: (record: AuditRecord, route: string, model?: string | null) => void
   /** A streamed answer started; the returned function ends it (call once). */
   readonly streamOpened: () => () => void
   /** A recorder of upstream time to first byte (response headers) for one provider, resolved once. */
@@ -190,7 +196,7 @@ export const makeMetrics = (): MetricsShape => {
   let droppedSeen = 0
 
   return {
-    observe: (record, route) => {
+    observe: (record, route, admitted) => {
       const children = routeChildren(route)
       children.duration.observe(record.duration_ms / 1000)
       let bySlug = children.requests.get(record.status)
@@ -206,11 +212,14 @@ export const makeMetrics = (): MetricsShape => {
       }
       counter.inc()
       if (record.error !== null) refusalChildren.get(record.error)?.inc()
-      if (record.model !== null && record.provider !== null) {
-        const usage = modelChildren(record.model, record.provider)
-        if (record.prompt_tokens) usage.prompt.inc(record.prompt_tokens)
-        if (record.completion_tokens) usage.completion.inc(record.completion_tokens)
-        if (record.credits > 0) usage.credits.inc(record.credits)
+      const model = admitted === undefined ? record.model : admitted
+      if (model !== null && record.provider !== null) {
+        const usage = modelChildren(model, record.provider)
+        // prom-client throws on a negative increment; counts are validated where they enter
+        // (pipelines/model/usage.ts), and this keeps a bad one from ever breaking an answer.
+        if (countable(record.prompt_tokens)) usage.prompt.inc(record.prompt_tokens)
+        if (countable(record.completion_tokens)) usage.completion.inc(record.completion_tokens)
+        if (countable(record.credits)) usage.credits.inc(record.credits)
       }
     },
     streamOpened: () => {

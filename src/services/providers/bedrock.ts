@@ -114,19 +114,19 @@ export const makeBedrockClient = (provider: ProviderConfig, agent: Agent, env: E
     converse: (modelId, body) =>
       tracedCall(
         call(modelId, false),
-        Effect.flatMap(post(modelId, "converse", body, "application/json"), (response) => readJson<ConverseResponse>(provider.name, response, redact))
+        Effect.flatMap(post(modelId, "converse", body, "application/json"), (response) => readJson<ConverseResponse>(provider.name, response, redact, provider.max_response_bytes))
       ),
     countTokens: (modelId, body) =>
       tracedCall(
         call(modelId, false),
-        Effect.flatMap(post(modelId, "count-tokens", body, "application/json"), (response) => readJson<CountTokensResponse>(provider.name, response, redact))
+        Effect.flatMap(post(modelId, "count-tokens", body, "application/json"), (response) => readJson<CountTokensResponse>(provider.name, response, redact, provider.max_response_bytes))
       ),
     invokeModel: (modelId, body) =>
       tracedCall(
         call(modelId, false),
         Effect.flatMap(post(modelId, "invoke", body, "application/json"), (response) => {
           const counted = Number(response.headers["x-amzn-bedrock-input-token-count"])
-          return Effect.map(readJson<unknown>(provider.name, response, redact), (answer): InvokeModelAnswer => ({
+          return Effect.map(readJson<unknown>(provider.name, response, redact, provider.max_response_bytes), (answer): InvokeModelAnswer => ({
             body: answer,
             inputTokens: Number.isFinite(counted) ? counted : undefined
           }))

@@ -15,12 +15,12 @@ import type {
   CountTokensResponse
 } from "../../wire/bedrock-converse.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
-import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
+import { type EmbeddingsResponse, promptTokensFromTail } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
-import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
+import { type EventOutcome, mapEventsOrFail, postJson, readJson, relayBody, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 import { tracedCall, tracedStream } from "./upstream-span.ts"
 
 /** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
@@ -53,6 +53,17 @@ export interface OpenAIClient {
     | undefined
   /** `POST /embeddings`. */
   readonly embeddings: (body: Record<string, unknown>) => Effect.Effect<EmbeddingsResponse, UpstreamFailure>
+  /**
+   * `POST /embeddings`, the answer passed on as it arrives instead of held whole (issue 22,
+   * finding 5: 2,048 inputs x 3,072 dimensions are ~75 MiB a request).
+   */
+  readonly relayEmbeddings: (body: Record<string, unknown>) => Effect.Effect<EmbeddingsRelay, UpstreamFailure>
+}
+
+/** A relayed embeddings answer: its JSON bytes, and once they have ended the input tokens it reported. */
+export interface EmbeddingsRelay {
+  readonly bytes: Stream.Stream<Uint8Array, UpstreamFailure>
+  readonly promptTokens: () => number | undefined
 }
 
 /**
@@ -164,11 +175,16 @@ export const makeOpenAIClient = (
     kind: "openai",
     name: provider.name,
     embeddings: (body) =>
-      tracedCall(call(body, false), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact))),
+      tracedCall(call(body, false), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact, provider.max_response_bytes))),
+    relayEmbeddings: (body) =>
+      tracedCall(call(body, false), Effect.map(post(body, "/embeddings"), (response): EmbeddingsRelay => {
+        const relayed = relayBody(provider.name, response, provider.max_relayed_bytes)
+        return { bytes: relayed.bytes, promptTokens: () => promptTokensFromTail(relayed.tail()) }
+      })),
     responses: provider.responses_api
       ? {
         complete: (body) =>
-          tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact))),
+          tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact, provider.max_response_bytes))),
         stream: (body) =>
           tracedStream(call(body, true), Effect.map(post(body, "/responses"), (response) => {
             // A terminal event (completed, incomplete, failed) is how the upstream says it is done.
@@ -196,7 +212,7 @@ export const makeOpenAIClient = (
           }))
       }
       : undefined,
-    complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact))),
+    complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact, provider.max_response_bytes))),
     stream: (body) =>
       tracedStream(call(body, true), Effect.map(post(body), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
@@ -251,11 +267,11 @@ export const makeAnthropicClient = (
     kind: "anthropic",
     name: provider.name,
     complete: (body, forwarded) =>
-      tracedCall(call(body, false), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact))),
+      tracedCall(call(body, false), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact, provider.max_response_bytes))),
     countTokens: (body, forwarded) =>
       tracedCall(
         call(body, false),
-        Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact))
+        Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact, provider.max_response_bytes))
       ),
     stream: (body, forwarded) =>
       tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {

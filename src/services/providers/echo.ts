@@ -6,10 +6,16 @@
  */
 import { Effect, Result, Stream } from "effect"
 import { ValidationFailed } from "../../domain/errors.ts"
-import { echoEmbeddingsResponse, type EmbeddingsRequest } from "../../wire/openai-embeddings.ts"
+import { echoEmbeddingsPieces, echoEmbeddingsResponse, type EmbeddingsRequest } from "../../wire/openai-embeddings.ts"
 import type { ChatChunk, ChatResponse, ChatUsage } from "../../wire/openai-chat.ts"
 import { newChatCompletionId } from "../../wire/ids.ts"
-import type { ChatStreamItem, OpenAIClient } from "./clients.ts"
+import type { ChatStreamItem, EmbeddingsRelay, OpenAIClient } from "./clients.ts"
+
+/** Vectors computed between two turns of the event loop while an echo embeddings answer streams. */
+const PIECES_PER_TURN = 16
+
+/** One turn of the event loop (a macrotask), so sockets are served between batches of vectors. */
+const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
 type Message = { role?: unknown; content?: unknown }
 
@@ -65,6 +71,23 @@ export const makeEchoClient = (name: string): OpenAIClient => ({
       return Result.isSuccess(answer)
         ? Effect.succeed(answer.success)
         : Effect.fail(new ValidationFailed({ message: answer.failure.message, details: { field: answer.failure.path } }))
+    }),
+  // The same vectors, computed as the answer streams, a few per turn of the event loop (issue
+  // 22, finding 4): a 2,048-input request neither holds the loop nor its whole answer in memory.
+  relayEmbeddings: (body) =>
+    Effect.suspend(() => {
+      const answer = echoEmbeddingsPieces(body as unknown as EmbeddingsRequest, String(body.model))
+      if (Result.isFailure(answer)) {
+        return Effect.fail(new ValidationFailed({ message: answer.failure.message, details: { field: answer.failure.path } }))
+      }
+      const encoder = new TextEncoder()
+      // A pull takes PIECES_PER_TURN pieces from the lazy iterable (computing their vectors),
+      // which leave as one write; then the loop gets a turn.
+      const bytes = Stream.fromIterable(answer.success.pieces, { chunkSize: PIECES_PER_TURN }).pipe(
+        Stream.mapArray((pieces) => [encoder.encode(pieces.join(""))] as const),
+        Stream.mapEffect((encoded) => Effect.as(nextTurn, encoded))
+      )
+      return Effect.succeed<EmbeddingsRelay>({ bytes, promptTokens: () => answer.success.promptTokens })
     }),
   complete: (body) =>
     Effect.sync((): ChatResponse => {

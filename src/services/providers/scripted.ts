@@ -88,6 +88,7 @@ export const scriptedProviders = (
     name,
     responses: undefined,
     embeddings: () => Effect.die(new Error(`the scripted provider ${name} serves no embeddings`)),
+    relayEmbeddings: () => Effect.die(new Error(`the scripted provider ${name} serves no embeddings`)),
     complete: (body) =>
       Effect.suspend(() => {
         const call = { provider: name, kind: "openai" as const, stream: false, body }

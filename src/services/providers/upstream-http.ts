@@ -162,7 +162,7 @@ export const postJson = (options: {
         return Effect.succeed({ status: response.statusCode, headers: response.headers, body: response.body as unknown as Readable })
       }
       const retryAfter = response.headers["retry-after"]
-      return readBody(options.provider, response.body as unknown as Readable).pipe(
+      return readBody(options.provider, response.body as unknown as Readable, ERROR_BODY_BYTES, "cut").pipe(
         Effect.flatMap((text) =>
           Effect.fail(
             options.failure === undefined
@@ -180,20 +180,54 @@ export const postJson = (options: {
     })
   )
 
-/** The whole body as text; interruptible (see postJson): an interrupted read destroys the half-read body. */
-const readBody = (provider: string, body: Readable): Effect.Effect<string, UpstreamFailure> =>
+/** An error answer is only quoted (500 to 1,000 characters): more of it is never held. */
+const ERROR_BODY_BYTES = 65_536
+
+/** The default bound of an answer read whole (provider `max_response_bytes`). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 16_777_216
+
+export const tooLargeAnswer = (provider: string, maxBytes: number) =>
+  new ProviderError({
+    message: `provider "${provider}" sent an answer larger than ${maxBytes} bytes`,
+    details: { provider, upstream_status: null, upstream_error: { message: `answer over the configured bound (${maxBytes} bytes)` } }
+  })
+
+/**
+ * The body as text, at most `maxBytes` of it (issue 22, finding 5: an answer was read whole
+ * whatever its size). Over the bound, `fail` refuses the answer and `cut` keeps what fits
+ * (an error answer that is only quoted); either way the rest is never read: the body is
+ * destroyed, which frees the upstream connection. Interruptible (see postJson): an interrupted
+ * read destroys the half-read body.
+ */
+const readBody = (provider: string, body: Readable, maxBytes: number, over: "fail" | "cut"): Effect.Effect<string, UpstreamFailure> =>
   Effect.tryPromise({
     try: async (signal) => {
       signal.addEventListener("abort", () => body.destroy(), { once: true })
       const chunks: Array<Buffer> = []
-      for await (const chunk of body) chunks.push(chunk as Buffer)
+      let size = 0
+      for await (const chunk of body) {
+        const bytes = chunk as Buffer
+        if (size + bytes.length > maxBytes) {
+          body.destroy()
+          if (over === "fail") throw tooLargeAnswer(provider, maxBytes)
+          chunks.push(bytes.subarray(0, maxBytes - size))
+          break
+        }
+        size += bytes.length
+        chunks.push(bytes)
+      }
       return Buffer.concat(chunks).toString("utf8")
     },
-    catch: (error) => transportFailure(provider, error)
+    catch: (error) => (error instanceof ProviderError ? error : transportFailure(provider, error))
   }).pipe(Effect.interruptible)
 
-export const readJson = <A>(provider: string, response: UpstreamResponse, redact: Redact): Effect.Effect<A, UpstreamFailure> =>
-  readBody(provider, response.body).pipe(
+export const readJson = <A>(
+  provider: string,
+  response: UpstreamResponse,
+  redact: Redact,
+  maxBytes: number = DEFAULT_MAX_RESPONSE_BYTES
+): Effect.Effect<A, UpstreamFailure> =>
+  readBody(provider, response.body, maxBytes, "fail").pipe(
     Effect.flatMap((text) =>
       Effect.try({
         try: () => JSON.parse(text) as A,
@@ -275,3 +309,32 @@ export const mapEventsOrFail = <A, B, E>(f: (event: A) => EventOutcome<B, E>) =>
       )
       return pump
     }))
+
+/**
+ * An answer passed on as it arrives, never held whole (issue 22, finding 5): `bytes` streams the
+ * body (destroyed when the stream ends early, which frees the connection), failing once more
+ * than `maxBytes` came; `tail()` is its last bytes, for reading a trailing field such as
+ * `usage` after the end.
+ */
+export interface RelayedAnswer {
+  readonly bytes: Stream.Stream<Uint8Array, UpstreamFailure>
+  readonly tail: () => string
+}
+
+const TAIL_BYTES = 2_048
+
+export const relayBody = (provider: string, response: UpstreamResponse, maxBytes: number): RelayedAnswer => {
+  let size = 0
+  let tail = Buffer.alloc(0)
+  const bytes = Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, (error) => transportFailure(provider, error)).pipe(
+    Stream.mapEffect((chunk) => {
+      size += chunk.length
+      if (size > maxBytes) return Effect.fail(tooLargeAnswer(provider, maxBytes))
+      const joined = Buffer.concat([tail, chunk])
+      tail = joined.length > TAIL_BYTES ? joined.subarray(joined.length - TAIL_BYTES) : joined
+      return Effect.succeed(chunk)
+    }),
+    Stream.ensuring(Effect.sync(() => response.body.destroy()))
+  )
+  return { bytes, tail: () => tail.toString("utf8") }
+}

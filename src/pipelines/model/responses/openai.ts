@@ -20,7 +20,8 @@ import { flattenEach } from "../stream-chunks.ts"
 const passthroughBody = ({ raw, resolved }: AdapterContext): Record<string, unknown> => {
   const body: Record<string, unknown> = { ...raw, model: resolved.model.id }
   const cap = resolved.model.max_tokens
-  if (typeof raw.max_output_tokens === "number" && raw.max_output_tokens > cap) body.max_output_tokens = cap
+  // Always a limit (issue 22, finding 2): none named, or one above the cap, is the cap.
+  if (typeof raw.max_output_tokens !== "number" || raw.max_output_tokens > cap) body.max_output_tokens = cap
   return body
 }
 

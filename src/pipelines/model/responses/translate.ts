@@ -21,9 +21,10 @@ export const responsesAsChat = (context: AdapterContext) =>
     const translated = responsesRequestToChat(request, { model: context.resolved.model.id, nonFunctionTools: "drop" })
     if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
     const cap = context.resolved.model.max_tokens
-    const chat: ChatRequestFromResponses = typeof translated.success.max_tokens === "number" && translated.success.max_tokens > cap
-      ? { ...translated.success, max_tokens: cap }
-      : translated.success
+    // Always a limit (issue 22, finding 2): none named, or one above the cap, is the cap.
+    const chat: ChatRequestFromResponses = typeof translated.success.max_tokens === "number" && translated.success.max_tokens <= cap
+      ? translated.success
+      : { ...translated.success, max_tokens: cap }
     const dropped = (request.tools ?? []).filter((tool) => tool.type !== "function").map((tool) => ("name" in tool && typeof tool.name === "string" ? tool.name : tool.type))
     if (dropped.length > 0) context.state.audit.details = { ...context.state.audit.details, dropped_tools: dropped }
     return { request, chat }
