@@ -3,12 +3,14 @@
  * store commands (src/commands). Apart from gateway.ts so that `modelgate keys list` loads the
  * store and nothing of the server.
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
 import { CreditsRepo } from "./services/store/CreditsRepo.ts"
+import { StoreDeadline } from "./services/store/StoreError.ts"
 import { StoreLayer } from "./services/store/StoreLayer.ts"
 
 export interface CoreOverrides {
@@ -16,10 +18,21 @@ export interface CoreOverrides {
   readonly store?: ReturnType<typeof StoreLayer.fromUrl> | undefined
 }
 
+/**
+ * Every store call's deadline (issue 21), read by each call from the context it runs in: merged
+ * here, so the server's handlers and every background fiber built on the store see it.
+ */
+export const storeDeadlineLayer = (config: GatewayConfig) =>
+  Layer.succeed(
+    StoreDeadline,
+    config.store.startsWith("sqlite:") ? Duration.infinity : Duration.millis(config.store_timeouts.call_ms)
+  )
+
 /** Store plus the services every entry point (server and CLI) shares. */
 export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) => {
   const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store))
+    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store, config.store_timeouts)),
+    Layer.provideMerge(storeDeadlineLayer(config))
   )
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

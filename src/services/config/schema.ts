@@ -250,6 +250,24 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
+  /**
+   * Bounds on the gateway's own store sessions (issue 21), all well under
+   * `credits.reservation_lease_seconds`: a replica cut off from Postgres mid-transaction holds
+   * the workspace row for at most `idle_in_transaction_ms`, a statement runs at most
+   * `statement_ms`, a lock is waited for at most `lock_ms`, a dead idle connection is noticed
+   * within `keepalive_seconds` (+10 probes of 1 s), and every store call answers (or fails as
+   * an outage, 503) within `call_ms`. Postgres only; SQLite is in-process.
+   */
+  store_timeouts: def(
+    Schema.Struct({
+      statement_ms: def(PositiveInt, 5_000),
+      lock_ms: def(PositiveInt, 2_000),
+      idle_in_transaction_ms: def(PositiveInt, 2_000),
+      keepalive_seconds: def(PositiveInt, 5),
+      call_ms: def(PositiveInt, 6_000)
+    }),
+    {}
+  ),
   /** `POST /v1/messages/count_tokens`: free unless an operator prices it. */
   count_tokens: def(Schema.Struct({ credits: def(NonNegativeInt, 0) }), {}),
   audit: def(

@@ -443,7 +443,11 @@ export const makeBlockWriter = (options: {
       if (now - lastSpend >= IDLE_RETURN_MS) return detach()
       if (live > 1 && now - lastCommit >= RECLAIM_POLL_MS) {
         lastCommit = now
-        const counter = yield* Effect.option(store.reclaimCounter)
+        // Bounded like a commit: the worker that writes every admission must not hang on a poll
+        // sent down a dead connection (issue 21: paid calls hung for a whole partition).
+        const counter = yield* Effect.option(
+          store.dialect === "sqlite" ? store.reclaimCounter : abandonAfter(store.reclaimCounter, options.commitTimeout)
+        )
         if (counter._tag === "Some" && block !== undefined && counter.value > block.reclaimSeen) detach()
       }
     })

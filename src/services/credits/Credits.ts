@@ -130,8 +130,21 @@ export class Credits extends Context.Service<Credits, {
           details: { owner: reservation.owner, refunded_credits: reservation.amount, settled_by: replicaId }
         })
 
+        /**
+         * Since when (this process's monotonic clock) every renewal of ours has reached the store
+         * in time; undefined while they fail. A sweeper sweeps only after a whole lease of that
+         * (issue 21): a replica's renewal that is merely late because the store was out of reach
+         * for everyone (a stall) looks exactly like a dead replica to a sweeper that just got
+         * through itself. After a lease of contact, every replica that can reach the store has
+         * renewed (each renews every third of a lease), so a lapsed lease is a lost replica.
+         */
+        let contactSince: number | undefined
+        let lastRenewed: number | undefined
+        const monotonic = () => performance.now()
+
         const sweep = Effect.gen(function*() {
-          const orphans = yield* store.orphanedReservations(replicaId, Date.now(), 500)
+          if (contactSince === undefined || monotonic() - contactSince < leaseMs) return 0
+          const orphans = yield* store.orphanedReservations(replicaId, 500)
           let refunded = 0
           for (const orphan of orphans) {
             const note = `${REPLICA_LOST}: replica ${orphan.owner} stopped renewing its lease before the request ended`
@@ -142,18 +155,32 @@ export class Credits extends Context.Service<Credits, {
             audit?.append(lostRecord(reservation))
           }
           if (refunded > 0) yield* Effect.logWarning(`refunded ${refunded} reservations of replicas that stopped (${REPLICA_LOST})`)
-          const blocks = yield* store.returnOrphanedBlocks(replicaId, Date.now())
+          const blocks = yield* store.returnOrphanedBlocks(replicaId)
           if (blocks.blocks > 0) {
             yield* Effect.logWarning(`returned ${blocks.blocks} credit blocks (${blocks.credits} unspent credits) of replicas that stopped to the pool`)
           }
           return refunded
         }).pipe(Effect.catch((error) => Effect.as(Effect.logDebug(`reservation sweep failed: ${error.message}`), 0)))
 
-        // Suspended: each renewal reads the clock (built once, every renewal wrote the first start's
-        // lease_until, so every replica looked dead one lease after its start).
-        const renew = Effect.suspend(() => store.renewReplica(replicaId, Date.now() + leaseMs)).pipe(
+        // The lease runs from the store's clock (issue 21). Bounded by a third of the lease: a
+        // renewal that takes longer is no contact (and the next one is due).
+        const renew = abandonAfter(store.renewReplica(replicaId, leaseMs), Duration.millis(Math.floor(leaseMs / 3))).pipe(
+          Effect.andThen(Effect.sync(() => {
+            const now = monotonic()
+            // A gap of more than half a lease between two renewals (this process was stalled, or a
+            // renewal took that long) starts the contact over, like a failure.
+            if (contactSince === undefined || lastRenewed === undefined || now - lastRenewed > leaseMs / 2) contactSince = now
+            lastRenewed = now
+          })),
           // An outage is logged once by the outbox or the audit writer, not once per renewal here.
-          Effect.catch((error) => Effect.logDebug(`replica lease not renewed: ${error.message}`))
+          Effect.catch((error) =>
+            Effect.andThen(
+              Effect.sync(() => {
+                contactSince = undefined
+              }),
+              Effect.logDebug(`replica lease not renewed: ${error.message}`)
+            )
+          )
         )
 
         if (replica) {

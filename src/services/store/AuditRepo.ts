@@ -56,6 +56,42 @@ const UsageRowSchema = Schema.Struct({
   credits: Num
 })
 
+/**
+ * One record per request (issue 21, item 3; the unique index of migration 7). A record arriving
+ * for a request already recorded is the same record again (a spool replayed, a write abandoned
+ * that landed after all: nothing changes), or the refund of a request whose replica lost its
+ * lease: the sweeping replica's `replica_lost` record and the serving replica's own, in either
+ * order. Those two become one: what the serving replica saw (status, tokens, provider, duration)
+ * with the refund's outcome (error `replica_lost`, no credits); the sweeper's alone stays as it is
+ * when the serving replica never wrote one (it died first).
+ */
+const SUPERSEDING = "replica_lost"
+
+/** The serving record's columns, whichever of the two arrived first, then the refund's outcome. */
+const SERVED_COLUMNS = [
+  "ts", "key_id", "method", "endpoint", "status", "model", "provider", "tool", "connection_id",
+  "prompt_tokens", "completion_tokens", "duration_ms", "stream", "client_addr", "details"
+] as const
+const AMEND = [
+  ...SERVED_COLUMNS.map((c) => `${c} = CASE WHEN COALESCE(audit_log.error, '') = '${SUPERSEDING}' THEN excluded.${c} ELSE audit_log.${c} END`),
+  `error = '${SUPERSEDING}'`,
+  "credits = 0"
+].join(", ")
+
+/** The same rule within one batch (one statement may not touch a row twice). */
+const onePerRequest = (records: ReadonlyArray<AuditRecord>): ReadonlyArray<AuditRecord> => {
+  const byId = new Map<string, AuditRecord>()
+  for (const record of records) {
+    const seen = byId.get(record.request_id)
+    if (seen === undefined) byId.set(record.request_id, record)
+    else if ((seen.error === SUPERSEDING) !== (record.error === SUPERSEDING)) {
+      const served = seen.error === SUPERSEDING ? record : seen
+      byId.set(record.request_id, { ...served, error: SUPERSEDING, credits: 0 })
+    }
+  }
+  return byId.size === records.length ? records : [...byId.values()]
+}
+
 const decodeAudit = decodeRows(AuditRow)
 const decodeUsage = decodeRows(UsageRowSchema)
 
@@ -76,8 +112,9 @@ export class AuditRepo extends Context.Service<AuditRepo, {
     Effect.gen(function*() {
       const sql = yield* SqlClient
       return AuditRepo.of({
-        appendAudit: (records) =>
-          records.length === 0
+        appendAudit: (input) => {
+          const records = onePerRequest(input)
+          return records.length === 0
             ? Effect.void
             : sql`INSERT INTO audit_log ${
               sql.insert(records.map((r): Record<string, unknown> => ({
@@ -100,7 +137,12 @@ export class AuditRepo extends Context.Service<AuditRepo, {
                 client_addr: r.client_addr,
                 details: r.details === null ? null : JSON.stringify(r.details)
               })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
-            }`.pipe(Effect.asVoid, storeOp("AuditRepo.appendAudit")),
+            } ON CONFLICT (request_id) DO UPDATE SET ${sql.literal(AMEND)}
+              WHERE (COALESCE(audit_log.error, '') = ${SUPERSEDING}) <> (COALESCE(excluded.error, '') = ${SUPERSEDING})`.pipe(
+              Effect.asVoid,
+              storeOp("AuditRepo.appendAudit")
+            )
+        },
         usage: (query) => {
           // Column expressions come from this fixed table only, never from the caller's text.
           const dimensions = { day: "substr(ts, 1, 10)", key: "key_id", model: "model" } as const

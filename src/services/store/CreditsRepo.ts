@@ -13,7 +13,7 @@ import { SqlClient } from "effect/sql/SqlClient"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"
 import { decodeRows, DEFAULT_WORKSPACE, Num, NullableString } from "./rows.ts"
-import { type BatchResult, type BatchTx, type BatchWrite, type CreditBatch, returnOrphanedBlocks, runCreditBatch, type SubjectBudget } from "./credit-batches.ts"
+import { type BatchResult, type BatchTx, type BatchWrite, type CreditBatch, returnOrphanedBlocks, runCreditBatch, storeNowMs, type SubjectBudget } from "./credit-batches.ts"
 
 export type { SubjectBudget }
 import { SqliteDatabase } from "./sqlite-client.ts"
@@ -101,8 +101,12 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
    * only the first call for a request id (whoever makes it) refunds; the rest return undefined.
    */
   readonly refundReservation: (requestId: string, actor: string, note: string) => Effect.Effect<Reservation | undefined, StoreError>
-  /** Writes this replica's lease (epoch ms); reservations it owns are safe from others until then. */
-  readonly renewReplica: (id: string, leaseUntil: number) => Effect.Effect<void, StoreError>
+  /**
+   * Writes this replica's lease: `leaseMs` from now by the store's clock (issue 21: never a
+   * replica's own, so a replica whose clock runs ahead cannot make the others look dead);
+   * reservations it owns are safe from others until then.
+   */
+  readonly renewReplica: (id: string, leaseMs: number) => Effect.Effect<void, StoreError>
   readonly removeReplica: (id: string) => Effect.Effect<void, StoreError>
   /**
    * One group commit of a replica's credit movements (credit-batches.ts): all of it or nothing.
@@ -111,10 +115,13 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   readonly commitBatch: (batch: CreditBatch, newBlockId: () => string) => Effect.Effect<BatchResult, StoreError>
   /** The counter replicas bump to ask the others for their blocks back. */
   readonly reclaimCounter: Effect.Effect<number, StoreError>
-  /** Returns the blocks of replicas (not `self`) with no lease valid at `now`; how many, and their credits. */
-  readonly returnOrphanedBlocks: (self: string, now: number) => Effect.Effect<{ readonly blocks: number; readonly credits: number }, StoreError>
-  /** Open reservations whose owner is not `self` and has no lease valid at `now` (epoch ms). */
-  readonly orphanedReservations: (self: string, now: number, limit: number) => Effect.Effect<ReadonlyArray<Reservation>, StoreError>
+  /** Returns the blocks of replicas (not `self`) with no lease valid now by the store's clock; how many, and their credits. */
+  readonly returnOrphanedBlocks: (self: string) => Effect.Effect<{ readonly blocks: number; readonly credits: number }, StoreError>
+  /**
+   * Open reservations whose owner is not `self` and has no lease valid by the store's clock,
+   * `laterMs` from now (tests look ahead; the sweep asks about now).
+   */
+  readonly orphanedReservations: (self: string, limit: number, laterMs?: number) => Effect.Effect<ReadonlyArray<Reservation>, StoreError>
   /**
    * Gives credits back (refund of a failed call) or adds them (top-up), with its ledger row;
    * undefined, and nothing changed, when the pool would pass MAX_POOL_CREDITS.
@@ -271,7 +278,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           Effect.map((rows) => rows[0]?.reclaim ?? 0),
           storeOp("CreditsRepo.reclaimCounter")
         ),
-        returnOrphanedBlocks: (self, now) => inTransaction((tx) => returnOrphanedBlocks(tx, self, now)).pipe(storeOp("CreditsRepo.returnOrphanedBlocks")),
+        returnOrphanedBlocks: (self) => inTransaction((tx) => returnOrphanedBlocks(tx, self)).pipe(storeOp("CreditsRepo.returnOrphanedBlocks")),
         ensureWorkspace: (initialCredits) =>
           sql.withTransaction(
             Effect.gen(function*() {
@@ -334,13 +341,14 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
               return reservation
             })
           ).pipe(storeOp("CreditsRepo.refundReservation")),
-        renewReplica: (id, leaseUntil) =>
-          sql`INSERT INTO replicas (id, lease_until, started_at) VALUES (${id}, ${leaseUntil}, ${new Date().toISOString()})
+        renewReplica: (id, leaseMs) =>
+          sql`INSERT INTO replicas (id, lease_until, started_at)
+              VALUES (${id}, ${sql.literal(storeNowMs(dialect))} + ${Math.round(leaseMs)}, ${new Date().toISOString()})
               ON CONFLICT (id) DO UPDATE SET lease_until = excluded.lease_until`.pipe(Effect.asVoid, storeOp("CreditsRepo.renewReplica")),
         removeReplica: (id) => sql`DELETE FROM replicas WHERE id = ${id}`.pipe(Effect.asVoid, storeOp("CreditsRepo.removeReplica")),
-        orphanedReservations: (self, now, limit) =>
+        orphanedReservations: (self, limit, laterMs = 0) =>
           sql`SELECT r.* FROM credit_reservations r LEFT JOIN replicas p ON p.id = r.owner
-              WHERE r.owner <> ${self} AND (p.id IS NULL OR p.lease_until < ${now})
+              WHERE r.owner <> ${self} AND (p.id IS NULL OR p.lease_until < ${sql.literal(storeNowMs(dialect))} + ${Math.round(laterMs)})
               ORDER BY r.created_at LIMIT ${limit}`.pipe(decodeReservations, storeOp("CreditsRepo.orphanedReservations")),
         ledger: (query) =>
           sql`SELECT * FROM credit_ledger WHERE ${

@@ -4,10 +4,13 @@
  * tells an outage (the store cannot be reached or does not answer in time) from a bug in a query
  * or a corrupt row by `outage`, so only the first becomes a 503 when it arrives as a defect.
  */
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { isSqlError } from "effect/sql/SqlError"
+import { abandonAfter, AttemptTimedOut } from "../durability/backoff.ts"
 
 /** SqlError reasons that mean the store cannot be reached or does not answer in time. */
 const OUTAGE_REASONS = new Set(["ConnectionError", "AuthenticationError", "StatementTimeoutError", "LockTimeoutError"])
@@ -36,6 +39,42 @@ export class StoreError extends Data.TaggedError("StoreError")<{
 /** True for a store error that is an outage: the answer is 503 dependency_unavailable, not 500. */
 export const isStoreOutage = (u: unknown): u is StoreError => u instanceof StoreError && u.outage
 
-/** Every repository method's failures (SqlError, SchemaError) as one StoreError naming the method. */
+/**
+ * How long any one store call (a repository method, transaction included) may take before the
+ * caller gets an outage (503) instead of waiting (issue 21): a connection to a partitioned
+ * server, or a pool whose every connection is stuck on one, would otherwise hold the request for
+ * as long as the TCP connection lives. The gateway sets it from `store_timeouts.call_ms` for a
+ * Postgres store, and to infinity for SQLite.
+ */
+export const StoreDeadline = Context.Reference<Duration.Duration>("modelgate/StoreDeadline", {
+  defaultValue: () => Duration.seconds(6)
+})
+
+/**
+ * Every repository method's failures (SqlError, SchemaError) as one StoreError naming the
+ * method, and its deadline: the call runs on a fiber of its own that is abandoned (not waited
+ * for) when the deadline passes, so the statement may still land later; every store write is
+ * idempotent or runs in a transaction that the server rolls back when its session dies.
+ */
 export const storeOp = (operation: string) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, StoreError, R> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<R>()
+    const deadline = yield* StoreDeadline
+    // SQLite answers synchronously in this process: nothing to abandon, and no fiber to pay for.
+    if (!Duration.isFinite(deadline)) return yield* storeErrors(operation, self)
+    return yield* abandonAfter(Effect.provideContext(self, context), deadline).pipe(
+      Effect.mapError((cause) =>
+        cause instanceof AttemptTimedOut
+          ? new StoreError({
+            operation,
+            message: `the store did not answer ${operation} within ${Duration.toMillis(deadline)} ms`,
+            outage: true,
+            cause
+          })
+          : StoreError.from(operation, cause)
+      )
+    )
+  })
+
+const storeErrors = <A, E, R>(operation: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, StoreError, R> =>
   Effect.mapError(self, (cause) => StoreError.from(operation, cause))

@@ -71,7 +71,7 @@ export interface CreditBatch {
   readonly lease: { readonly min: number; readonly size: number } | undefined
   /** The lease came up short while other replicas held blocks: ask them to return theirs. */
   readonly reclaim: boolean
-  /** Epoch ms, for the count of live replicas that sizes a block. */
+  /** Epoch ms by this replica's clock, when the batch was taken (the live count that sizes a block uses the store's). */
   readonly now: number
 }
 
@@ -95,6 +95,16 @@ export interface BatchResult {
 }
 
 const n = (value: unknown) => Number(value)
+
+/**
+ * The store's clock in epoch milliseconds, as SQL (issue 21): leases are written and judged by
+ * the one clock every replica shares, never by a replica's own (one running two minutes ahead
+ * refunded the others' charges and took their blocks).
+ */
+export const storeNowMs = (dialect: "sqlite" | "postgres") =>
+  dialect === "postgres"
+    ? "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+    : "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
 const placeholders = (from: number, count: number) => Array.from({ length: count }, (_, i) => `$${from + i}`).join(", ")
 
@@ -213,7 +223,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     if (batch.lease !== undefined) {
       const free = credits - leased
       if (free >= batch.lease.min) {
-        const [count] = yield* tx.all(`SELECT COUNT(*) AS live FROM replicas WHERE lease_until >= $1 OR id = $2`, [batch.now, batch.owner])
+        const [count] = yield* tx.all(`SELECT COUNT(*) AS live FROM replicas WHERE lease_until >= ${storeNowMs(tx.dialect)} OR id = $1`, [batch.owner])
         live = Math.max(1, n(count!.live))
         // Half the free pool shared by the live replicas, so a block never strands much near empty.
         const amount = Math.min(batch.lease.size, free, Math.max(batch.lease.min, Math.floor(free / (2 * live))))
@@ -250,13 +260,13 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
   })
 
 /** Returns the blocks of replicas whose lease lapsed (they died holding them); the rest of each goes back to the pool. */
-export const returnOrphanedBlocks = (tx: BatchTx, self: string, now: number) =>
+export const returnOrphanedBlocks = (tx: BatchTx, self: string) =>
   Effect.gen(function*() {
     const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
     yield* tx.all(`SELECT leased FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
     const rows = yield* tx.all(
-      `DELETE FROM credit_blocks WHERE owner <> $1 AND owner NOT IN (SELECT id FROM replicas WHERE lease_until >= $2) RETURNING owner, remaining`,
-      [self, now]
+      `DELETE FROM credit_blocks WHERE owner <> $1 AND owner NOT IN (SELECT id FROM replicas WHERE lease_until >= ${storeNowMs(tx.dialect)}) RETURNING owner, remaining`,
+      [self]
     )
     const total = rows.reduce((sum, r) => sum + n(r.remaining), 0)
     if (rows.length > 0) yield* tx.all(`UPDATE workspaces SET leased = leased - $1 WHERE id = $2`, [total, DEFAULT_WORKSPACE])

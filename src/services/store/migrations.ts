@@ -212,11 +212,31 @@ const creditBlocks = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * One audit record per request (issue 21): a request refunded as `replica_lost` had two, the
+ * serving replica's and the sweeper's. Existing pairs are merged the way new ones are
+ * (AuditRepo): the serving record stays, amended with the refund's outcome; any other duplicate
+ * (a record written twice) keeps its first row. Then the request id is unique, which also makes
+ * every audit write idempotent by request id.
+ */
+const auditOnePerRequest = (_dialect: Dialect) =>
+  exec([
+    `CREATE TEMPORARY TABLE audit_lost_requests AS SELECT DISTINCT request_id FROM audit_log WHERE error = 'replica_lost'`,
+    `DELETE FROM audit_log WHERE error = 'replica_lost' AND EXISTS (
+       SELECT 1 FROM audit_log o WHERE o.request_id = audit_log.request_id AND (o.error IS NULL OR o.error <> 'replica_lost'))`,
+    `UPDATE audit_log SET error = 'replica_lost', credits = 0 WHERE request_id IN (SELECT request_id FROM audit_lost_requests)`,
+    `DELETE FROM audit_log WHERE seq NOT IN (SELECT MIN(seq) FROM audit_log GROUP BY request_id)`,
+    `DROP TABLE audit_lost_requests`,
+    `DROP INDEX audit_log_request`,
+    `CREATE UNIQUE INDEX audit_log_request_once ON audit_log (request_id)`
+  ])
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),
   "3_sql_tools": sqlTools(dialect),
   "4_credit_reservations": reservations(dialect),
   "5_identity_subjects": identitySubjects(dialect),
-  "6_credit_blocks": creditBlocks(dialect)
+  "6_credit_blocks": creditBlocks(dialect),
+  "7_audit_one_per_request": auditOnePerRequest(dialect)
 })

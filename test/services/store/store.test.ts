@@ -270,16 +270,17 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         expect((yield* credits.ledger({ limit: 10, request_id: "req_r2" })).map((e) => [e.kind, e.amount])).toEqual([["refund", 4], ["charge", -4]])
 
         // Orphans: open reservations of replicas whose lease lapsed (or never was), never one's own.
-        const now = Date.now()
-        yield* credits.renewReplica("rep_a", now + 10_000)
-        expect(yield* credits.orphanedReservations("rep_b", now, 10)).toEqual([])
-        yield* credits.renewReplica("rep_a", now - 1)
-        expect((yield* credits.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
-        expect(yield* credits.orphanedReservations("rep_a", now, 10)).toEqual([])
+        // Leases are written and judged by the store's clock.
+        yield* credits.renewReplica("rep_a", 10_000)
+        expect(yield* credits.orphanedReservations("rep_b", 10)).toEqual([])
+        expect((yield* credits.orphanedReservations("rep_b", 10, 20_000)).map((r) => r.request_id)).toEqual(["req_r3"])
+        yield* credits.renewReplica("rep_a", -1)
+        expect((yield* credits.orphanedReservations("rep_b", 10)).map((r) => r.request_id)).toEqual(["req_r3"])
+        expect(yield* credits.orphanedReservations("rep_a", 10)).toEqual([])
         yield* credits.removeReplica("rep_a")
-        expect((yield* credits.orphanedReservations("rep_b", now, 10)).map((r) => r.request_id)).toEqual(["req_r3"])
+        expect((yield* credits.orphanedReservations("rep_b", 10)).map((r) => r.request_id)).toEqual(["req_r3"])
         yield* credits.refundReservation("req_r3", "replica:rep_b", "replica_lost")
-        expect(yield* credits.orphanedReservations("rep_b", now, 10)).toEqual([])
+        expect(yield* credits.orphanedReservations("rep_b", 10)).toEqual([])
 
         const ledger = yield* credits.ledger({ limit: 1000 })
         expect(ledger.reduce((sum, e) => sum + e.amount, 0)).toBe((yield* credits.getWorkspace).credits)
@@ -292,7 +293,7 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         const keys = yield* KeysRepo
         yield* credits.addCredits("topup", { amount: 100, actor: "test" })
         const start = (yield* credits.getWorkspace).credits
-        yield* credits.renewReplica("rep_batch", Date.now() + 60_000)
+        yield* credits.renewReplica("rep_batch", 60_000)
         const ids = ["blk_one", "blk_two"]
         const newId = () => ids.shift()!
         const empty: CreditBatch = {
@@ -315,7 +316,7 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         }, newId)
         expect([...first.written]).toEqual(["req_c1", "req_c2", "req_c3"])
         expect((yield* credits.getWorkspace).credits).toBe(start - 6)
-        expect((yield* credits.orphanedReservations("rep_other", Date.now() + 3_600_000, 10)).map((r) => r.request_id)).toEqual(["req_c2"])
+        expect((yield* credits.orphanedReservations("rep_other", 10, 3_600_000)).map((r) => r.request_id)).toEqual(["req_c2"])
 
         // Written twice is refused whole; a retry marked as such finds what was written and writes the rest.
         const twice = yield* Effect.flip(credits.commitBatch({ ...empty, charges: [charge("req_c4"), charge("req_c1")] }, newId))

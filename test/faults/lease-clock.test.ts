@@ -1,0 +1,94 @@
+/**
+ * Leases judged by one clock (issue 21, item 2). Two replicas share a private Postgres and hold
+ * open charges (streams whose provider stalls): one in this process, one a child process whose
+ * clock runs two minutes ahead. Before the fix the fast one refunded the other's charges as
+ * `replica_lost` on its first sweep, and after a store stall longer than the lease the two live
+ * replicas refunded each other's. Now leases are written and compared by the store's clock, and
+ * a sweeper sweeps only after a whole lease of reaching the store itself: neither refunds the
+ * other. A replica that really dies is still refunded by the live one.
+ */
+import { randomBytes } from "node:crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client } from "../support/pg-admin.ts"
+import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
+import { ADMIN_TOKEN } from "../support/gateway.ts"
+import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { canRunPostgres, startPostgres, type Throwaway } from "../support/throwaway.ts"
+import { expectOpen, newKey, openStream, sleep, waitFor } from "../limits/support.ts"
+
+const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
+const PRICE = 5
+const LEASE_SECONDS = 2
+/** Only Date.now: what the gateway read its lease times from. */
+const AHEAD = "--import=data:text/javascript,const%20n=Date.now;Date.now=()=>n()+120000"
+
+let pg: Throwaway
+let fake: FakeUpstream
+let normal: GatewayProcess
+let ahead: GatewayProcess
+
+beforeAll(async () => {
+  if (!canRunPostgres) return
+  ;[pg, fake] = await Promise.all([startPostgres(), startFakeOpenAI({ apiKey: UPSTREAM_KEY })])
+  fake.setDefault(() => ({ kind: "stall_after", chunks: 1 }))
+  const config = (name: string) => {
+    const dir = tempDir(`modelgate-${name}-`)
+    return writeConfig(dir, {
+      server: { data_dir: dir },
+      store: pg.url,
+      admin: { token: ADMIN_TOKEN },
+      workspace: { credits: 1000 },
+      credits: { reservation_lease_seconds: LEASE_SECONDS },
+      audit: { flush_interval_ms: 50 },
+      log: { level: "info" },
+      providers: [{ name: "fake", kind: "openai", base_url: fake.url, api_key: UPSTREAM_KEY }],
+      models: [{ alias: "paid", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: PRICE }]
+    })
+  }
+  ;[normal, ahead] = await Promise.all([
+    spawnGateway(config("normal")),
+    spawnGateway(config("ahead"), { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} ${AHEAD}`.trim() })
+  ])
+}, 60_000)
+
+afterAll(async () => {
+  pg?.thaw()
+  await normal?.stop()
+  await ahead?.stop("SIGKILL")
+  await fake?.close()
+  await pg?.destroy()
+})
+
+describe.skipIf(!canRunPostgres)("leases by the store's clock", () => {
+  it("a replica whose clock is ahead, and a store stall longer than the lease, refund nothing of a live replica", async () => {
+    const db = new Client(pg.url)
+    const refunds = async () => (await db.query("SELECT request_id FROM credit_ledger WHERE kind = 'refund'")).length
+    const { key } = await newKey(normal.url)
+    const onNormal = await Promise.all(Array.from({ length: 2 }, () => openStream(normal.url, key, { model: "paid" })))
+    const onAhead = await Promise.all(Array.from({ length: 2 }, () => openStream(ahead.url, key, { model: "paid" })))
+    for (const s of [...onNormal, ...onAhead]) expectOpen(s)
+    await waitFor("four open reservations", async () => (await db.query("SELECT 1 FROM credit_reservations")).length === 4, 5000)
+
+    // Several sweeps of both (each every lease/3, after a lease of contact): nobody is refunded.
+    await sleep(LEASE_SECONDS * 1000 * 2.5)
+    expect(await refunds()).toBe(0)
+
+    // The store stalls for twice the lease: every lease lapses meanwhile; after it, both replicas renew, nobody sweeps the other.
+    pg.freeze()
+    await sleep(LEASE_SECONDS * 1000 * 2)
+    pg.thaw()
+    await sleep(LEASE_SECONDS * 1000 * 2.5)
+    expect(await refunds()).toBe(0)
+    expect((await db.query("SELECT 1 FROM credit_reservations")).length).toBe(4)
+
+    // A replica that really dies is refunded by the live one, once its lease lapsed by the store's clock.
+    await ahead.stop("SIGKILL")
+    await waitFor("the live replica to refund the dead one's two charges", async () => (await refunds()) === 2, LEASE_SECONDS * 1000 * 3 + 5000)
+    const lost = await db.query<{ owner: string }>("SELECT note FROM credit_ledger WHERE kind = 'refund' AND note LIKE 'replica_lost%'")
+    expect(lost).toHaveLength(2)
+    const [ws] = await db.query<{ credits: string }>("SELECT credits FROM workspaces")
+    const [sum] = await db.query<{ total: string }>("SELECT SUM(amount) AS total FROM credit_ledger")
+    expect(Number(sum!.total)).toBe(Number(ws!.credits))
+    expect(Number(ws!.credits)).toBe(1000 - 2 * PRICE)
+  }, 90_000)
+})
