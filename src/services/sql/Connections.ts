@@ -33,6 +33,16 @@ export class Connections extends Context.Service<Connections, {
   readonly list: Effect.Effect<ReadonlyArray<ConnectionRecord>, DependencyUnavailable>
   readonly get: (id: number) => Effect.Effect<ConnectionRecord | undefined, DependencyUnavailable>
   readonly create: (input: Omit<ConnectionRecord, "source">) => Effect.Effect<ConnectionRecord, Conflict | DependencyUnavailable>
+  /**
+   * Changes a connection added through the admin API (a rotated password, a new host). One from
+   * the config file is a 409: the file would put it back at the next start.
+   */
+  readonly update: (
+    id: number,
+    change: Partial<Omit<ConnectionRecord, "id" | "source">>
+  ) => Effect.Effect<{ readonly before: ConnectionRecord; readonly after: ConnectionRecord }, Conflict | NotFound | DependencyUnavailable>
+  /** Deletes a connection added through the admin API, with every grant on it; 409 for one from the config file. */
+  readonly remove: (id: number) => Effect.Effect<ConnectionRecord, Conflict | NotFound | DependencyUnavailable>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, DependencyUnavailable>
   /**
    * The connections a principal may use, with its role on each: a key's grants from the store; a
@@ -64,6 +74,20 @@ export class Connections extends Context.Service<Connections, {
           Effect.map((stored) => [...fromConfig, ...stored.filter((c) => !configIds.has(c.id))].sort((a, b) => a.id - b.id))
         )
         const get = (id: number) => Effect.map(list, (all) => all.find((c) => c.id === id))
+        const missing = (id: number) => new NotFound({ message: `no connection with id ${id}` })
+        /** A connection the admin API may change: it exists and does not come from the config file. */
+        const stored = (id: number): Effect.Effect<ConnectionRecord, NotFound | Conflict | DependencyUnavailable> =>
+          Effect.flatMap(get(id), (found): Effect.Effect<ConnectionRecord, NotFound | Conflict> =>
+            found === undefined
+              ? Effect.fail(missing(id))
+              : found.source === "config"
+              ? Effect.fail(
+                new Conflict({
+                  message: `connection ${id} is defined in the config file: change it there (the file would restore it at the next start)`,
+                  details: { connection_id: id, source: "config" }
+                })
+              )
+              : Effect.succeed(found))
         return Connections.of({
           list,
           get,
@@ -74,6 +98,20 @@ export class Connections extends Context.Service<Connections, {
               const inserted = yield* store.insertConnection(input).pipe(Effect.mapError(storeUnavailable))
               if (!inserted) return yield* taken()
               return { ...input, source: "admin" as const }
+            }),
+          update: (id, change) =>
+            Effect.gen(function*() {
+              const before = yield* stored(id)
+              const after: ConnectionRecord = { ...before, ...change, id, source: "admin" }
+              const { source: _, ...fields } = after
+              if (!(yield* store.updateConnection(fields).pipe(Effect.mapError(storeUnavailable)))) return yield* missing(id)
+              return { before, after }
+            }),
+          remove: (id) =>
+            Effect.gen(function*() {
+              const before = yield* stored(id)
+              if (!(yield* store.deleteConnection(id).pipe(Effect.mapError(storeUnavailable)))) return yield* missing(id)
+              return before
             }),
           grantsOf: (keyId) => store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable)),
           grantsFor: (principal) =>
