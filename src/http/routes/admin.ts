@@ -13,7 +13,7 @@ import { auditChange, auditTarget } from "./admin-audit.ts"
 import type { AdminAuth } from "./admin-auth.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
-import { Connections, toConnectionView } from "../../services/sql/Connections.ts"
+import { ConnectionChange, ConnectionInput, Connections, toConnectionView } from "../../services/sql/Connections.ts"
 import { KeyCache } from "../../services/auth/KeyCache.ts"
 import { type ApiKeyRecord, type ConnectionRecord, TRAFFIC_KINDS, type TrafficKind } from "../../domain/records.ts"
 import { AuditRepo } from "../../services/store/AuditRepo.ts"
@@ -113,29 +113,6 @@ export const adminRoutes = (options: AdminOptions) => {
       : Effect.succeed(parts as ReadonlyArray<UsageDimension>)
   }
 
-  const ConnectionName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
-  const ConnectionDialect = Schema.Literals(["postgres", "mysql"])
-  const ConnectionUrl = Schema.String.check(
-    Schema.isMaxLength(4096),
-    Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" })
-  )
-  const SchemaName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
-  const ConnectionInput = Schema.Struct({
-    id: Schema.Int.check(Schema.isGreaterThan(0)),
-    name: ConnectionName,
-    dialect: ConnectionDialect,
-    url: ConnectionUrl,
-    read_url: Schema.optional(ConnectionUrl),
-    default_schema: Schema.optional(SchemaName)
-  })
-  /** A PATCH: any of the fields but the id; `null` clears the optional ones. */
-  const ConnectionChange = Schema.Struct({
-    name: Schema.optional(ConnectionName),
-    dialect: Schema.optional(ConnectionDialect),
-    url: Schema.optional(ConnectionUrl),
-    read_url: Schema.optional(Schema.NullOr(ConnectionUrl)),
-    default_schema: Schema.optional(Schema.NullOr(SchemaName))
-  })
 
   /**
    * A connection as its audit record shows it: the redacted view, plus a marker when only the

@@ -3,7 +3,7 @@
  * them with which role. A role is only ever raised through PUT: lowering it is a 409, because a
  * grant that silently weakens access is usually a mistake; revoking is an explicit DELETE.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { Conflict, NotFound } from "../../domain/errors.ts"
 import type { ConnectionRecord, ConnectionRole, GrantRecord, Principal } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
@@ -15,6 +15,34 @@ import { redactDsn } from "./dsn.ts"
 export { redactDsn } from "./dsn.ts"
 
 const roleRank: Record<ConnectionRole, number> = { read: 1, edit: 2 }
+
+const ConnectionName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+const ConnectionDialect = Schema.Literals(["postgres", "mysql"])
+const ConnectionUrl = Schema.String.check(
+  Schema.isMaxLength(4096),
+  Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" })
+)
+const SchemaName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+
+/** A new connection, as the admin API (POST /connections) accepts it. */
+export const ConnectionInput = Schema.Struct({
+  id: Schema.Int.check(Schema.isGreaterThan(0)),
+  name: ConnectionName,
+  dialect: ConnectionDialect,
+  url: ConnectionUrl,
+  read_url: Schema.optional(ConnectionUrl),
+  default_schema: Schema.optional(SchemaName)
+})
+
+/** A change to a connection (PATCH /connections/:id, `modelgate connections update`): any field but the id; `null` clears the optional ones. */
+export const ConnectionChange = Schema.Struct({
+  name: Schema.optional(ConnectionName),
+  dialect: Schema.optional(ConnectionDialect),
+  url: Schema.optional(ConnectionUrl),
+  read_url: Schema.optional(Schema.NullOr(ConnectionUrl)),
+  default_schema: Schema.optional(Schema.NullOr(SchemaName))
+})
+export type ConnectionChange = typeof ConnectionChange.Type
 
 /** A connection as the admin API shows it: the same record, its DSNs with passwords replaced. */
 export type ConnectionView = ConnectionRecord
