@@ -145,7 +145,49 @@ const credits = Command.make("credits").pipe(
   Command.withSubcommands([creditsAdd])
 )
 
-const cli = root.pipe(Command.withSubcommands([serve, keys, credits]), Command.run({ version: "0.1.0" }))
+const connectionsModule = load(() => import("./commands/connections.ts"))
+const connectionId = Argument.Int("id").pipe(Argument.withDescription("Connection id"))
+
+const connectionsList = Command.make(
+  "list",
+  {},
+  Effect.fn(function*() {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).listConnections(config)
+  })
+).pipe(Command.withDescription("List database connections (passwords masked)"))
+
+const connectionsUpdate = Command.make(
+  "update",
+  {
+    id: connectionId,
+    name: Flag.String("name").pipe(Flag.withDescription("New name"), Flag.optional),
+    dialect: Flag.String("dialect").pipe(Flag.withDescription("postgres or mysql"), Flag.optional),
+    url: Flag.String("url").pipe(Flag.withDescription("New DSN (a rotated password, a new host)"), Flag.optional),
+    readUrl: Flag.String("read-url").pipe(Flag.withDescription("New read-only DSN; \"\" removes it"), Flag.optional),
+    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("New default schema; \"\" removes it"), Flag.optional)
+  },
+  Effect.fn(function*({ id, ...flags }) {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).updateConnection(config, id, flags)
+  })
+).pipe(Command.withDescription("Change a connection added through the admin API"))
+
+const connectionsDelete = Command.make(
+  "delete",
+  { id: connectionId },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).deleteConnection(config, id)
+  })
+).pipe(Command.withDescription("Delete a connection added through the admin API, with every grant on it"))
+
+const connections = Command.make("connections").pipe(
+  Command.withDescription("Manage the SQL tools' database connections in the configured store"),
+  Command.withSubcommands([connectionsList, connectionsUpdate, connectionsDelete])
+)
+
+const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections]), Command.run({ version: "0.1.0" }))
 
 cli.pipe(
   Effect.catchTag("ConfigInvalid", (error) =>

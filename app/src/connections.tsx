@@ -1,7 +1,7 @@
 /** Connections: databases for the SQL tools (DSNs redacted), add, test, and grants per key. */
 import { useEffect, useState } from "preact/hooks"
 import { api, ApiError, type ConnectionView, type KeyView } from "./api.ts"
-import { Empty, Field, type FieldErrors, fieldErrors, FormError, PageHead, Status, valueOf } from "./ui.tsx"
+import { Dialog, Empty, Field, type FieldErrors, fieldErrors, FormError, PageHead, Status, valueOf } from "./ui.tsx"
 
 interface ProbeResult {
   role: "edit" | "read"
@@ -68,6 +68,96 @@ const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
         <button class="primary" type="submit">Add connection</button>
       </div>
     </form>
+  )
+}
+
+/**
+ * Edits a connection added through the admin API. The URLs are shown redacted, so they start
+ * empty: a field left empty keeps what is stored (the usual change is a rotated password).
+ */
+const EditConnection = (props: { connection: ConnectionView; onDone: (message: string) => void; onClose: () => void }) => {
+  const c = props.connection
+  const [form, setForm] = useState({ name: c.name, dialect: c.dialect, url: "", read_url: "", default_schema: c.default_schema ?? "", clear_read_url: false })
+  const [errors, setErrors] = useState<FieldErrors>({})
+  const set = (field: keyof typeof form, value: string | boolean) => {
+    setForm((f) => ({ ...f, [field]: value }))
+    // A corrected field loses its error at once, not at the next submit.
+    setErrors(({ [field]: _, ...rest }) => rest)
+  }
+  const submit = async (event: Event) => {
+    event.preventDefault()
+    const change: Record<string, unknown> = {}
+    if (form.name !== c.name) change.name = form.name
+    if (form.dialect !== c.dialect) change.dialect = form.dialect
+    if (form.url !== "") change.url = form.url
+    if (form.clear_read_url) change.read_url = null
+    else if (form.read_url !== "") change.read_url = form.read_url
+    if (form.default_schema !== (c.default_schema ?? "")) change.default_schema = form.default_schema === "" ? null : form.default_schema
+    if (Object.keys(change).length === 0) return setErrors({ _form: "Nothing changed." })
+    try {
+      await api("PATCH", `/connections/${c.id}`, change)
+      props.onDone(`Saved “${form.name}”.`)
+    } catch (e) {
+      setErrors(fieldErrors(e, ["name", "dialect", "url", "read_url", "default_schema"]))
+    }
+  }
+  const text = (field: "name" | "url" | "read_url" | "default_schema", label: string, hint?: string) => (
+    <Field label={label} error={errors[field]} hint={hint}>
+      {(id, d) => (
+        <input id={id} aria-describedby={d} aria-invalid={errors[field] ? true : undefined} value={form[field]} onInput={(e) => set(field, valueOf(e))} />
+      )}
+    </Field>
+  )
+  return (
+    <Dialog title={`Edit “${c.name}”`} onClose={props.onClose}>
+      <form class="stack" onSubmit={submit} noValidate aria-label={`Edit ${c.name}`}>
+        <FormError message={errors._form} />
+        {text("name", "Name")}
+        <Field label="Dialect" error={errors.dialect}>
+          {(id) => (
+            <select id={id} value={form.dialect} onChange={(e) => set("dialect", valueOf(e))}>
+              <option value="postgres">Postgres</option>
+              <option value="mysql">MySQL / MariaDB</option>
+            </select>
+          )}
+        </Field>
+        {text("url", "New URL (edit role)", `Now ${c.url}; leave empty to keep it`)}
+        {text("read_url", "New read URL (read role)", c.read_url === null ? "None now: the URL serves reads" : `Now ${c.read_url}; leave empty to keep it`)}
+        {c.read_url !== null && (
+          <label class="check">
+            <input type="checkbox" checked={form.clear_read_url} onChange={(e) => set("clear_read_url", (e.target as HTMLInputElement).checked)} />
+            Remove the read URL
+          </label>
+        )}
+        {text("default_schema", "Default schema", "Empty: none")}
+        <div class="actions">
+          <button type="button" onClick={props.onClose}>Cancel</button>
+          <button class="primary" type="submit">Save</button>
+        </div>
+      </form>
+    </Dialog>
+  )
+}
+
+const DeleteConnection = (props: { connection: ConnectionView; onDone: (message: string) => void; onClose: () => void }) => {
+  const [error, setError] = useState<string>()
+  const confirm = async () => {
+    try {
+      await api("DELETE", `/connections/${props.connection.id}`)
+      props.onDone(`Deleted “${props.connection.name}”.`)
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+  return (
+    <Dialog title={`Delete “${props.connection.name}”?`} onClose={props.onClose}>
+      <p>Every key's grant on it goes too; the SQL tools stop offering it. Its query history and audit records stay.</p>
+      <FormError message={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onClose}>Cancel</button>
+        <button type="button" class="danger" onClick={confirm}>Delete connection</button>
+      </div>
+    </Dialog>
   )
 }
 
@@ -173,6 +263,8 @@ export const ConnectionsPage = () => {
   const [keys, setKeys] = useState<Array<KeyView>>([])
   const [tests, setTests] = useState<Record<number, Array<ProbeResult> | "running" | string>>({})
   const [error, setError] = useState<string>()
+  const [modal, setModal] = useState<{ kind: "edit" | "delete"; connection: ConnectionView }>()
+  const [notice, setNotice] = useState<string>()
 
   const load = async () => {
     try {
@@ -202,6 +294,7 @@ export const ConnectionsPage = () => {
     <section>
       <PageHead title="Connections" />
       <FormError message={error} />
+      <p class="notice" role="status">{notice}</p>
       {connections === undefined ? <p aria-busy="true">Loading…</p> : connections.length === 0 ? (
         <Empty>No databases yet. Add one below, or list them under <code>connections:</code> in the config file.</Empty>
       ) : (
@@ -210,7 +303,7 @@ export const ConnectionsPage = () => {
             <thead>
               <tr>
                 <th scope="col">Name</th><th scope="col">Dialect</th><th scope="col">URL</th><th scope="col">Read URL</th>
-                <th scope="col">Source</th><th scope="col">Test</th>
+                <th scope="col">Source</th><th scope="col">Test</th><th scope="col"><span class="sr-only">Actions</span></th>
               </tr>
             </thead>
             <tbody>
@@ -238,6 +331,18 @@ export const ConnectionsPage = () => {
                         ))}
                       </div>
                     </td>
+                    <td class="row-actions">
+                      {c.source === "admin"
+                        ? (
+                          <>
+                            <button type="button" onClick={() => setModal({ kind: "edit", connection: c })} aria-label={`Edit ${c.name}`}>Edit</button>
+                            <button type="button" class="danger" onClick={() => setModal({ kind: "delete", connection: c })} aria-label={`Delete ${c.name}`}>
+                              Delete
+                            </button>
+                          </>
+                        )
+                        : <span class="muted small">edit in the config file</span>}
+                    </td>
                   </tr>
                 )
               })}
@@ -251,6 +356,17 @@ export const ConnectionsPage = () => {
           <AddConnection onAdded={load} nextId={Math.max(0, ...connections.map((c) => c.id)) + 1} />
         </div>
       )}
+      {modal !== undefined && (() => {
+        const done = (message: string) => {
+          setModal(undefined)
+          setNotice(message)
+          void load()
+        }
+        const close = () => setModal(undefined)
+        return modal.kind === "edit"
+          ? <EditConnection connection={modal.connection} onDone={done} onClose={close} />
+          : <DeleteConnection connection={modal.connection} onDone={done} onClose={close} />
+      })()}
     </section>
   )
 }

@@ -100,7 +100,23 @@ export interface AuditQuery {
   /** Opaque cursor from a previous page: records older than it. */
   readonly before_seq?: number | undefined
   readonly limit: number
+  /** Only these kinds of traffic (see `TrafficKind`); none: every kind. */
+  readonly include?: ReadonlyArray<TrafficKind> | undefined
+  /** Not these kinds of traffic. */
+  readonly exclude?: ReadonlyArray<TrafficKind> | undefined
+  /** Only requests that may change something (not GET or HEAD). */
+  readonly writes_only?: boolean | undefined
+  /** Admin actions on this target (`details.target`). */
+  readonly target_kind?: string | undefined
+  readonly target_id?: string | undefined
 }
+
+/**
+ * What a request was, by its endpoint: `api` (the /v1 model and tool API), `admin` (the admin
+ * API), `app` (the admin app's pages, assets and session), `health` (/healthz, /readyz).
+ */
+export type TrafficKind = "api" | "admin" | "app" | "health"
+export const TRAFFIC_KINDS: ReadonlyArray<TrafficKind> = ["api", "admin", "app", "health"]
 
 export interface AuditPage {
   readonly items: ReadonlyArray<AuditRecord & { readonly seq: number }>

@@ -75,6 +75,20 @@ const storeOutageIn = (cause: Cause.Cause<unknown>): unknown => {
   return undefined
 }
 
+/** The longest error message an audit record keeps. */
+const AUDIT_MESSAGE_CHARS = 500
+
+/**
+ * An error message as the audit record keeps it: a message may quote what the client sent (a
+ * field's value), so a URL's credentials and anything shaped like a gateway key or a bearer
+ * token are masked before it is stored.
+ */
+export const auditMessage = (message: string): string =>
+  message.slice(0, AUDIT_MESSAGE_CHARS)
+    .replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:@/"']*:)[^\s@/"']*@/gi, "$1***@")
+    .replace(/\bsk-[A-Za-z0-9_-]{8,}/g, "sk-***")
+    .replace(/\b(Bearer\s+)\S+/gi, "$1***")
+
 /**
  * One line per request at info: who, what, how it ended. Identifiers only: never the key, the
  * body, a message or a statement, so the log is safe to ship wherever logs go.
@@ -207,6 +221,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
             ? storeUnavailable(outage)
             : new InternalError({ message: "internal error; quote the request id when reporting it" })
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
+          // The record keeps what the client was told, not just the slug: "why was this a 400" is an audit question.
+          state.audit.details = { ...state.audit.details, message: auditMessage(error.message) }
           return Effect.andThen(log, finish(request, state, errorResponse(error, state), error))
         }),
         // The client went away before an answer: still one record, with nginx's 499 convention;

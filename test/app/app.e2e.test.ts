@@ -209,6 +209,37 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await shot("06-connections")
   })
 
+  it("edits a connection's password and deletes a connection, never showing a password", async () => {
+    const table = page.getByRole("table", { name: "Connections" })
+    const form = page.getByRole("form", { name: "Add a connection" })
+    await form.getByLabel("Name").fill("doomed")
+    await form.getByLabel("URL (edit role)").fill("postgres://u:oldpw@127.0.0.1:1/x")
+    await form.getByRole("button", { name: "Add connection" }).click()
+    const row = table.locator("tr[data-connection-id='2']")
+    await row.waitFor()
+
+    await row.getByRole("button", { name: "Edit doomed" }).click()
+    const dialog = page.getByRole("dialog", { name: "Edit “doomed”" })
+    await dialog.getByLabel("New URL (edit role)").fill("http://nope")
+    await dialog.getByRole("button", { name: "Save" }).click()
+    await dialog.getByText(/postgres:\/\/ or mysql:\/\//).waitFor()
+    await dialog.getByLabel("New URL (edit role)").fill("postgres://u:newpw@127.0.0.1:1/x")
+    await dialog.getByLabel("Name").fill("renamed")
+    await dialog.getByRole("button", { name: "Save" }).click()
+    await page.getByRole("status").getByText("Saved “renamed”.").waitFor()
+    expect(await table.textContent()).not.toMatch(/oldpw|newpw/)
+    const stored = (await (await gw.admin("GET", "/connections")).json() as any).data.find((c: any) => c.id === 2)
+    expect(stored.name).toBe("renamed")
+    const [raw] = (await import("effect").then(({ Effect }) => Effect.runPromise(gw.store.connections.listConnections))).filter((c) => c.id === 2)
+    expect(raw!.url).toBe("postgres://u:newpw@127.0.0.1:1/x")
+
+    await table.locator("tr[data-connection-id='2']").getByRole("button", { name: "Delete renamed" }).click()
+    await page.getByRole("dialog", { name: "Delete “renamed”?" }).getByRole("button", { name: "Delete connection" }).click()
+    await page.getByRole("status").getByText("Deleted “renamed”.").waitFor()
+    expect(await table.locator("tr[data-connection-id='2']").count()).toBe(0)
+    await shot("06b-connection-edited")
+  })
+
   it("tops up and the top-up shows in the ledger, with filters", async () => {
     await go("credits", "Credits")
     await page.getByTestId("balance").getByText("1,000").waitFor()

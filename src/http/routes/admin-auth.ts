@@ -101,10 +101,28 @@ export interface AdminAuthOptions {
   readonly identity?: AdminIdentityShape | undefined
 }
 
-/** Who acted, in the request's audit record (never a token): the identity-provider admin's issuer and subject. */
-const recordAdmin = (admin: AdminPrincipal) =>
+/**
+ * Who acted, in the request's audit record (never a token): `details.actor` names the credential
+ * (the admin token, an app session signed in with it, or an identity-provider admin by issuer,
+ * subject and display name); `details.admin` is kept for records readers already parse.
+ */
+export type AdminActor =
+  | { readonly kind: "admin_token" }
+  | { readonly kind: "app_session" }
+  | { readonly kind: "identity_provider"; readonly issuer: string; readonly subject: string; readonly name: string; readonly via: "bearer" | "app_session" }
+
+const recordActor = (actor: AdminActor) =>
   Effect.map(CurrentRequest, (state) => {
-    state.audit.details = { ...state.audit.details, admin: { issuer: admin.issuer, subject: admin.subject } }
+    state.audit.details = { ...state.audit.details, actor }
+  })
+
+const recordAdmin = (admin: AdminPrincipal, via: "bearer" | "app_session") =>
+  Effect.map(CurrentRequest, (state) => {
+    state.audit.details = {
+      ...state.audit.details,
+      admin: { issuer: admin.issuer, subject: admin.subject },
+      actor: { kind: "identity_provider", issuer: admin.issuer, subject: admin.subject, name: admin.displayName, via }
+    }
     return admin
   })
 
@@ -217,7 +235,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
             ? failed(`invalid identity-provider token: ${error.message}`)
             : Effect.fail(new Unauthorized({ message: `invalid identity-provider token: ${error.message}` }))
       }),
-      Effect.flatMap(recordAdmin)
+      Effect.flatMap((admin) => recordAdmin(admin, "bearer"))
     )
 
   /**
@@ -237,7 +255,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       if (!match) return yield* new Unauthorized({ message: "missing admin token: send `Authorization: Bearer <admin token>`" })
       yield* throttled
       const presented = match[1]!.trim()
-      if (sameSecret(presented, options.token)) return undefined
+      if (sameSecret(presented, options.token)) return yield* Effect.as(recordActor({ kind: "admin_token" }), undefined)
       if (options.identity !== undefined && JWT_SHAPE.test(presented)) return yield* identityAdmin(options.identity, presented)
       return yield* failed("invalid admin token")
     }
@@ -249,7 +267,9 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
       })
     }
     if (!isSafeMethod(request.method)) yield* checkCsrf(session)
-    return session.admin === undefined ? undefined : yield* recordAdmin(session.admin)
+    return session.admin === undefined
+      ? yield* Effect.as(recordActor({ kind: "app_session" }), undefined)
+      : yield* recordAdmin(session.admin, "app_session")
   })
 
   /** Sign-in: the admin token in exchange for a session; throttled like the admin API. */

@@ -12,6 +12,7 @@ import { json } from "../../pipelines/respond.ts"
 import { SubjectsRepo } from "../../services/store/SubjectsRepo.ts"
 import type { AdminAuth } from "./admin-auth.ts"
 import { route } from "../router.ts"
+import { auditChange, auditTarget } from "./admin-audit.ts"
 
 const ListQuery = Schema.Struct({ limit: Schema.optional(Schema.FiniteFromString) })
 
@@ -34,7 +35,13 @@ export const adminSubjectRoutes = (options: { readonly auth: AdminAuth }) => {
     }))),
     route("POST", "/subjects/:id/budget/reset", admin(Effect.gen(function*() {
       const id = yield* idParam
-      return json(yield* Effect.flatMap(Effect.orDie((yield* SubjectsRepo).resetBudget(id)), found(id)))
+      const target = { kind: "subject" as const, id }
+      yield* auditTarget(target)
+      const repo = yield* SubjectsRepo
+      const before = yield* Effect.flatMap(Effect.orDie(repo.getSubject(id)), found(id))
+      const after = yield* Effect.flatMap(Effect.orDie(repo.resetBudget(id)), found(id))
+      yield* auditChange({ target, before: { budget_used: before.budget_used }, after: { budget_used: after.budget_used } })
+      return json(after)
     })))
   ]
 }

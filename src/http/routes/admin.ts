@@ -9,12 +9,13 @@ import { NotFound, ValidationFailed } from "../../domain/errors.ts"
 import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
 import type { UsageDimension } from "../../services/store/AuditRepo.ts"
 import { testConnection } from "./connection-test.ts"
+import { auditChange, auditTarget } from "./admin-audit.ts"
 import type { AdminAuth } from "./admin-auth.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
-import { Connections, toConnectionView } from "../../services/sql/Connections.ts"
+import { ConnectionChange, ConnectionInput, Connections, toConnectionView } from "../../services/sql/Connections.ts"
 import { KeyCache } from "../../services/auth/KeyCache.ts"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import { type ApiKeyRecord, type ConnectionRecord, TRAFFIC_KINDS, type TrafficKind } from "../../domain/records.ts"
 import { AuditRepo } from "../../services/store/AuditRepo.ts"
 import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
 import { Credits } from "../../services/credits/Credits.ts"
@@ -54,8 +55,26 @@ export const adminRoutes = (options: AdminOptions) => {
     until: Schema.optional(Schema.String),
     cursor: Schema.optional(Schema.FiniteFromString),
     limit: Schema.optional(Schema.FiniteFromString),
-    format: Schema.optional(Schema.Literals(["json", "jsonl"]))
+    format: Schema.optional(Schema.Literals(["json", "jsonl"])),
+    include: Schema.optional(Schema.String),
+    exclude: Schema.optional(Schema.String),
+    writes_only: Schema.optional(Schema.Literals(["true", "false"])),
+    target_kind: Schema.optional(Schema.String.check(Schema.isMaxLength(50))),
+    target_id: Schema.optional(Schema.String.check(Schema.isMaxLength(200)))
   })
+
+  /** `include=admin,app` / `exclude=app,health`: a comma-separated list of traffic kinds. */
+  const kindsParam = (name: string, value: string | undefined) => {
+    if (value === undefined) return Effect.succeed(undefined)
+    const parts = value.split(",").map((p) => p.trim()).filter((p) => p !== "")
+    const bad = parts.find((p) => !(TRAFFIC_KINDS as ReadonlyArray<string>).includes(p))
+    return bad !== undefined
+      ? Effect.fail(new ValidationFailed({
+        message: `${name}: expected a comma-separated list of ${TRAFFIC_KINDS.join(", ")}; got "${bad.slice(0, 50)}"`,
+        details: { field: name }
+      }))
+      : Effect.succeed(parts as ReadonlyArray<TrafficKind>)
+  }
 
   const UsageQuery = Schema.Struct({
     key_id: Schema.optional(Schema.String),
@@ -94,14 +113,25 @@ export const adminRoutes = (options: AdminOptions) => {
       : Effect.succeed(parts as ReadonlyArray<UsageDimension>)
   }
 
-  const ConnectionInput = Schema.Struct({
-    id: Schema.Int.check(Schema.isGreaterThan(0)),
-    name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
-    dialect: Schema.Literals(["postgres", "mysql"]),
-    url: Schema.String.check(Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" })),
-    read_url: Schema.optional(Schema.String.check(Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" }))),
-    default_schema: Schema.optional(Schema.String.check(Schema.isMinLength(1)))
-  })
+
+  /**
+   * A connection as its audit record shows it: the redacted view, plus a marker when only the
+   * credentials of a URL changed (the redacted URLs are then equal, and the change would vanish).
+   */
+  const connectionAudit = (before: ConnectionRecord | undefined, after: ConnectionRecord | undefined) => {
+    const view = (c: ConnectionRecord | undefined) => c === undefined ? undefined : { ...toConnectionView(c) } as Record<string, unknown>
+    const was = view(before)
+    const now = view(after)
+    if (before !== undefined && after !== undefined && was !== undefined && now !== undefined) {
+      for (const field of ["url", "read_url"] as const) {
+        if (before[field] !== after[field] && was[field] === now[field]) {
+          was[`${field}_credentials`] = "previous"
+          now[`${field}_credentials`] = "changed"
+        }
+      }
+    }
+    return { target: { kind: "connection" as const, id: String((after ?? before)!.id) }, before: was, after: now }
+  }
   const GrantInput = Schema.Struct({ role: Schema.Literals(["read", "edit"]) })
 
   const connectionIdParam = Effect.gen(function*() {
@@ -112,6 +142,19 @@ export const adminRoutes = (options: AdminOptions) => {
     }
     return id
   })
+
+  const keyTarget = (id: string) => ({ kind: "api_key" as const, id })
+
+  /** A change to one key, audited: the target first (so a refusal still names it), then what changed. */
+  const keyChange = <E>(id: string, change: (keys: ApiKeys["Service"]) => Effect.Effect<ApiKeyRecord, E>) =>
+    Effect.gen(function*() {
+      yield* auditTarget(keyTarget(id))
+      const keys = yield* ApiKeys
+      const before = toKeyView(yield* keys.get(id))
+      const after = toKeyView(yield* change(keys))
+      yield* auditChange({ target: keyTarget(id), before, after })
+      return after
+    })
 
   /** A key as the admin API shows it: the record plus its connection grants. */
   const keyWithGrants = (record: ApiKeyRecord) =>
@@ -147,20 +190,54 @@ export const adminRoutes = (options: AdminOptions) => {
         read_url: input.read_url ?? null,
         default_schema: input.default_schema ?? null
       })
+      yield* auditChange(connectionAudit(undefined, created))
       return json(toConnectionView(created), 201)
+    }))),
+    route("PATCH", "/connections/:connection_id", admin(Effect.gen(function*() {
+      const id = yield* connectionIdParam
+      yield* auditTarget({ kind: "connection", id: String(id) })
+      const input = yield* body(ConnectionChange)
+      if (Object.keys(input).length === 0) {
+        return yield* new ValidationFailed({ message: "nothing to update: send at least one field" })
+      }
+      const { before, after } = yield* (yield* Connections).update(id, input)
+      yield* auditChange(connectionAudit(before, after))
+      return json(toConnectionView(after))
+    }))),
+    route("DELETE", "/connections/:connection_id", admin(Effect.gen(function*() {
+      const id = yield* connectionIdParam
+      yield* auditTarget({ kind: "connection", id: String(id) })
+      const before = yield* (yield* Connections).remove(id)
+      // Keys that held grants on it: their cached grants are stale now.
+      yield* (yield* KeyCache).invalidate
+      yield* auditChange(connectionAudit(before, undefined))
+      return HttpServerResponse.empty({ status: 204 })
     }))),
     route("PUT", "/api-keys/:id/connections/:connection_id", admin(Effect.gen(function*() {
       const record = yield* (yield* ApiKeys).get(yield* idParam)
       const connectionId = yield* connectionIdParam
       const input = yield* body(GrantInput)
+      const target = { kind: "key_grant" as const, id: `${record.id}/${connectionId}` }
+      yield* auditTarget(target)
+      const before = (yield* (yield* Connections).grantsOf(record.id)).find((g) => g.connection_id === connectionId)
       const grant = yield* (yield* Connections).grant(record.id, connectionId, input.role)
       yield* (yield* KeyCache).invalidate
+      yield* auditChange({
+        target,
+        before: before === undefined ? undefined : { key_id: record.id, connection_id: connectionId, role: before.role },
+        after: { key_id: record.id, connection_id: connectionId, role: grant.role }
+      })
       return json({ connection_id: grant.connection_id, role: grant.role, granted_at: grant.granted_at })
     }))),
     route("DELETE", "/api-keys/:id/connections/:connection_id", admin(Effect.gen(function*() {
       const record = yield* (yield* ApiKeys).get(yield* idParam)
-      yield* (yield* Connections).revoke(record.id, yield* connectionIdParam)
+      const connectionId = yield* connectionIdParam
+      const target = { kind: "key_grant" as const, id: `${record.id}/${connectionId}` }
+      yield* auditTarget(target)
+      const before = (yield* (yield* Connections).grantsOf(record.id)).find((g) => g.connection_id === connectionId)
+      yield* (yield* Connections).revoke(record.id, connectionId)
       yield* (yield* KeyCache).invalidate
+      yield* auditChange({ target, before: before === undefined ? undefined : { key_id: record.id, connection_id: connectionId, role: before.role } })
       return HttpServerResponse.empty({ status: 204 })
     }))),
     route("POST", "/api-keys", admin(Effect.gen(function*() {
@@ -178,7 +255,9 @@ export const adminRoutes = (options: AdminOptions) => {
       }
       const { key, record } = yield* (yield* ApiKeys).create(fields)
       for (const grant of connections ?? []) yield* connectionsService.grant(record.id, grant.connection_id, grant.role).pipe(Effect.orDie)
-      return json({ ...(yield* keyWithGrants(record)), key }, 201)
+      const view = yield* keyWithGrants(record)
+      yield* auditChange({ target: keyTarget(record.id), after: view })
+      return json({ ...view, key }, 201)
     }))),
     route("GET", "/api-keys", admin(Effect.gen(function*() {
       const keys = yield* (yield* ApiKeys).list
@@ -193,22 +272,33 @@ export const adminRoutes = (options: AdminOptions) => {
       if (Object.keys(input).length === 0) {
         return yield* new ValidationFailed({ message: "nothing to update: send at least one field" })
       }
-      return json(toKeyView(yield* (yield* ApiKeys).update(id, input)))
+      return json(yield* keyChange(id, (keys) => keys.update(id, input)))
     }))),
     route("POST", "/api-keys/:id/rotate", admin(Effect.gen(function*() {
       const id = yield* idParam
       const input = yield* body(RotateKeyInput, true)
-      const { key, record } = yield* (yield* ApiKeys).rotate(id, input)
-      return json({ ...toKeyView(record), key })
+      let key = ""
+      const view = yield* keyChange(id, (keys) => Effect.map(keys.rotate(id, input), (rotated) => {
+        key = rotated.key
+        return rotated.record
+      }))
+      return json({ ...view, key })
     }))),
     route("POST", "/api-keys/:id/revoke", admin(Effect.gen(function*() {
-      return json(toKeyView(yield* (yield* ApiKeys).revoke(yield* idParam)))
+      const id = yield* idParam
+      return json(yield* keyChange(id, (keys) => keys.revoke(id)))
     }))),
     route("POST", "/api-keys/:id/budget/reset", admin(Effect.gen(function*() {
-      return json(toKeyView(yield* (yield* ApiKeys).resetBudget(yield* idParam)))
+      const id = yield* idParam
+      return json(yield* keyChange(id, (keys) => keys.resetBudget(id)))
     }))),
     route("DELETE", "/api-keys/:id", admin(Effect.gen(function*() {
-      yield* (yield* ApiKeys).remove(yield* idParam)
+      const id = yield* idParam
+      yield* auditTarget(keyTarget(id))
+      const keys = yield* ApiKeys
+      const before = yield* keyWithGrants(yield* keys.get(id))
+      yield* keys.remove(id)
+      yield* auditChange({ target: keyTarget(id), before })
       return HttpServerResponse.empty({ status: 204 })
     }))),
     route("GET", "/workspace", admin(Effect.gen(function*() {
@@ -219,8 +309,16 @@ export const adminRoutes = (options: AdminOptions) => {
       const input = yield* body(TopUp)
       // The ledger says which identity-provider admin added credits; the admin token names no one.
       const actor = acting === undefined ? "admin" : `admin:${acting.subject}`
+      const before = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
+      yield* auditTarget({ kind: "workspace", id: before.id })
       const balance = yield* (yield* Credits).topup({ amount: input.credits, actor, note: input.note ?? null })
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
+      // Other replicas' charges move the balance too: before/after are the pool around this top-up as this replica saw it.
+      yield* auditChange({
+        target: { kind: "workspace", id: workspace.id },
+        before: { credits: balance - input.credits },
+        after: { credits: balance, added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
+      })
       return json({ ...workspace, credits: balance })
     }))),
     route("GET", "/workspace/ledger", admin(Effect.gen(function*() {
@@ -255,6 +353,8 @@ export const adminRoutes = (options: AdminOptions) => {
       const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
       const since = yield* isoParam("since", params.since)
       const until = yield* isoParam("until", params.until)
+      const include = yield* kindsParam("include", params.include)
+      const exclude = yield* kindsParam("exclude", params.exclude)
       // Records still in the write buffer belong in the answer: an operator reads what happened, not what was flushed.
       yield* (yield* Audit).flush
       const page = yield* Effect.orDie((yield* AuditRepo).queryAudit({
@@ -265,7 +365,12 @@ export const adminRoutes = (options: AdminOptions) => {
         since,
         until,
         before_seq: params.cursor,
-        limit
+        limit,
+        include,
+        exclude,
+        writes_only: params.writes_only === "true",
+        target_kind: params.target_kind,
+        target_id: params.target_id
       }))
       const next_cursor = page.next_seq === null ? null : String(page.next_seq)
       if (params.format === "jsonl") {

@@ -3,7 +3,7 @@
  * them with which role. A role is only ever raised through PUT: lowering it is a 409, because a
  * grant that silently weakens access is usually a mistake; revoking is an explicit DELETE.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { Conflict, NotFound } from "../../domain/errors.ts"
 import type { ConnectionRecord, ConnectionRole, GrantRecord, Principal } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
@@ -15,6 +15,34 @@ import { redactDsn } from "./dsn.ts"
 export { redactDsn } from "./dsn.ts"
 
 const roleRank: Record<ConnectionRole, number> = { read: 1, edit: 2 }
+
+const ConnectionName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+const ConnectionDialect = Schema.Literals(["postgres", "mysql"])
+const ConnectionUrl = Schema.String.check(
+  Schema.isMaxLength(4096),
+  Schema.isPattern(/^(postgres|postgresql|mysql|mariadb):\/\//, { expected: "a postgres:// or mysql:// URL" })
+)
+const SchemaName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+
+/** A new connection, as the admin API (POST /connections) accepts it. */
+export const ConnectionInput = Schema.Struct({
+  id: Schema.Int.check(Schema.isGreaterThan(0)),
+  name: ConnectionName,
+  dialect: ConnectionDialect,
+  url: ConnectionUrl,
+  read_url: Schema.optional(ConnectionUrl),
+  default_schema: Schema.optional(SchemaName)
+})
+
+/** A change to a connection (PATCH /connections/:id, `modelgate connections update`): any field but the id; `null` clears the optional ones. */
+export const ConnectionChange = Schema.Struct({
+  name: Schema.optional(ConnectionName),
+  dialect: Schema.optional(ConnectionDialect),
+  url: Schema.optional(ConnectionUrl),
+  read_url: Schema.optional(Schema.NullOr(ConnectionUrl)),
+  default_schema: Schema.optional(Schema.NullOr(SchemaName))
+})
+export type ConnectionChange = typeof ConnectionChange.Type
 
 /** A connection as the admin API shows it: the same record, its DSNs with passwords replaced. */
 export type ConnectionView = ConnectionRecord
@@ -33,6 +61,16 @@ export class Connections extends Context.Service<Connections, {
   readonly list: Effect.Effect<ReadonlyArray<ConnectionRecord>, DependencyUnavailable>
   readonly get: (id: number) => Effect.Effect<ConnectionRecord | undefined, DependencyUnavailable>
   readonly create: (input: Omit<ConnectionRecord, "source">) => Effect.Effect<ConnectionRecord, Conflict | DependencyUnavailable>
+  /**
+   * Changes a connection added through the admin API (a rotated password, a new host). One from
+   * the config file is a 409: the file would put it back at the next start.
+   */
+  readonly update: (
+    id: number,
+    change: Partial<Omit<ConnectionRecord, "id" | "source">>
+  ) => Effect.Effect<{ readonly before: ConnectionRecord; readonly after: ConnectionRecord }, Conflict | NotFound | DependencyUnavailable>
+  /** Deletes a connection added through the admin API, with every grant on it; 409 for one from the config file. */
+  readonly remove: (id: number) => Effect.Effect<ConnectionRecord, Conflict | NotFound | DependencyUnavailable>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, DependencyUnavailable>
   /**
    * The connections a principal may use, with its role on each: a key's grants from the store; a
@@ -64,6 +102,20 @@ export class Connections extends Context.Service<Connections, {
           Effect.map((stored) => [...fromConfig, ...stored.filter((c) => !configIds.has(c.id))].sort((a, b) => a.id - b.id))
         )
         const get = (id: number) => Effect.map(list, (all) => all.find((c) => c.id === id))
+        const missing = (id: number) => new NotFound({ message: `no connection with id ${id}` })
+        /** A connection the admin API may change: it exists and does not come from the config file. */
+        const stored = (id: number): Effect.Effect<ConnectionRecord, NotFound | Conflict | DependencyUnavailable> =>
+          Effect.flatMap(get(id), (found): Effect.Effect<ConnectionRecord, NotFound | Conflict> =>
+            found === undefined
+              ? Effect.fail(missing(id))
+              : found.source === "config"
+              ? Effect.fail(
+                new Conflict({
+                  message: `connection ${id} is defined in the config file: change it there (the file would restore it at the next start)`,
+                  details: { connection_id: id, source: "config" }
+                })
+              )
+              : Effect.succeed(found))
         return Connections.of({
           list,
           get,
@@ -74,6 +126,20 @@ export class Connections extends Context.Service<Connections, {
               const inserted = yield* store.insertConnection(input).pipe(Effect.mapError(storeUnavailable))
               if (!inserted) return yield* taken()
               return { ...input, source: "admin" as const }
+            }),
+          update: (id, change) =>
+            Effect.gen(function*() {
+              const before = yield* stored(id)
+              const after: ConnectionRecord = { ...before, ...change, id, source: "admin" }
+              const { source: _, ...fields } = after
+              if (!(yield* store.updateConnection(fields).pipe(Effect.mapError(storeUnavailable)))) return yield* missing(id)
+              return { before, after }
+            }),
+          remove: (id) =>
+            Effect.gen(function*() {
+              const before = yield* stored(id)
+              if (!(yield* store.deleteConnection(id).pipe(Effect.mapError(storeUnavailable)))) return yield* missing(id)
+              return before
             }),
           grantsOf: (keyId) => store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable)),
           grantsFor: (principal) =>

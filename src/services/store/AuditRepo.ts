@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import type { AuditPage, AuditQuery, AuditRecord } from "../../domain/records.ts"
+import type { AuditPage, AuditQuery, AuditRecord, TrafficKind } from "../../domain/records.ts"
 import { decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -93,6 +93,9 @@ const onePerRequest = (records: ReadonlyArray<AuditRecord>): ReadonlyArray<Audit
 }
 
 const decodeAudit = decodeRows(AuditRow)
+
+/** A LIKE pattern matching `text` literally (with `ESCAPE '\\'`). */
+const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 const decodeUsage = decodeRows(UsageRowSchema)
 
 export class AuditRepo extends Context.Service<AuditRepo, {
@@ -166,7 +169,31 @@ export class AuditRepo extends Context.Service<AuditRepo, {
           )
         },
         queryAudit: (query) => {
+          // The kind of traffic is read off the endpoint (a route pattern, or the path when none
+          // matched), so records written before these filters existed are classified too.
+          const isKind = (kind: TrafficKind) => {
+            switch (kind) {
+              case "health":
+                return sql`endpoint IN ('/healthz', '/readyz')`
+              case "app":
+                return sql`(endpoint = '/app' OR endpoint LIKE '/app/%')`
+              case "api":
+                return sql`(endpoint = '/v1' OR endpoint LIKE '/v1/%')`
+              case "admin":
+                return sql`NOT (endpoint IN ('/healthz', '/readyz') OR endpoint = '/app' OR endpoint LIKE '/app/%' OR endpoint = '/v1' OR endpoint LIKE '/v1/%')`
+            }
+          }
+          // details is JSON text written by JSON.stringify in a fixed key order (admin-audit.ts).
+          const targetPattern = query.target_kind === undefined && query.target_id === undefined
+            ? undefined
+            : `%"target":{"kind":"${query.target_kind === undefined ? "%" : likeLiteral(JSON.stringify(query.target_kind).slice(1, -1))}","id":"${
+              query.target_id === undefined ? "%" : likeLiteral(JSON.stringify(query.target_id).slice(1, -1))
+            }"}%`
           const conditions = [
+            query.include !== undefined && query.include.length > 0 ? sql.or(query.include.map(isKind)) : undefined,
+            ...(query.exclude ?? []).map((kind) => sql`NOT ${isKind(kind)}`),
+            query.writes_only === true ? sql`method NOT IN ('GET', 'HEAD')` : undefined,
+            targetPattern !== undefined ? sql`details LIKE ${targetPattern} ESCAPE '\\'` : undefined,
             query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined,
             query.status !== undefined ? sql`status = ${query.status}` : undefined,
             query.error !== undefined ? sql`error = ${query.error}` : undefined,

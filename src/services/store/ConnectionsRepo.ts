@@ -34,6 +34,10 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, StoreError>
   readonly putGrant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<void, StoreError>
   readonly deleteGrant: (keyId: string, connectionId: number) => Effect.Effect<boolean, StoreError>
+  /** Replaces a stored connection's fields; false when there is no such stored connection. */
+  readonly updateConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, StoreError>
+  /** Deletes a stored connection and every grant on it; false when there is no such stored connection. */
+  readonly deleteConnection: (id: number) => Effect.Effect<boolean, StoreError>
 }>()("modelgate/ConnectionsRepo") {
   static readonly layer = Layer.effect(
     ConnectionsRepo,
@@ -72,7 +76,23 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
               if (rows.length > 0) yield* bump
               return rows.length > 0
             })
-          ).pipe(storeOp("ConnectionsRepo.deleteGrant"))
+          ).pipe(storeOp("ConnectionsRepo.deleteGrant")),
+        updateConnection: (c) =>
+          sql`UPDATE connections SET name = ${c.name}, dialect = ${c.dialect}, url = ${c.url}, read_url = ${c.read_url},
+              default_schema = ${c.default_schema} WHERE id = ${c.id} RETURNING id`.pipe(
+            Effect.map((rows) => rows.length > 0),
+            storeOp("ConnectionsRepo.updateConnection")
+          ),
+        deleteConnection: (id) =>
+          sql.withTransaction(
+            Effect.gen(function*() {
+              // Grants go with their connection: a later connection reusing the id must not inherit them.
+              const grants = yield* sql`DELETE FROM key_grants WHERE connection_id = ${id} RETURNING key_id`
+              if (grants.length > 0) yield* bump
+              const rows = yield* sql`DELETE FROM connections WHERE id = ${id} RETURNING id`
+              return rows.length > 0
+            })
+          ).pipe(storeOp("ConnectionsRepo.deleteConnection"))
       })
     })
   )

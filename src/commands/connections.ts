@@ -1,0 +1,64 @@
+/**
+ * `modelgate connections ...`: the SQL tools' database connections in the configured store, for
+ * an operator without the admin API (a rotated DSN password, a connection gone). The same
+ * service and the same input schema as `PATCH`/`DELETE /connections/:id`, so the CLI accepts
+ * exactly what the admin API accepts. Loaded by main.ts only when a connections command runs.
+ */
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { coreLayer } from "../core.ts"
+import { decodeStrict } from "../domain/validation.ts"
+import type { GatewayConfig } from "../services/config/schema.ts"
+import { ConnectionChange, Connections, toConnectionView } from "../services/sql/Connections.ts"
+import { printJson } from "./print.ts"
+
+const withConnections = <A, E>(config: GatewayConfig, f: (connections: Connections["Service"]) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Connections, f).pipe(Effect.provide(Connections.layer(config.connections).pipe(Layer.provideMerge(coreLayer(config)))))
+
+/** A refusal the admin API would answer 4xx: one line on stderr, exit status 1. */
+const refused = <A, R>(effect: Effect.Effect<A, { readonly _tag: string; readonly message: string }, R>) =>
+  Effect.catch(effect, (error) =>
+    Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1))))
+
+export const listConnections = (config: GatewayConfig) =>
+  withConnections(config, (connections) => connections.list).pipe(
+    Effect.flatMap((list) => printJson(list.map(toConnectionView))),
+    refused
+  )
+
+export interface UpdateConnectionFlags {
+  readonly name: Option.Option<string>
+  readonly dialect: Option.Option<string>
+  readonly url: Option.Option<string>
+  readonly readUrl: Option.Option<string>
+  readonly defaultSchema: Option.Option<string>
+}
+
+/** `--read-url ""` and `--default-schema ""` clear the field (the admin API's `null`). */
+const clearable = (value: Option.Option<string>) => Option.map(value, (v) => (v === "" ? null : v))
+
+export const updateConnection = (config: GatewayConfig, id: number, flags: UpdateConnectionFlags) =>
+  Effect.gen(function*() {
+    const fields: Record<string, unknown> = {}
+    const put = (name: string, value: Option.Option<unknown>) => Option.map(value, (v) => (fields[name] = v))
+    put("name", flags.name)
+    put("dialect", flags.dialect)
+    put("url", flags.url)
+    put("read_url", clearable(flags.readUrl))
+    put("default_schema", clearable(flags.defaultSchema))
+    if (Object.keys(fields).length === 0) {
+      yield* Console.error("modelgate: nothing to update: give at least one of --name, --dialect, --url, --read-url, --default-schema")
+      return yield* Effect.sync(() => process.exit(1))
+    }
+    const change = yield* decodeStrict(ConnectionChange)(fields)
+    const { after } = yield* withConnections(config, (connections) => connections.update(id, change))
+    yield* printJson(toConnectionView(after))
+  }).pipe(refused)
+
+export const deleteConnection = (config: GatewayConfig, id: number) =>
+  withConnections(config, (connections) => connections.remove(id)).pipe(
+    Effect.andThen(Console.log(`deleted connection ${id}`)),
+    refused
+  )
