@@ -20,6 +20,7 @@ import { modelRoutes } from "./http/routes/models.ts"
 import { completionRoutes } from "./http/routes/completions.ts"
 import { AppConfig } from "./services/config/AppConfig.ts"
 import { Providers } from "./services/providers/Providers.ts"
+import { Router } from "./services/routing/Router.ts"
 import { Credits } from "./services/credits/Credits.ts"
 import { RateLimiter } from "./services/limits/RateLimiter.ts"
 import { RedisClient } from "./services/limits/RedisClient.ts"
@@ -119,6 +120,12 @@ export const adminThrottleLayer = (config: GatewayConfig) =>
     ? AdminThrottle.layerMemory()
     : AdminThrottle.layerRedis().pipe(Layer.provide(RedisClient.layer(config.redis)))
 
+/** Routing's cooldowns (issue 20): shared through Redis when there is one, per process otherwise. */
+export const routerLayer = (config: GatewayConfig) =>
+  config.redis === undefined
+    ? Router.layer(config.routing)
+    : Router.layer(config.routing).pipe(Layer.provide(RedisClient.layer(config.redis)))
+
 /**
  * Where spool files go: `server.data_dir`, else the SQLite store's directory, else ./data for a
  * Postgres store; none for an in-memory store (nothing outlives the process there anyway).
@@ -145,6 +152,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     ModelCatalog.layer(config),
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
+    routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
     Drain.layer
   ).pipe(

@@ -56,7 +56,9 @@ export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>
 export class ConnectionUnreachable extends Schema.TaggedError<ConnectionUnreachable>()("ConnectionUnreachable", fields) {}
 export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {
   ...fields,
-  retryAfter: Schema.optional(Schema.String)
+  retryAfter: Schema.optional(Schema.String),
+  /** The upstream's `retry-after-ms` (OpenAI's precise form), for the router's backoff (issue 20). */
+  retryAfterMs: Schema.optional(Schema.Number)
 }) {}
 export class UpstreamTimeout extends Schema.TaggedError<UpstreamTimeout>()("UpstreamTimeout", fields) {}
 export class SqlGateBlocked extends Schema.TaggedError<SqlGateBlocked>()("SqlGateBlocked", fields) {}

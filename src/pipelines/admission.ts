@@ -11,7 +11,7 @@ import { decodedOrFail } from "../domain/validation.ts"
 import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ModelEndpoint } from "../services/config/schema.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
-import { Credits } from "../services/credits/Credits.ts"
+import { type Charge, Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
 import { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
@@ -20,6 +20,39 @@ import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
 import { CurrentRequest, outcomeOf, owesRefund, RequestBody } from "./request.ts"
 
 const REFUND_NOTE = "the request failed with a server or provider error"
+
+/** The charge each admission scope holds; replaced when a fallback of another price answers. */
+const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number }>()
+
+/**
+ * Moves the request's charge to `amount`, the price of the model that is about to answer it
+ * (issue 20: a request is charged once, at the answering model's price). The new price is
+ * reserved first, under the request id with a `.N` suffix (a reservation is unique per id), and
+ * without counting the budget again; only then is the old charge refunded. Fails with the
+ * reservation's refusal (402, or the store's 503) and leaves the old charge in place.
+ */
+export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly amount: number; readonly model: string }) =>
+  Effect.gen(function*() {
+    const held = heldCharges.get(options.scope)
+    if (held === undefined) return
+    const current = held.charge?.amount ?? 0
+    if (current === options.amount) return
+    const state = yield* CurrentRequest
+    const key = yield* AuthenticatedKey
+    const credits = yield* Credits
+    held.reprices++
+    const next = yield* credits.reserve({
+      amount: options.amount,
+      key_id: key.id,
+      request_id: `${state.requestId}.${held.reprices}`,
+      model: options.model,
+      method: state.method,
+      endpoint: state.endpoint
+    }, { ...key, budget: null })
+    if (held.charge !== undefined) yield* credits.refund(held.charge, `the request was answered by model "${options.model}" at another price`)
+    held.charge = next
+    state.audit.credits += (next?.amount ?? 0) - current
+  })
 
 /** Stream slot, request budget and credits, in that order, each held by `scope`. */
 export const admitCosts = (options: {
@@ -54,7 +87,9 @@ export const admitCosts = (options: {
         method: state.method,
         endpoint: state.endpoint
       }, key).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
-      (charge, exit) => {
+      (admitted, exit) => {
+        // The charge held at the end: a fallback of another price may have replaced it (repriceCharge).
+        const charge = heldCharges.get(options.scope)?.charge ?? admitted
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
         if (!owesRefund(outcome)) return credits.settle(charge)
@@ -64,6 +99,7 @@ export const admitCosts = (options: {
       }
     ).pipe(Effect.tap((charge) => Effect.sync(() => {
       state.audit.credits += charge?.amount ?? 0
+      heldCharges.set(options.scope, { charge, reprices: 0 })
     })))
   }).pipe(Scope.provide(options.scope))
 

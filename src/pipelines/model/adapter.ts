@@ -77,4 +77,29 @@ export interface ClientFormat<Request extends { readonly model: string; readonly
   readonly decode: (body: unknown) => DecodeResult<Request>
   readonly adapters: AdapterTable<Request>
   readonly framer: (state: RequestState, request: Request) => StreamFramer
+  /** How a cut stream of this format is continued on another deployment (issue 20); absent: it is not. */
+  readonly continuation?: ContinuationSupport
+}
+
+/**
+ * Stream continuation (`routing.stream_continuation`): a follower watches the events the client
+ * was sent; when the upstream fails mid-stream, it says what the assistant wrote so far, builds
+ * the request that continues it, and rewrites the continuation's events so they extend the
+ * stream the client already has (its opening dropped, ids and indices carried on).
+ */
+export interface ContinuationSupport {
+  readonly follower: () => ContinuationFollower
+}
+
+export interface ContinuationFollower {
+  readonly observe: (event: ClientEvent) => void
+  /** The assistant's text so far; undefined when the stream cannot be continued (a tool call or thinking was streamed). */
+  readonly partial: () => string | undefined
+  /**
+   * The client's body asking for the rest: the partial turn appended as the assistant's (a
+   * prefill, for the kinds that continue one), and for the others an instruction to continue.
+   */
+  readonly continueBody: (raw: Record<string, unknown>, partial: string, kind: ProviderClient["kind"]) => Record<string, unknown>
+  /** Rewrites one event of the continuation (none, one or more events for the client). */
+  readonly splice: () => (event: ClientEvent) => ReadonlyArray<ClientEvent>
 }

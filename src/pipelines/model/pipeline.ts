@@ -1,16 +1,20 @@
 /**
  * The one model pipeline: authenticate -> admit (validate, model, scope, stream slot, budget,
- * credits) -> the adapter for (client format, provider kind) -> the client format's responder.
- * See adapter.ts for how formats and provider kinds plug in.
+ * credits) -> route (route.ts: a deployment, retries, fallbacks) -> the adapter for (client
+ * format, provider kind) of each attempt -> the client format's responder. See adapter.ts for
+ * how formats and provider kinds plug in.
  */
 import { Effect, Stream } from "effect"
+import type { ApiError } from "../../domain/errors.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
+import type { ProviderClient } from "../../services/providers/clients.ts"
 import { Providers } from "../../services/providers/Providers.ts"
 import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
-import { CurrentRequest } from "../request.ts"
+import { CurrentRequest, type RequestState } from "../request.ts"
 import { eventStreamResponse, json } from "../respond.ts"
-import type { Adapter, AdapterContext, ClientFormat } from "./adapter.ts"
+import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
+import { makePlan, routedEvents, type Target } from "./route.ts"
 
 export const modelPipeline = <Request extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
   format: ClientFormat<Request>
@@ -18,12 +22,45 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
   authenticated(Effect.gen(function*() {
     const state = yield* CurrentRequest
     const { raw, request, resolved } = yield* admitModelRequest(format.decode)
-    const client = (yield* Providers).client(resolved.provider.name)
+    const providers = yield* Providers
+    const headers = (yield* HttpServerRequest).headers
+    const plan = yield* makePlan(resolved, "chat")
+    const clientOf = (target: Target) => providers.client(target.deployment.provider.name)
     // The table is keyed by the client's own kind, so the pair always matches.
-    const adapter = format.adapters[client.kind] as Adapter<Request, typeof client>
-    const context: AdapterContext = { state, resolved, raw, headers: (yield* HttpServerRequest).headers }
-    if (request.stream !== true) return json(yield* adapter.complete(client, request, context))
-    const events = yield* adapter.stream(client, request, context)
+    const adapterOf = (client: ProviderClient) => format.adapters[client.kind] as Adapter<Request, typeof client>
+    const contextOf = (target: Target, body = raw, on: RequestState = state): AdapterContext => ({ state: on, resolved: target.resolved, raw: body, headers })
+
+    if (request.stream !== true) {
+      const answered = yield* plan.run((target) => {
+        const client = clientOf(target)
+        return adapterOf(client).complete(client, request, contextOf(target))
+      })
+      yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
+      return json(answered.value)
+    }
+    const open = (target: Target) => {
+      const client = clientOf(target)
+      return adapterOf(client).stream(client, request, contextOf(target))
+    }
+    const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
+    const openContinuation = (target: Target, partial: string) => {
+      const client = clientOf(target)
+      const body = follower!.continueBody(raw, partial, client.kind)
+      // The continuation's usage is its own: its adapter records it on a copy, added to the first's when it ends.
+      const before = { prompt: state.audit.prompt_tokens ?? 0, completion: state.audit.completion_tokens ?? 0 }
+      const own: RequestState = { ...state, audit: { ...state.audit, prompt_tokens: null, completion_tokens: null } }
+      const addUp = Effect.sync(() => {
+        if (own.audit.prompt_tokens === null && own.audit.completion_tokens === null) return
+        state.audit.prompt_tokens = before.prompt + (own.audit.prompt_tokens ?? 0)
+        state.audit.completion_tokens = before.completion + (own.audit.completion_tokens ?? 0)
+      })
+      return Effect.map(
+        adapterOf(client).stream(client, { ...request, ...body } as Request, contextOf(target, body, own)),
+        (events): Stream.Stream<ClientEvent, ApiError> => Stream.ensuring(events, addUp)
+      )
+    }
+    const first = yield* plan.run(open)
+    const events = routedEvents({ plan, first, open, follower, openContinuation })
     const framer = format.framer(state, request)
     const frames = events.pipe(
       Stream.map(framer.frame),

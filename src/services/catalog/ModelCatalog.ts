@@ -17,6 +17,23 @@ import type { Principal } from "../../domain/records.ts"
 import type { GatewayConfig, ModelEndpoint, ProviderConfig } from "../config/schema.ts"
 import { bySpecificity, compilePattern, matchesPattern, ROUTABLE_NAME } from "./patterns.ts"
 
+/** A deployment as configured: the provider, the id it knows the model by (absent: the model's), its weight. */
+export interface DeploymentSpec {
+  readonly provider: string
+  readonly id?: string | undefined
+  readonly weight: number
+}
+
+/** One place a resolved model is served (issue 20). */
+export interface Deployment {
+  /** `provider/id`: how cooldowns, metrics and audit attempts name it. */
+  readonly key: string
+  readonly provider: ProviderConfig
+  /** The model id sent to this provider. */
+  readonly id: string
+  readonly weight: number
+}
+
 /** A model as the pipelines use it: the id to send upstream, its provider, price and cap. */
 export interface CatalogModel {
   readonly id: string
@@ -27,6 +44,12 @@ export interface CatalogModel {
   readonly max_tokens: number
   /** What it serves: chat (every generation format) and/or embeddings. */
   readonly endpoints: ReadonlyArray<ModelEndpoint>
+  /** Where it is served; `provider` is the first one's. Absent: `provider` alone. */
+  readonly deployments?: ReadonlyArray<DeploymentSpec> | undefined
+  /** Models tried in order when every deployment failed (names the config checked). */
+  readonly fallbacks?: ReadonlyArray<string> | undefined
+  /** Reachable as a fallback by a key whose allow-list does not cover it. */
+  readonly allow_via_fallback?: boolean | undefined
 }
 
 /** A `match:` entry of the config. */
@@ -38,6 +61,9 @@ export interface ModelRoute {
   readonly credits: number
   readonly max_tokens: number
   readonly endpoints: ReadonlyArray<ModelEndpoint>
+  readonly deployments?: ReadonlyArray<DeploymentSpec> | undefined
+  readonly fallbacks?: ReadonlyArray<string> | undefined
+  readonly allow_via_fallback?: boolean | undefined
 }
 
 export interface ResolvedModel {
@@ -48,6 +74,8 @@ export interface ResolvedModel {
   readonly provider: ProviderConfig
   /** The route that matched, when the name was not a model's alias or id. */
   readonly route?: ModelRoute | undefined
+  /** Where it is served, at least one; the first is `provider` with `model.id`. */
+  readonly deployments: ReadonlyArray<Deployment>
 }
 
 export interface ModelCatalogShape {
@@ -73,13 +101,27 @@ export const allowListCovers = (list: ReadonlyArray<string> | null, model: Catal
   return false
 }
 
-export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">): ModelCatalogShape => {
+export const makeCatalog = (
+  config: Pick<GatewayConfig, "models" | "providers"> & { readonly routing?: Pick<GatewayConfig["routing"], "default_fallbacks"> | undefined }
+): ModelCatalogShape => {
   const providers = new Map(config.providers.map((p) => [p.name, p]))
   const provider = (name: string): ProviderConfig => {
     const found = providers.get(name)
     // Config loading checks every reference; reaching this is a bug, not a client error.
     if (found === undefined) throw new Error(`model catalog: no provider named "${name}"`)
     return found
+  }
+  const defaultFallbacks = config.routing?.default_fallbacks ?? []
+  // `provider:` alone is one deployment; the config loader checked one of the two is given.
+  const routingOf = (entry: GatewayConfig["models"][number]) => {
+    const deployments: ReadonlyArray<DeploymentSpec> = entry.deployments ?? [{ provider: entry.provider!, weight: 1 }]
+    const own = entry.fallbacks ?? []
+    return {
+      provider: deployments[0]!.provider,
+      deployments,
+      fallbacks: (own.length > 0 ? own : defaultFallbacks).filter((name) => name !== entry.id && name !== entry.alias),
+      allow_via_fallback: entry.allow_via_fallback ?? false
+    }
   }
   const models: Array<CatalogModel> = []
   const routes: Array<ModelRoute> = []
@@ -88,26 +130,32 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
       routes.push({
         match: entry.match,
         id: entry.id,
-        provider: entry.provider,
         credits: entry.credits,
         max_tokens: entry.max_tokens,
-        endpoints: entry.endpoints
+        endpoints: entry.endpoints,
+        ...routingOf(entry)
       })
     } else if (entry.id !== undefined) {
       models.push({
         id: entry.id,
         alias: entry.alias,
         display_name: entry.display_name,
-        provider: entry.provider,
         credits: entry.credits,
         max_tokens: entry.max_tokens,
-        endpoints: entry.endpoints
+        endpoints: entry.endpoints,
+        ...routingOf(entry)
       })
     }
   }
+  const deploymentsOf = (specs: ReadonlyArray<DeploymentSpec> | undefined, fallbackProvider: string, id: string): ReadonlyArray<Deployment> =>
+    (specs ?? [{ provider: fallbackProvider, weight: 1 }]).map((spec) => {
+      const upstreamId = spec.id ?? id
+      return { key: `${spec.provider}/${upstreamId}`, provider: provider(spec.provider), id: upstreamId, weight: spec.weight }
+    })
   const exact = new Map<string, ResolvedModel>()
   for (const model of models) {
-    const resolved = (requested: string): ResolvedModel => ({ requested, model, provider: provider(model.provider) })
+    const deployments = deploymentsOf(model.deployments, model.provider, model.id)
+    const resolved = (requested: string): ResolvedModel => ({ requested, model, provider: provider(model.provider), deployments })
     exact.set(model.id, resolved(model.id))
     if (model.alias !== undefined) exact.set(model.alias, resolved(model.alias))
   }
@@ -123,11 +171,22 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
     for (const candidate of ordered) {
       if (!matchesPattern(candidate.pattern, name)) continue
       const { route } = candidate
+      const id = route.id ?? name
       return {
         requested: name,
-        model: { id: route.id ?? name, provider: route.provider, credits: route.credits, max_tokens: route.max_tokens, endpoints: route.endpoints },
+        model: {
+          id,
+          provider: route.provider,
+          credits: route.credits,
+          max_tokens: route.max_tokens,
+          endpoints: route.endpoints,
+          deployments: route.deployments,
+          fallbacks: route.fallbacks,
+          allow_via_fallback: route.allow_via_fallback
+        },
         provider: candidate.provider,
-        route
+        route,
+        deployments: deploymentsOf(route.deployments, route.provider, id)
       }
     }
     return undefined
@@ -159,6 +218,6 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
 export class ModelCatalog extends Context.Service<ModelCatalog, ModelCatalogShape>()("modelgate/ModelCatalog") {
   static readonly make = makeCatalog
 
-  static readonly layer = (config: Pick<GatewayConfig, "models" | "providers">) =>
+  static readonly layer = (config: Parameters<typeof makeCatalog>[0]) =>
     Layer.succeed(ModelCatalog, makeCatalog(config))
 }

@@ -151,6 +151,37 @@ const checkModelEntry = (m: ModelConfig, at: string): string | undefined => {
   return undefined
 }
 
+/** `provider` or `deployments` (issue 20), exactly one; every deployment on a known provider, none twice. */
+const checkDeployments = (m: ModelConfig, at: string, providerNames: ReadonlySet<string>): string | undefined => {
+  if (m.provider !== undefined && m.deployments !== undefined) return `${at}.deployments: give provider or deployments, not both`
+  if (m.provider !== undefined) return providerNames.has(m.provider) ? undefined : `${at}.provider: no provider named "${m.provider}"`
+  if (m.deployments === undefined) return `${at}.provider: required (or deployments)`
+  if (m.deployments.length === 0) return `${at}.deployments: list at least one`
+  const seen = new Set<string>()
+  for (const [j, d] of m.deployments.entries()) {
+    if (!providerNames.has(d.provider)) return `${at}.deployments.${j}.provider: no provider named "${d.provider}"`
+    if (d.id !== undefined && isPattern(d.id)) return `${at}.deployments.${j}.id: "*" is only allowed in match`
+    const key = `${d.provider}\u0000${d.id ?? ""}`
+    if (seen.has(key)) return `${at}.deployments.${j}: the same provider and id are listed twice`
+    seen.add(key)
+  }
+  return undefined
+}
+
+/** Fallbacks name models (alias or id, not patterns), never the model itself. */
+const checkFallbacks = (config: GatewayConfig, names: ReadonlySet<string>): string | undefined => {
+  for (const [i, m] of config.models.entries()) {
+    for (const [j, name] of (m.fallbacks ?? []).entries()) {
+      if (!names.has(name)) return `models.${i}.fallbacks.${j}: no model named "${name}"`
+      if (name === m.id || name === m.alias) return `models.${i}.fallbacks.${j}: a model cannot be its own fallback`
+    }
+  }
+  for (const [j, name] of config.routing.default_fallbacks.entries()) {
+    if (!names.has(name)) return `routing.default_fallbacks.${j}: no model named "${name}"`
+  }
+  return undefined
+}
+
 const isLoopbackHost = (host: string) => ["localhost", "::1", "[::1]"].includes(host) || /^127\.\d+\.\d+\.\d+$/.test(host)
 
 /** An http(s) URL; plain http only toward this machine (tokens and codes travel over it). */
@@ -212,7 +243,8 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
   for (const [i, m] of config.models.entries()) {
     const entryProblem = checkModelEntry(m, `models.${i}`)
     if (entryProblem) return entryProblem
-    if (!providerNames.has(m.provider)) return `models.${i}.provider: no provider named "${m.provider}"`
+    const deploymentProblem = checkDeployments(m, `models.${i}`, providerNames)
+    if (deploymentProblem) return deploymentProblem
     if (m.match !== undefined) {
       if (patterns.has(m.match)) return `models.${i}.match: the pattern "${m.match}" is used by another entry`
       patterns.add(m.match)
@@ -224,6 +256,8 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
       names.add(name)
     }
   }
+  const fallbackProblem = checkFallbacks(config, names)
+  if (fallbackProblem) return fallbackProblem
   const adminOidcProblem = checkAdminOidc(config)
   if (adminOidcProblem) return adminOidcProblem
   const ids = new Set<number>()

@@ -51,6 +51,40 @@ export const ProviderConfig = Schema.Struct({
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
+/** One place a model is served: a provider, the id it knows the model by, and its share of requests. */
+export const DeploymentConfig = Schema.Struct({
+  provider: Schema.NonEmptyString,
+  /** The id sent upstream; default the model entry's `id` (for a route: the requested name). */
+  id: Schema.optional(Schema.NonEmptyString),
+  /** Relative share under the `weighted` strategy. */
+  weight: def(Schema.Finite.check(Schema.isGreaterThan(0)), 1)
+})
+export type DeploymentConfig = typeof DeploymentConfig.Type
+
+/**
+ * `routing:` (issue 20): how a request picks among a model's deployments, retries and falls back.
+ * Retries and fallbacks happen only before anything of the answer reached the client, except with
+ * `stream_continuation`.
+ */
+export const RoutingConfig = Schema.Struct({
+  /** Further attempts after the first, on other deployments (or fallbacks) of the request. */
+  retries: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 10 })), 2),
+  /** How long a failing deployment leaves the rotation (a longer Retry-After wins). */
+  cooldown_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 3600 })), 30),
+  strategy: def(Schema.Literals(["weighted", "least_busy", "latency"]), "weighted"),
+  /** Continue a stream cut after its first events on another deployment or fallback. */
+  stream_continuation: def(Schema.Boolean, false),
+  /** Fallbacks for every model that lists none of its own. */
+  default_fallbacks: def(Schema.Array(Schema.NonEmptyString), []),
+  /** First backoff between attempts; doubled each retry, with jitter. */
+  backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 60_000 })), 200),
+  /** A Retry-After up to this long is waited for; a longer one moves to another deployment at once. */
+  max_retry_wait_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 60_000 })), 2_000),
+  /** No new attempt starts later than this after the request arrived. */
+  deadline_ms: def(PositiveInt, 120_000)
+})
+export type RoutingConfig = typeof RoutingConfig.Type
+
 /**
  * One entry of `models:`. Either a model (`id`, optionally `alias` and `display_name`) or a
  * route (`match`, a pattern like `claude-*`) that serves every name it matches, passing the
@@ -62,7 +96,20 @@ export const ModelConfig = Schema.Struct({
   id: Schema.optional(Schema.NonEmptyString),
   match: Schema.optional(Schema.NonEmptyString),
   display_name: Schema.optional(Schema.NonEmptyString),
-  provider: Schema.NonEmptyString,
+  /** The one provider serving it; or, instead, `deployments` (load.ts requires exactly one of them). */
+  provider: Schema.optional(Schema.NonEmptyString),
+  /** Several providers serving the same model, chosen per request by `routing.strategy` (issue 20). */
+  deployments: Schema.optional(Schema.Array(DeploymentConfig)),
+  /**
+   * Models (names or aliases) tried in order when every deployment failed or cools down, or the
+   * vendor refused the request as too long for its context window.
+   */
+  fallbacks: Schema.optional(Schema.Array(Schema.NonEmptyString)),
+  /**
+   * Whether a key whose `allowed_models` does not cover this model may still be answered by it
+   * when it is reached as another model's fallback. Off: a fallback is skipped for such a key.
+   */
+  allow_via_fallback: Schema.optional(Schema.Boolean),
   credits: def(NonNegativeInt, 1),
   max_tokens: def(PositiveInt, 4096),
   /**
@@ -222,6 +269,7 @@ export const GatewayConfig = Schema.Struct({
   auth: def(Schema.Struct({ oidc: def(Schema.Array(OidcIssuerConfig), []) }), {}),
   providers: def(Schema.Array(ProviderConfig), []),
   models: def(Schema.Array(ModelConfig), []),
+  routing: def(RoutingConfig, {}),
   connections: def(Schema.Array(ConnectionConfig), []),
   mcp: def(
     Schema.Struct({

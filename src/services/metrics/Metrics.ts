@@ -46,6 +46,12 @@ export interface MetricsShape {
   readonly dependencyError: (dependency: Dependency) => void
   /** Spans the trace exporter handed to the collector, or dropped (no room, or the collector did not take them). */
   readonly traceSpans: (outcome: "exported" | "dropped", count: number) => void
+  /** One attempt on a deployment (issue 20) ended: it answered, failed (and cooled), or refused the request itself. */
+  readonly routingAttempt: (deployment: string, provider: string, result: "answered" | "failed" | "refused") => void
+  /** A deployment left the rotation for a cooldown. */
+  readonly routingCooldown: (deployment: string, provider: string) => void
+  /** Where the gauge of deployments cooling down reads them at scrape time. */
+  readonly coolingSource: (read: () => ReadonlyArray<{ readonly deployment: string; readonly provider: string }>) => void
   /** The exposition text, after `refresh` set the values read at scrape time. */
   readonly render: (refresh: { readonly auditBuffered: number; readonly auditDropped: number }) => Effect.Effect<string>
   readonly contentType: string
@@ -193,6 +199,39 @@ export const makeMetrics = (): MetricsShape => {
     return children
   }
 
+  // Routing (issue 20): deployments come from the config, but a route without a fixed id makes
+  // one per requested name, so they are capped like models.
+  const attempts = new Counter({
+    name: "modelgate_upstream_attempts_total",
+    help: "Attempts on a deployment (provider/model id) by result: answered, failed (counted against it) or refused (the request's own fault)",
+    labelNames: ["deployment", "provider", "result"] as const,
+    registers: [registry]
+  })
+  const cooldowns = new Counter({
+    name: "modelgate_deployment_cooldowns_total",
+    help: "Times a deployment left the rotation for a cooldown",
+    labelNames: ["deployment", "provider"] as const,
+    registers: [registry]
+  })
+  let readCooling: () => ReadonlyArray<{ readonly deployment: string; readonly provider: string }> = () => []
+  const cappedDeployments = new Set<string>()
+  const deploymentLabel = (deployment: string) => {
+    if (cappedDeployments.has(deployment)) return deployment
+    if (cappedDeployments.size >= MAX_MODELS) return OTHER_MODEL
+    cappedDeployments.add(deployment)
+    return deployment
+  }
+  new Gauge({
+    name: "modelgate_deployments_cooling",
+    help: "Deployments out of the rotation for a cooldown now, as this replica knows them",
+    labelNames: ["deployment", "provider"] as const,
+    registers: [registry],
+    collect() {
+      this.reset()
+      for (const d of readCooling()) this.labels(deploymentLabel(d.deployment), d.provider).set(1)
+    }
+  })
+
   let droppedSeen = 0
 
   return {
@@ -237,6 +276,11 @@ export const makeMetrics = (): MetricsShape => {
     },
     dependencyError: (dependency) => dependencyChildren[dependency].inc(),
     traceSpans: (outcome, count) => traceSpanChildren[outcome].inc(count),
+    routingAttempt: (deployment, provider, result) => attempts.labels(deploymentLabel(deployment), provider, result).inc(),
+    routingCooldown: (deployment, provider) => cooldowns.labels(deploymentLabel(deployment), provider).inc(),
+    coolingSource: (read) => {
+      readCooling = read
+    },
     render: (refresh) =>
       Effect.promise(() => {
         auditBuffered.set(refresh.auditBuffered)

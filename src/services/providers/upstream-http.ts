@@ -83,7 +83,8 @@ export const statusFailure = (
   status: number,
   body: string,
   retryAfter: string | undefined,
-  redact: Redact
+  redact: Redact,
+  retryAfterMs?: string | undefined
 ): UpstreamFailure => {
   let upstreamError: Record<string, unknown> = { message: redact(body.slice(0, 500)) }
   try {
@@ -112,7 +113,8 @@ export const statusFailure = (
   return new ProviderError({
     message: `provider "${provider}" answered ${status}${said}`,
     details,
-    ...(retryAfter === undefined ? {} : { retryAfter })
+    ...(retryAfter === undefined ? {} : { retryAfter }),
+    ...(retryAfterMs !== undefined && /^\d{1,9}(\.\d+)?$/.test(retryAfterMs) ? { retryAfterMs: Number(retryAfterMs) } : {})
   })
 }
 
@@ -162,6 +164,7 @@ export const postJson = (options: {
         return Effect.succeed({ status: response.statusCode, headers: response.headers, body: response.body as unknown as Readable })
       }
       const retryAfter = response.headers["retry-after"]
+      const retryAfterMs = response.headers["retry-after-ms"]
       return readBody(options.provider, response.body as unknown as Readable, ERROR_BODY_BYTES, "cut").pipe(
         Effect.flatMap((text) =>
           Effect.fail(
@@ -171,7 +174,8 @@ export const postJson = (options: {
                 response.statusCode,
                 text,
                 Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-                options.redact
+                options.redact,
+                Array.isArray(retryAfterMs) ? retryAfterMs[0] : retryAfterMs
               )
               : options.failure(response.statusCode, text, response.headers)
           )

@@ -57,7 +57,7 @@ models: [{ match: "claude-*", provider: up, credits: 5, max_tokens: 64000 }]
 
   it("refuses model entries that mix or miss id and match, naming the field", () => {
     const up = `providers: [{ name: up, kind: openai, base_url: "http://127.0.0.1:1/v1", api_key: k }]\n`
-    expect(errorOf(load(up + "models: [{ match: 'gpt-*' }]"))).toBe("modelgate.yaml: models.0.provider: Missing key")
+    expect(errorOf(load(up + "models: [{ match: 'gpt-*' }]"))).toBe("modelgate.yaml: models.0.provider: required (or deployments)")
     expect(errorOf(load(up + "models: [{ match: 'gpt-*', provider: nobody }]"))).toContain("models.0.provider: no provider named")
     expect(errorOf(load(up + "models: [{ provider: up }]"))).toContain("models.0.id: required (or match")
     expect(errorOf(load(up + "models: [{ match: gpt-4o, provider: up }]"))).toContain(`models.0.match: "gpt-4o" has no "*"`)

@@ -1,0 +1,343 @@
+/**
+ * Routing one admitted model request across deployments and fallbacks (issue 20).
+ *
+ * A plan walks groups in order: the requested model's deployments, then each fallback model's.
+ * Within a group the Router (src/services/routing/Router.ts) picks the deployment of each attempt;
+ * a group allows `1 + routing.retries` attempts. A failure that says nothing about the request
+ * itself (429, 5xx, unreachable, timeouts, the gateway's own credentials refused) is retried;
+ * a vendor's refusal of the request (400, 404, 413, 422) is answered at once, except a
+ * context-window refusal, which moves on to the fallbacks. Every attempt is listed in the audit
+ * record's `details.attempts`; the record's model and provider are those of the last attempt,
+ * the one that answered when one did.
+ *
+ * Fallbacks: a fallback serves the request only when it serves the endpoint, when the key may
+ * use it (its `allowed_models` covers it, or the fallback model says `allow_via_fallback: true`),
+ * and when its price can be reserved: the request is charged once, at the answering model's
+ * price (admission.ts `repriceCharge`).
+ */
+import { Effect, Stream } from "effect"
+import type { ApiError } from "../../domain/errors.ts"
+import { slugOf, statusOf } from "../../domain/errors.ts"
+import { type Deployment, ModelCatalog, type ResolvedModel } from "../../services/catalog/ModelCatalog.ts"
+import { AppConfig } from "../../services/config/AppConfig.ts"
+import type { Credits } from "../../services/credits/Credits.ts"
+import type { ModelEndpoint, RoutingConfig } from "../../services/config/schema.ts"
+import { type AttemptOutcome, Router } from "../../services/routing/Router.ts"
+import { repriceCharge } from "../admission.ts"
+import { AuthenticatedKey } from "../authenticate.ts"
+import { CurrentRequest, type RequestState } from "../request.ts"
+import type { ClientEvent, ContinuationFollower } from "./adapter.ts"
+import { flattenEach } from "./stream-chunks.ts"
+
+/** One attempt, as the audit record lists it. */
+export interface AttemptRecord {
+  /** The provider's name. */
+  readonly deployment: string
+  /** The model id sent to it. */
+  readonly model: string
+  /** 200 when it answered, else the status the failure maps to. */
+  readonly status: number
+  readonly error: string | null
+  readonly upstream_status?: number | null
+  readonly duration_ms: number
+  /** Set on attempts that served a fallback model, and on a stream's continuation. */
+  readonly fallback_of?: string
+  readonly continuation?: true
+}
+
+/** What an attempt serves: the model as resolved for that deployment (its id and provider). */
+export interface Target {
+  readonly resolved: ResolvedModel
+  readonly deployment: Deployment
+  readonly fallback: boolean
+}
+
+/** An attempt in progress: end it once with what happened. */
+export interface RunningAttempt {
+  readonly target: Target
+  readonly end: (result: { readonly error?: ApiError; readonly answeredSeconds?: number; readonly interrupted?: boolean }) => Effect.Effect<void>
+}
+
+const upstreamStatusOf = (error: ApiError): number | null => {
+  const status = (error.details as { upstream_status?: unknown } | undefined)?.upstream_status
+  return typeof status === "number" ? status : null
+}
+
+/** The provider's trouble, not the request's: another deployment may answer. */
+export const isRetryable = (error: ApiError): boolean => error._tag === "ProviderError" || error._tag === "UpstreamTimeout"
+
+const CONTEXT_WINDOW = /context[_ ]length|context window|maximum context|prompt is too long|too many (input )?tokens|exceeds? the context/i
+
+/** The vendor refused the request as too long for the model's window: a fallback may take it. */
+export const isContextWindowRefusal = (error: ApiError): boolean => {
+  if (error._tag !== "ValidationFailed") return false
+  const upstream = (error.details as { upstream_error?: { code?: unknown; message?: unknown } } | undefined)?.upstream_error
+  if (upstream === undefined) return false
+  return upstream.code === "context_length_exceeded" || (typeof upstream.message === "string" && CONTEXT_WINDOW.test(upstream.message))
+}
+
+/** A wait the upstream asked for, in milliseconds (`retry-after-ms`, else `Retry-After` seconds or date). */
+export const retryAfterMsOf = (error: ApiError, now = Date.now()): number | undefined => {
+  if (error._tag !== "ProviderError") return undefined
+  if (error.retryAfterMs !== undefined) return error.retryAfterMs
+  const header = error.retryAfter?.trim()
+  if (header === undefined || header === "") return undefined
+  if (/^\d+(\.\d+)?$/.test(header)) return Number(header) * 1000
+  const date = Date.parse(header)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+/** How a failed attempt weighs on its deployment: a cooldown for the provider's trouble, nothing for the request's. */
+const outcomeOfFailure = (error: ApiError, routing: RoutingConfig): AttemptOutcome =>
+  isRetryable(error)
+    ? { _tag: "Failed", cooldownMs: Math.max(routing.cooldown_seconds * 1000, retryAfterMsOf(error) ?? 0) }
+    : { _tag: "Neutral" }
+
+/**
+ * The attempts list, kept in the audit draft's `details` with whatever else is there: always for
+ * a routed model (several deployments, or fallbacks), and for any request that took more than one
+ * attempt (a model with one provider and no fallbacks keeps its record as it was before routing).
+ */
+const attemptsRecorder = (state: RequestState, routed: boolean) => {
+  const attempts: Array<AttemptRecord> = []
+  return (attempt: AttemptRecord) => {
+    attempts.push(attempt)
+    if (routed || attempts.length > 1) state.audit.details = { ...state.audit.details, attempts: [...attempts] }
+  }
+}
+
+/** The model of a group as seen through one of its deployments. */
+const throughDeployment = (resolved: ResolvedModel, deployment: Deployment): ResolvedModel => ({
+  ...resolved,
+  model: { ...resolved.model, id: deployment.id, provider: deployment.provider.name },
+  provider: deployment.provider
+})
+
+interface Group {
+  readonly resolved: ResolvedModel
+  readonly fallback: boolean
+  readonly tried: Set<string>
+  attempts: number
+}
+
+/**
+ * The attempts of one request. `next` gives the target of the next attempt (waiting its backoff
+ * first) or fails with the error to answer; `begin` starts an attempt on a target.
+ */
+export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const routing = (yield* AppConfig).routing
+    const router = yield* Router
+    const catalog = yield* ModelCatalog
+    const key = yield* AuthenticatedKey
+    // The fallbacks' repricing runs later, possibly from the response stream's fiber: its services are taken now.
+    const services = yield* Effect.context<CurrentRequest | AuthenticatedKey | Credits>()
+    const deadline = state.startedAt + routing.deadline_ms
+    const groups: Array<Group> = [{ resolved, fallback: false, tried: new Set(), attempts: 0 }]
+    const pendingFallbacks = [...(resolved.model.fallbacks ?? [])]
+    const recordAttempt = attemptsRecorder(state, resolved.deployments.length > 1 || pendingFallbacks.length > 0)
+    let current = 0
+    let started = 0
+    /** What the client is told when nothing answers: the provider's trouble, rather than a fallback's refusal. */
+    let answer: ApiError | undefined
+
+    /** The next fallback this request may use, its price reserved; undefined when none is left. */
+    const nextFallback: Effect.Effect<Group | undefined> = Effect.gen(function*() {
+      while (pendingFallbacks.length > 0) {
+        const name = pendingFallbacks.shift()!
+        const found = catalog.lookup(name)
+        if (found === undefined || !found.model.endpoints.includes(endpoint)) continue
+        if (!catalog.isAllowed(key, found.model) && found.model.allow_via_fallback !== true) continue
+        if (groups.some((g) => g.resolved.model === found.model)) continue
+        const repriced = yield* Effect.result(repriceCharge({ scope: state.scope, amount: found.model.credits, model: name }))
+        if (repriced._tag === "Failure") {
+          recordAttempt({
+            deployment: found.provider.name,
+            model: found.model.id,
+            status: statusOf(repriced.failure),
+            error: slugOf(repriced.failure),
+            duration_ms: 0,
+            fallback_of: resolved.requested
+          })
+          continue
+        }
+        return { resolved: found, fallback: true, tried: new Set<string>(), attempts: 0 }
+      }
+      return undefined
+    }).pipe(Effect.provideContext(services))
+
+    const backoff = (error: ApiError | undefined, sameDeployment: boolean, group: Group): number => {
+      const asked = error === undefined ? undefined : retryAfterMsOf(error)
+      const base = routing.backoff_ms * 2 ** Math.max(0, group.attempts - 1)
+      // Full jitter: replicas retrying the same failure do not come back in step.
+      const jittered = Math.random() * base
+      return sameDeployment ? Math.max(asked ?? 0, jittered) : jittered
+    }
+
+    /**
+     * The target of the next attempt, after `failed` (the last attempt's error, if any), or the
+     * error to answer with.
+     */
+    const next = (failed: ApiError | undefined): Effect.Effect<Target, ApiError> =>
+      Effect.gen(function*() {
+        if (failed !== undefined && (answer === undefined || isRetryable(failed) || !isRetryable(answer))) answer = failed
+        const toFallbacks = failed !== undefined && isContextWindowRefusal(failed)
+        if (failed !== undefined && !isRetryable(failed) && !toFallbacks) return yield* Effect.fail(failed)
+        while (true) {
+          let group = groups[current]!
+          const laterGroups = current < groups.length - 1 || pendingFallbacks.length > 0
+          const exhausted = toFallbacks || group.attempts > routing.retries
+          let deployment = exhausted ? undefined : yield* router.pick(group.resolved.deployments, group.tried, !laterGroups)
+          let sameDeployment = false
+          if (deployment === undefined && !exhausted && !laterGroups && failed !== undefined && group.attempts > 0) {
+            // Every deployment was tried: the last one again, when it asked for a short wait.
+            const asked = retryAfterMsOf(failed)
+            if (asked !== undefined && asked <= routing.max_retry_wait_ms && group.resolved.deployments.length === 1) {
+              deployment = group.resolved.deployments[0]
+              sameDeployment = true
+            }
+          }
+          if (deployment === undefined) {
+            if (current < groups.length - 1) {
+              current++
+              continue
+            }
+            const fallback = yield* nextFallback
+            if (fallback === undefined) return yield* Effect.fail(answer ?? failed!)
+            groups.push(fallback)
+            current = groups.length - 1
+            continue
+          }
+          group = groups[current]!
+          if (started > 0 && group.attempts > 0) {
+            const wait = backoff(failed, sameDeployment, group)
+            if (performance.now() + wait > deadline) return yield* Effect.fail(answer ?? failed!)
+            if (wait > 0) yield* Effect.sleep(Math.round(wait))
+          } else if (started > 0 && performance.now() > deadline) {
+            return yield* Effect.fail(answer ?? failed!)
+          }
+          group.tried.add(deployment.key)
+          group.attempts++
+          started++
+          // A fallback's price was reserved when it was chosen; going back is never needed.
+          return { resolved: throughDeployment(group.resolved, deployment), deployment, fallback: group.fallback }
+        }
+      })
+
+    const begin = (target: Target, options: { readonly continuation?: boolean } = {}): RunningAttempt => {
+      const endRouter = router.begin(target.deployment)
+      const startedAt = performance.now()
+      state.audit.model = target.resolved.model.id
+      state.audit.provider = target.deployment.provider.name
+      return {
+        target,
+        end: ({ error, answeredSeconds, interrupted }) =>
+          Effect.suspend(() => {
+            recordAttempt({
+              deployment: target.deployment.provider.name,
+              model: target.deployment.id,
+              status: interrupted ? 499 : error === undefined ? 200 : statusOf(error),
+              error: interrupted ? "client_closed_request" : error === undefined ? null : slugOf(error),
+              ...(error === undefined ? {} : { upstream_status: upstreamStatusOf(error) }),
+              duration_ms: Math.round(performance.now() - startedAt),
+              ...(target.fallback ? { fallback_of: resolved.requested } : {}),
+              ...(options.continuation ? { continuation: true as const } : {})
+            })
+            return endRouter(
+              interrupted
+                ? { _tag: "Neutral" }
+                : error === undefined
+                ? { _tag: "Answered", seconds: answeredSeconds ?? (performance.now() - startedAt) / 1000 }
+                : outcomeOfFailure(error, routing)
+            )
+          })
+      }
+    }
+
+    /**
+     * Runs attempts until one succeeds: `attempt` is the call to one target. `after`: the failure
+     * that made this run necessary (a stream that failed), `continuation` marks its attempts.
+     */
+    const run = <A>(
+      attempt: (target: Target) => Effect.Effect<A, ApiError>,
+      options: { readonly after?: ApiError; readonly continuation?: boolean } = {}
+    ) =>
+      Effect.gen(function*() {
+        let failed: ApiError | undefined = options.after
+        while (true) {
+          const target = yield* next(failed)
+          const running = begin(target, { continuation: options.continuation ?? false })
+          const startedAt = performance.now()
+          const result = yield* Effect.result(Effect.onInterrupt(attempt(target), () => running.end({ interrupted: true })))
+          if (result._tag === "Success") {
+            return { value: result.success, running, answeredSeconds: (performance.now() - startedAt) / 1000 }
+          }
+          yield* running.end({ error: result.failure })
+          failed = result.failure
+        }
+      })
+
+    return { next, begin, run, routing }
+  })
+
+export type Plan = Effect.Success<ReturnType<typeof makePlan>>
+
+/** One opened upstream stream, as `Plan.run` gives it. */
+export interface OpenedStream {
+  readonly value: Stream.Stream<ClientEvent, ApiError>
+  readonly running: RunningAttempt
+  readonly answeredSeconds: number
+}
+
+/**
+ * The client's one stream over the attempts of a request. A stream that fails before any event
+ * reached the client moves to the next deployment or fallback as a failed call would. One that
+ * fails after, with `follower` (stream continuation on and the format supports it), is continued:
+ * `openContinuation` asks the next target for the rest of the partial turn, and its events are
+ * spliced in. Otherwise the failure ends the stream in-band, as before routing.
+ */
+export const routedEvents = (options: {
+  readonly plan: Plan
+  readonly first: OpenedStream
+  readonly open: (target: Target) => Effect.Effect<Stream.Stream<ClientEvent, ApiError>, ApiError>
+  readonly follower: ContinuationFollower | undefined
+  readonly openContinuation: (target: Target, partial: string) => Effect.Effect<Stream.Stream<ClientEvent, ApiError>, ApiError>
+}): Stream.Stream<ClientEvent, ApiError> => {
+  const { plan, follower } = options
+  let emitted = 0
+  const serve = (opened: OpenedStream, splice: ((event: ClientEvent) => ReadonlyArray<ClientEvent>) | undefined): Stream.Stream<ClientEvent, ApiError> => {
+    let ended = false
+    const end = (result: Parameters<RunningAttempt["end"]>[0]) =>
+      Effect.suspend(() => {
+        if (ended) return Effect.void
+        ended = true
+        return opened.running.end(result)
+      })
+    const events = splice === undefined ? opened.value : flattenEach(Stream.map(opened.value, splice))
+    return events.pipe(
+      Stream.map((event) => {
+        emitted++
+        follower?.observe(event)
+        return event
+      }),
+      Stream.concat(Stream.drain(Stream.fromEffect(end({ answeredSeconds: opened.answeredSeconds })))),
+      Stream.catch((error: ApiError) =>
+        Stream.unwrap(Effect.gen(function*() {
+          yield* end({ error })
+          if (!isRetryable(error)) return Stream.fail(error)
+          if (emitted === 0) return Stream.unwrap(Effect.map(plan.run(options.open, { after: error }), (next) => serve(next, undefined)))
+          const partial = follower?.partial()
+          if (follower === undefined || partial === undefined) return Stream.fail(error)
+          return Stream.unwrap(Effect.map(
+            plan.run((target) => options.openContinuation(target, partial), { after: error, continuation: true }),
+            (next) => serve(next, follower.splice())
+          ))
+        }))
+      ),
+      // The client left (or a drain cut the stream): the attempt ends without a verdict on its deployment.
+      Stream.ensuring(end({ interrupted: true }))
+    )
+  }
+  return serve(options.first, undefined)
+}

@@ -1,0 +1,221 @@
+/**
+ * Which deployment of a model serves the next attempt, and what the gateway remembers about each
+ * deployment between requests (issue 20): requests in flight, a decayed time to first answer, and
+ * cooldowns. The retry loop itself is the model pipeline's (src/pipelines/model/route.ts); this
+ * service only chooses and remembers.
+ *
+ * Cooldowns live in this process, and also in Redis when one is configured so that every replica
+ * stops sending to a failing deployment at once. Redis is an accelerator here, never a
+ * dependency: a Redis that does not answer leaves routing to the local view (a request must not
+ * fail because the cooldown could not be shared).
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import type { Deployment } from "../catalog/ModelCatalog.ts"
+import type { RoutingConfig } from "../config/schema.ts"
+import { RedisClient, redisScript } from "../limits/RedisClient.ts"
+import { Metrics } from "../metrics/Metrics.ts"
+
+export type Strategy = RoutingConfig["strategy"]
+
+/** What `/readyz` and tests see of one deployment that cools down. */
+export interface CoolingDeployment {
+  readonly deployment: string
+  readonly provider: string
+  readonly seconds_left: number
+}
+
+export interface RouterShape {
+  /**
+   * The deployment for the next attempt among `candidates`, skipping `tried` ones and those that
+   * cool down; when every untried one cools down and `probe` is set, the one whose cooldown ends
+   * first (a probe: its success brings it back early). Undefined when there is none to try.
+   */
+  readonly pick: (candidates: ReadonlyArray<Deployment>, tried: ReadonlySet<string>, probe: boolean) => Effect.Effect<Deployment | undefined>
+  /** An attempt on `deployment` starts; the returned function ends it (call once). */
+  readonly begin: (deployment: Deployment) => (outcome: AttemptOutcome) => Effect.Effect<void>
+  /** Deployments cooling down now, as this process knows them. */
+  readonly cooling: () => ReadonlyArray<CoolingDeployment>
+}
+
+export type AttemptOutcome =
+  /** It answered (a stream: it accepted the request); `seconds` to that answer. */
+  | { readonly _tag: "Answered"; readonly seconds: number }
+  /** It failed in a way that takes it out of the rotation for `cooldownMs`. */
+  | { readonly _tag: "Failed"; readonly cooldownMs: number }
+  /** It failed for a reason that says nothing about its health (the request's own fault, the client left). */
+  | { readonly _tag: "Neutral" }
+
+interface DeploymentState {
+  inFlight: number
+  /** Decayed time to first answer, in seconds; undefined until one is known. */
+  latency: number | undefined
+  coolingUntil: number
+  provider: string
+}
+
+/** Weight of the newest sample in the latency average (older samples decay geometrically). */
+const LATENCY_DECAY = 0.3
+/** How often a process asks Redis again about a deployment it believes healthy. */
+const REDIS_CHECK_MS = 1_000
+const KEY_PREFIX = "modelgate:cooldown:"
+
+/** Extends a cooldown, never shortens it; returns nothing. */
+const COOL_SCRIPT = redisScript(`
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
+return 1
+`)
+
+/** The milliseconds left of each key's cooldown (0 when none). */
+const LEFT_SCRIPT = redisScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+  local left = redis.call('PTTL', key)
+  if left < 0 then left = 0 end
+  out[i] = left
+end
+return out
+`)
+
+const weightedChoice = (options: ReadonlyArray<Deployment>): Deployment => {
+  let total = 0
+  for (const d of options) total += d.weight
+  let point = Math.random() * total
+  for (const d of options) {
+    point -= d.weight
+    if (point < 0) return d
+  }
+  return options[options.length - 1]!
+}
+
+export const makeRouter = (options: {
+  readonly strategy: Strategy
+  readonly redis?: RedisClient["Service"] | undefined
+  readonly metrics?: Metrics["Service"] | undefined
+  readonly now?: () => number
+}): RouterShape => {
+  const now = options.now ?? Date.now
+  const { redis, metrics } = options
+  const states = new Map<string, DeploymentState>()
+  /** When this process last asked Redis about each deployment. */
+  const checked = new Map<string, number>()
+  const stateOf = (d: Deployment): DeploymentState => {
+    let state = states.get(d.key)
+    if (state === undefined) {
+      state = { inFlight: 0, latency: undefined, coolingUntil: 0, provider: d.provider.name }
+      states.set(d.key, state)
+    }
+    return state
+  }
+
+  /** Learns the cooldowns other replicas set, at most once a second per deployment. */
+  const refreshFromRedis = (candidates: ReadonlyArray<Deployment>) => {
+    if (redis === undefined) return Effect.void
+    const t = now()
+    const due = candidates.filter((d) => t - (checked.get(d.key) ?? 0) >= REDIS_CHECK_MS && stateOf(d).coolingUntil <= t)
+    if (due.length === 0) return Effect.void
+    for (const d of due) checked.set(d.key, t)
+    return redis.evalScript(LEFT_SCRIPT, due.map((d) => KEY_PREFIX + d.key), []).pipe(
+      Effect.map((reply) => {
+        if (!Array.isArray(reply)) return
+        const at = now()
+        due.forEach((d, i) => {
+          const left = Number(reply[i] ?? 0)
+          if (left > 0) stateOf(d).coolingUntil = Math.max(stateOf(d).coolingUntil, at + left)
+        })
+      }),
+      Effect.ignore
+    )
+  }
+
+  const share = (d: Deployment, ms: number) =>
+    redis === undefined || ms <= 0 ? Effect.void : Effect.ignore(redis.evalScript(COOL_SCRIPT, [KEY_PREFIX + d.key], [String(Math.ceil(ms))]))
+
+  const clearShared = (d: Deployment) => (redis === undefined ? Effect.void : Effect.ignore(redis.command(["DEL", KEY_PREFIX + d.key])))
+
+  const choose = (healthy: ReadonlyArray<Deployment>): Deployment => {
+    if (healthy.length === 1 || options.strategy === "weighted") return weightedChoice(healthy)
+    const score = options.strategy === "least_busy"
+      ? (d: Deployment) => stateOf(d).inFlight
+      // An unmeasured deployment scores 0: it is tried, and so measured.
+      : (d: Deployment) => stateOf(d).latency ?? 0
+    let best = Infinity
+    let tied: Array<Deployment> = []
+    for (const d of healthy) {
+      const s = score(d)
+      if (s < best) {
+        best = s
+        tied = [d]
+      } else if (s === best) tied.push(d)
+    }
+    return weightedChoice(tied)
+  }
+
+  return {
+    pick: (candidates, tried, probe) =>
+      Effect.gen(function*() {
+        const untried = candidates.filter((d) => !tried.has(d.key))
+        if (untried.length === 0) return undefined
+        yield* refreshFromRedis(untried)
+        const t = now()
+        const healthy = untried.filter((d) => stateOf(d).coolingUntil <= t)
+        if (healthy.length > 0) return choose(healthy)
+        if (!probe) return undefined
+        // All cooling: the one back soonest is probed rather than failing the request unasked.
+        return untried.reduce((a, b) => (stateOf(b).coolingUntil < stateOf(a).coolingUntil ? b : a))
+      }),
+    begin: (d) => {
+      const state = stateOf(d)
+      state.inFlight++
+      let ended = false
+      return (outcome) =>
+        Effect.suspend(() => {
+          if (ended) return Effect.void
+          ended = true
+          state.inFlight--
+          metrics?.routingAttempt(d.key, d.provider.name, outcome._tag === "Answered" ? "answered" : outcome._tag === "Failed" ? "failed" : "refused")
+          if (outcome._tag === "Answered") {
+            state.latency = state.latency === undefined ? outcome.seconds : state.latency + LATENCY_DECAY * (outcome.seconds - state.latency)
+            // A probe that answered brings the deployment back before its cooldown ends.
+            if (state.coolingUntil > now()) {
+              state.coolingUntil = 0
+              return clearShared(d)
+            }
+            return Effect.void
+          }
+          if (outcome._tag === "Failed" && outcome.cooldownMs > 0) {
+            const until = now() + outcome.cooldownMs
+            if (until > state.coolingUntil) {
+              state.coolingUntil = until
+              metrics?.routingCooldown(d.key, d.provider.name)
+            }
+            return share(d, outcome.cooldownMs)
+          }
+          return Effect.void
+        })
+    },
+    cooling: () => {
+      const t = now()
+      const out: Array<CoolingDeployment> = []
+      for (const [key, state] of states) {
+        if (state.coolingUntil > t) out.push({ deployment: key, provider: state.provider, seconds_left: Math.ceil((state.coolingUntil - t) / 1000) })
+      }
+      return out
+    }
+  }
+}
+
+export class Router extends Context.Service<Router, RouterShape>()("modelgate/Router") {
+  /** Cooldowns shared through the RedisClient when the context has one, else per process. */
+  static readonly layer = (routing: Pick<RoutingConfig, "strategy">) =>
+    Layer.effect(
+      Router,
+      Effect.gen(function*() {
+        const redis = Option.getOrUndefined(yield* Effect.serviceOption(RedisClient))
+        const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+        const router = makeRouter({ strategy: routing.strategy, redis, metrics })
+        metrics?.coolingSource(() => router.cooling())
+        return Router.of(router)
+      })
+    )
+}

@@ -1,0 +1,269 @@
+/**
+ * Routing (issue 20) on the scripted providers layer: deployments, retries, cooldowns,
+ * Retry-After, fallbacks across vendors in every client format, money charged once at the
+ * answering model's price, one audit record per request with its attempts, and stream
+ * continuation. The real gateway serves on port 0; clients are the official SDKs or fetch.
+ * Each test uses models of its own, so one test's cooldowns never route another's requests.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import { Effect } from "effect"
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ProviderError, ValidationFailed } from "../../src/domain/errors.ts"
+import { scriptedProviders, type ScriptedAnswer, type ScriptedCall } from "../../src/services/providers/scripted.ts"
+import type { AnthropicResponse, AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
+import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
+import { collectedAudit } from "../support/collected-audit.ts"
+import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+
+const chunk = (delta: Record<string, unknown>, finish: string | null = null, id = "chatcmpl-r"): ChatChunk =>
+  ({ id, object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
+
+const completion = (text: string): ChatResponse => ({
+  id: "chatcmpl-r",
+  object: "chat.completion",
+  created: 1,
+  model: "up",
+  choices: [{ index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: "stop" }],
+  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
+} as ChatResponse)
+
+const answered = (provider: string) => ({ respond: completion(`from ${provider}`) })
+
+const failure = (provider: string, status: number, retryAfter?: string) =>
+  new ProviderError({
+    message: `provider "${provider}" answered ${status}`,
+    details: { provider, upstream_status: status, upstream_error: { message: "boom" } },
+    ...(retryAfter === undefined ? {} : { retryAfter })
+  })
+
+const unreachable = (provider: string) =>
+  new ProviderError({
+    message: `provider "${provider}" is unreachable: connection refused`,
+    details: { provider, upstream_status: null, upstream_error: { code: "ECONNREFUSED", message: "connection refused" } }
+  })
+
+type OpenAIScript = (call: ScriptedCall) => ScriptedAnswer<ChatResponse, ChatChunk>
+type AnthropicScript = (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse, AnthropicStreamEvent>
+
+/** Per provider name: what it answers. */
+const openaiScripts = new Map<string, OpenAIScript>()
+const anthropicScripts = new Map<string, AnthropicScript>()
+
+const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2"]
+const ANTHROPIC = ["claude-down", "claude-cont"]
+
+const PRICE = 5
+const FALLBACK_PRICE = 2
+const POOL = 100_000
+
+let gateway: TestGateway
+let calls: ReturnType<typeof scriptedProviders>["calls"]
+const audit = collectedAudit()
+
+const duo = (alias: string, first: string, second: string, extra: Record<string, unknown> = {}) => ({
+  alias,
+  id: `${alias}-model`,
+  deployments: [{ provider: first }, { provider: second }],
+  credits: PRICE,
+  max_tokens: 100,
+  ...extra
+})
+
+beforeAll(async () => {
+  const scripted = scriptedProviders(
+    [...OPENAI.map((name) => ({ name, kind: "openai" as const })), ...ANTHROPIC.map((name) => ({ name, kind: "anthropic" as const }))],
+    {
+      openai: (call) => openaiScripts.get(call.provider)!(call),
+      anthropic: (call) => anthropicScripts.get(call.provider)!(call)
+    }
+  )
+  calls = scripted.calls
+  gateway = await startGateway(
+    testConfig({
+      workspace: { credits: POOL },
+      limits: { requests_per_minute: 100_000, concurrent_streams: 100 },
+      routing: { backoff_ms: 1, cooldown_seconds: 60 },
+      providers: [
+        ...OPENAI.map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1" })),
+        ...ANTHROPIC.map((name) => ({ name, kind: "anthropic", base_url: "http://scripted.invalid" }))
+      ],
+      models: [
+        duo("m503", "a1", "b1"),
+        duo("m429", "a2", "b2"),
+        duo("mstream", "a3", "b3"),
+        duo("mdown", "d1", "d2"),
+        { alias: "gpt-fallback", id: "gpt-fb-model", provider: "gptfb", credits: FALLBACK_PRICE, max_tokens: 100 },
+        { alias: "claude-main", id: "claude-main-model", provider: "claude-down", credits: PRICE, max_tokens: 100, fallbacks: ["gpt-fallback"] },
+        duo("mcont", "cont1", "cont2"),
+        { alias: "claude-cont", id: "claude-cont-model", deployments: [{ provider: "claude-cont" }, { provider: "cont2", id: "cont-on-openai" }], credits: PRICE, max_tokens: 100 },
+        { alias: "restricted", id: "restricted-model", provider: "c1", credits: PRICE, max_tokens: 100, fallbacks: ["hidden"] },
+        { alias: "hidden", id: "hidden-model", provider: "c2", credits: PRICE, max_tokens: 100 }
+      ]
+    }),
+    { providers: scripted.layer, audit: audit.layer }
+  )
+})
+
+afterAll(() => gateway.close())
+
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
+const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
+const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+const callsTo = (provider: string) => calls.filter((c) => c.provider === provider).length
+
+const chat = (key: string, model: string) =>
+  fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] })
+  })
+
+/** `count` requests, `width` at a time. */
+const inBatches = async <A>(count: number, width: number, one: (i: number) => Promise<A>) => {
+  const out: Array<A> = []
+  for (let i = 0; i < count; i += width) {
+    out.push(...await Promise.all(Array.from({ length: Math.min(width, count - i) }, (_, j) => one(i + j))))
+  }
+  return out
+}
+
+describe("deployments, retries and cooldowns", () => {
+  it("a deployment answering 503 is retried on the other and cooled: 100 requests all succeed, few reach it", async () => {
+    openaiScripts.set("a1", () => ({ fail: failure("a1", 503) }))
+    openaiScripts.set("b1", () => answered("b1"))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const responses = await inBatches(100, 10, async () => {
+      const { data, response } = await openai(key).chat.completions.create({ model: "m503", messages: [{ role: "user", content: "hi" }] }).withResponse()
+      return { text: data.choices[0]!.message.content, id: response.headers.get("x-request-id") }
+    })
+    expect(responses.every((r) => r.text === "from b1")).toBe(true)
+    expect(callsTo("a1")).toBeLessThanOrEqual(15)
+    expect(callsTo("b1")).toBe(100)
+    // Charged once per request, at the model's price.
+    expect(await balance()).toBe(before - 100 * PRICE)
+    const records = (await Promise.all(responses.map((r) => audit.recordsOf(r.id)))).flat()
+    expect(records).toHaveLength(100)
+    expect(records.every((r) => r.credits === PRICE && r.provider === "b1" && r.status === 200)).toBe(true)
+    const retried = records.find((r) => (r.details?.attempts as Array<unknown>).length === 2)!
+    expect(retried.details!.attempts).toMatchObject([
+      { deployment: "a1", model: "m503-model", status: 502, error: "provider_error", upstream_status: 503 },
+      { deployment: "b1", model: "m503-model", status: 200, error: null }
+    ])
+    // The cooldown shows in /metrics.
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
+    expect(metrics).toMatch(/modelgate_deployments_cooling\{deployment="a1\/m503-model",provider="a1"\} 1/)
+    expect(metrics).toMatch(/modelgate_upstream_attempts_total\{deployment="a1\/m503-model",provider="a1",result="failed"\} \d+/)
+  })
+
+  it("20 streams through a model whose first deployment answers 503 all end normally", async () => {
+    openaiScripts.set("a3", () => ({ fail: failure("a3", 503) }))
+    openaiScripts.set("b3", () => ({ events: [{ event: chunk({ role: "assistant", content: "str" }) }, { event: chunk({ content: "eam" }, "stop") }] }))
+    const { key } = await gateway.createKey()
+    const texts = await inBatches(20, 10, async () => {
+      const stream = await openai(key).chat.completions.create({ model: "mstream", stream: true, messages: [{ role: "user", content: "hi" }] })
+      let text = ""
+      for await (const part of stream) text += part.choices[0]?.delta?.content ?? ""
+      return text
+    })
+    expect(texts).toEqual(Array(20).fill("stream"))
+    expect(callsTo("a3")).toBeLessThanOrEqual(10)
+  })
+
+  it("a deployment answering 429 with a long Retry-After moves all its requests to the other at once", async () => {
+    openaiScripts.set("a2", () => ({ fail: failure("a2", 429, "120") }))
+    openaiScripts.set("b2", () => answered("b2"))
+    const { key } = await gateway.createKey()
+    for (let i = 0; i < 20; i++) {
+      const response = await chat(key, "m429")
+      expect(response.status).toBe(200)
+    }
+    expect(callsTo("a2")).toBeLessThanOrEqual(1)
+    expect(callsTo("b2")).toBe(20)
+  })
+
+  it("every deployment down: 502 provider_error, nothing charged, every attempt audited", async () => {
+    openaiScripts.set("d1", () => ({ fail: unreachable("d1") }))
+    openaiScripts.set("d2", () => ({ fail: failure("d2", 500) }))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const response = await chat(key, "mdown")
+    expect(response.status).toBe(502)
+    expect(((await response.json()) as { error: string }).error).toBe("provider_error")
+    expect(await balance()).toBe(before)
+    const records = await audit.recordsOf(response.headers.get("x-request-id"))
+    expect(records).toHaveLength(1)
+    expect(records[0]).toMatchObject({ status: 502, error: "provider_error", credits: 0 })
+    const attempts = records[0]!.details!.attempts as Array<{ deployment: string }>
+    expect(attempts.map((a) => a.deployment).sort()).toEqual(["d1", "d2"])
+  })
+
+  it("a refusal of the request itself (400) is answered at once, not retried", async () => {
+    const { key } = await gateway.createKey()
+    const refused = new ValidationFailed({ message: "provider refused (400)", details: { provider: "d1", upstream_status: 400, upstream_error: { message: "bad" } } })
+    openaiScripts.set("d1", () => ({ fail: refused }))
+    openaiScripts.set("d2", () => ({ fail: refused }))
+    const before = calls.length
+    const response = await chat(key, "mdown")
+    expect(response.status).toBe(400)
+    expect(calls.length - before).toBe(1)
+  })
+})
+
+describe("fallbacks across vendors", () => {
+  const claudeDown = () => anthropicScripts.set("claude-down", () => ({ fail: failure("claude-down", 529) }))
+
+  it("a failing Anthropic model answers a chat client from its OpenAI-kind fallback, charged the fallback's price", async () => {
+    claudeDown()
+    openaiScripts.set("gptfb", () => answered("gptfb"))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const { data, response } = await openai(key).chat.completions.create({ model: "claude-main", messages: [{ role: "user", content: "hi" }] }).withResponse()
+    expect(data.choices[0]!.message.content).toBe("from gptfb")
+    expect(await balance()).toBe(before - FALLBACK_PRICE)
+    const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 200, credits: FALLBACK_PRICE, model: "gpt-fb-model", provider: "gptfb" })
+    expect(record!.details!.attempts).toMatchObject([
+      { deployment: "claude-down", model: "claude-main-model", error: "provider_error", upstream_status: 529 },
+      { deployment: "gptfb", model: "gpt-fb-model", status: 200, fallback_of: "claude-main" }
+    ])
+  })
+
+  it("answers a Messages client in the Messages format", async () => {
+    claudeDown()
+    openaiScripts.set("gptfb", () => answered("gptfb"))
+    const { key } = await gateway.createKey()
+    const message = await anthropic(key).messages.create({ model: "claude-main", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+    expect(message.type).toBe("message")
+    expect(message.content).toEqual([expect.objectContaining({ type: "text", text: "from gptfb" })])
+    expect(calls.at(-1)).toMatchObject({ provider: "gptfb", stream: false })
+    expect(calls.at(-1)!.body.model).toBe("gpt-fb-model")
+  })
+
+  it("answers a streaming Messages client with Messages events", async () => {
+    claudeDown()
+    openaiScripts.set("gptfb", () => ({
+      events: [{ event: chunk({ role: "assistant", content: "fall" }) }, { event: chunk({ content: "back" }, "stop") }]
+    }))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const stream = anthropic(key).messages.stream({ model: "claude-main", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+    const final = await stream.finalMessage()
+    expect(final.content).toEqual([expect.objectContaining({ type: "text", text: "fallback" })])
+    expect(final.stop_reason).toBe("end_turn")
+    expect(await balance()).toBe(before - FALLBACK_PRICE)
+  })
+
+  it("a key that may not name the fallback is not answered by it (allow_via_fallback off)", async () => {
+    openaiScripts.set("c1", () => ({ fail: failure("c1", 503) }))
+    openaiScripts.set("c2", () => answered("c2"))
+    const { key } = await gateway.createKey({ allowed_models: ["restricted"] })
+    const before = calls.filter((c) => c.provider === "c2").length
+    const response = await chat(key, "restricted")
+    expect(response.status).toBe(502)
+    expect(callsTo("c2")).toBe(before)
+    const { key: open } = await gateway.createKey()
+    expect((await chat(open, "restricted")).status).toBe(200)
+  })
+})
