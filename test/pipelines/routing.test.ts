@@ -267,3 +267,105 @@ describe("fallbacks across vendors", () => {
     expect((await chat(open, "restricted")).status).toBe(200)
   })
 })
+
+describe("stream continuation", () => {
+  let continuing: TestGateway
+  let contCalls: ReturnType<typeof scriptedProviders>["calls"]
+  /** The first call of each test is cut after two chunks; the next one streams the rest. */
+  let served = 0
+  const cutThenRest: OpenAIScript = () => {
+    served++
+    return served === 1
+      ? { events: [{ event: chunk({ role: "assistant", content: "Hello" }, null, "chatcmpl-first") }, { event: chunk({ content: " wor" }, null, "chatcmpl-first") }, { fail: unreachable("cut") }] }
+      : { events: [{ event: chunk({ role: "assistant", content: "" }, null, "chatcmpl-second") }, { event: chunk({ content: "ld!" }, "stop", "chatcmpl-second") }] }
+  }
+  const anthropicCutThenRest: AnthropicScript = () => {
+    served++
+    if (served !== 1) throw new Error("the Anthropic deployment is only the first")
+    return {
+      events: [
+        { event: { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "m", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 4, output_tokens: 1 } } } as unknown as AnthropicStreamEvent },
+        { event: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } as unknown as AnthropicStreamEvent },
+        { event: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hello wor" } } as unknown as AnthropicStreamEvent },
+        { fail: unreachable("claude-cont") }
+      ]
+    }
+  }
+
+  beforeAll(async () => {
+    const scripted = scriptedProviders(
+      [{ name: "cont1", kind: "openai" }, { name: "cont2", kind: "openai" }, { name: "claude-cont", kind: "anthropic" }],
+      { openai: (call) => cutThenRest(call), anthropic: (call) => anthropicCutThenRest(call) }
+    )
+    contCalls = scripted.calls
+    continuing = await startGateway(
+      testConfig({
+        workspace: { credits: POOL },
+        routing: { backoff_ms: 1, stream_continuation: true },
+        providers: [
+          { name: "cont1", kind: "openai", base_url: "http://scripted.invalid/v1" },
+          { name: "cont2", kind: "openai", base_url: "http://scripted.invalid/v1" },
+          { name: "claude-cont", kind: "anthropic", base_url: "http://scripted.invalid" }
+        ],
+        models: [
+          duo("mcont", "cont1", "cont2"),
+          // Weighted so the Anthropic deployment comes first in practice; the test checks it did.
+          {
+            alias: "claude-cont",
+            id: "claude-cont-model",
+            deployments: [{ provider: "claude-cont", weight: 1_000_000 }, { provider: "cont2", id: "cont-on-openai", weight: 0.000001 }],
+            credits: PRICE,
+            max_tokens: 100
+          }
+        ]
+      }),
+      { providers: scripted.layer, audit: audit.layer }
+    )
+  })
+  afterAll(() => continuing.close())
+
+  it("a chat stream cut after two chunks ends with [DONE] and no error frame, continued on the other deployment", async () => {
+    served = 0
+    const { key } = await continuing.createKey()
+    const before = (await Effect.runPromise(continuing.store.credits.getWorkspace)).credits
+    const response = await fetch(`${continuing.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "mcont", stream: true, messages: [{ role: "user", content: "hi" }] })
+    })
+    const text = await response.text()
+    expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true)
+    expect(text).not.toContain("error")
+    const chunks = text.split("\n\n").filter((f) => f.startsWith("data: {")).map((f) => JSON.parse(f.slice(6)) as ChatChunk)
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe("Hello world!")
+    expect(new Set(chunks.map((c) => c.id))).toEqual(new Set(["chatcmpl-first"]))
+    expect(chunks.filter((c) => c.choices[0]?.delta?.role !== undefined)).toHaveLength(1)
+    // The second deployment was asked for the rest: the partial turn and the instruction to continue.
+    const second = contCalls.at(-1)!
+    expect(second.provider).not.toBe(contCalls.at(-2)!.provider)
+    const messages = second.body.messages as Array<{ role: string; content: string }>
+    expect(messages.slice(-2)).toEqual([
+      { role: "assistant", content: "Hello wor" },
+      { role: "user", content: expect.stringContaining("Continue") }
+    ])
+    const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 200, error: null, credits: PRICE })
+    expect((record!.details!.attempts as Array<{ continuation?: boolean }>).map((a) => a.continuation ?? false)).toEqual([false, true])
+    expect((await Effect.runPromise(continuing.store.credits.getWorkspace)).credits).toBe(before - PRICE)
+  })
+
+  it("a Messages stream cut on Anthropic is continued on an OpenAI-kind deployment as one message", async () => {
+    served = 0
+    const { key } = await continuing.createKey()
+    const stream = new Anthropic({ apiKey: key, baseURL: continuing.url, maxRetries: 0 }).messages.stream({
+      model: "claude-cont",
+      max_tokens: 50,
+      messages: [{ role: "user", content: "hi" }]
+    })
+    const final = await stream.finalMessage()
+    expect(contCalls.at(-2)!.provider).toBe("claude-cont")
+    expect(contCalls.at(-1)!.provider).toBe("cont2")
+    expect(final.content).toEqual([expect.objectContaining({ type: "text", text: "Hello world!" })])
+    expect(final.id).toBe("msg_1")
+  })
+})

@@ -2,7 +2,8 @@
  * Health for load balancers and orchestrators, without authentication:
  * - `/healthz` is liveness: the process answers. No store round trip, nothing a client could abuse.
  * - `/readyz` is readiness: 503 `dependency_unavailable` while the store or Redis does not
- *   answer or the server is draining, so traffic goes to another replica; 200 otherwise.
+ *   answer or the server is draining, so traffic goes to another replica; 200 otherwise, listing
+ *   the deployments that cool down (`cooling`) when there are any.
  * - `/metrics` is the Prometheus exposition, behind `telemetry.metrics_token` when one is set.
  */
 import { Duration, Effect, Option } from "effect"
@@ -14,6 +15,7 @@ import { json } from "../../pipelines/respond.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { RedisClient } from "../../services/limits/RedisClient.ts"
 import { Metrics } from "../../services/metrics/Metrics.ts"
+import { Router } from "../../services/routing/Router.ts"
 import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
 import { route } from "../router.ts"
 import { sameSecret } from "./admin-auth.ts"
@@ -53,7 +55,10 @@ const readiness = Effect.gen(function*() {
       details: { dependency: down[0], unavailable: down }
     })
   }
-  return json({ status: "ready" })
+  // Deployments out of the rotation (issue 20) do not make the gateway unready: it routes around them.
+  const router = yield* Effect.serviceOption(Router)
+  const cooling = Option.isSome(router) ? router.value.cooling() : []
+  return json(cooling.length === 0 ? { status: "ready" } : { status: "ready", cooling })
 })
 
 export const metricsRoute = (token: string | undefined) =>

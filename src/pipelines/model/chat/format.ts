@@ -3,12 +3,14 @@ import { toEnvelope } from "../../../domain/errors.ts"
 import { type ChatRequest, decodeChatRequest } from "../../../wire/openai-chat.ts"
 import { dataFrame, DONE_FRAME } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
+import { chatContinuation } from "./continuation.ts"
 import { chatToAnthropic } from "./anthropic.ts"
 import { chatToOpenAI } from "./openai.ts"
 import { chatToBedrock } from "./bedrock.ts"
 
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
+  continuation: chatContinuation,
   adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock },
   framer: (state) => ({
     frame: (event) => dataFrame(event.data),

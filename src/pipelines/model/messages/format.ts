@@ -3,6 +3,7 @@ import { toEnvelope } from "../../../domain/errors.ts"
 import { decodeMessagesPassthrough, type MessagesPassthroughRequest } from "../../../wire/anthropic-messages.ts"
 import { namedFrame } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
+import { messagesContinuation } from "./continuation.ts"
 import { messagesToAnthropic } from "./anthropic.ts"
 import { messagesToOpenAI } from "./openai.ts"
 import { messagesToBedrock } from "./bedrock.ts"
@@ -10,6 +11,7 @@ import { messagesToBedrock } from "./bedrock.ts"
 export const messagesFormat: ClientFormat<MessagesPassthroughRequest> = {
   // What the gateway relies on; a translating adapter decodes the whole body strictly.
   decode: decodeMessagesPassthrough,
+  continuation: messagesContinuation,
   adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI, bedrock: messagesToBedrock },
   framer: (state) => ({
     frame: (event) => namedFrame(event.event ?? "message", event.data),
