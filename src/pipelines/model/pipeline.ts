@@ -10,10 +10,24 @@ import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { eventStreamResponse, json } from "../respond.ts"
-import type { Adapter, AdapterContext, ClientFormat } from "./adapter.ts"
+import type { ApiError } from "../../domain/errors.ts"
+import type { ProviderClient } from "../../services/providers/clients.ts"
+import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
 
-export const modelPipeline = <Request extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
-  format: ClientFormat<Request>
+/**
+ * What a format with state around its answers (Responses: stored conversations) puts between
+ * admission and the adapter: the context the adapter gets, and the answer or events as the
+ * client gets them.
+ */
+export interface AnswerSession {
+  readonly context: AdapterContext
+  readonly complete: (body: unknown) => Effect.Effect<unknown>
+  readonly stream: <E>(events: Stream.Stream<ClientEvent, E>) => Stream.Stream<ClientEvent, E>
+}
+
+export const modelPipeline = <Request extends { readonly model: string; readonly stream?: boolean | null | undefined }, R = never>(
+  format: ClientFormat<Request>,
+  session?: (context: AdapterContext, client: ProviderClient) => Effect.Effect<AnswerSession, ApiError, R>
 ) =>
   authenticated(Effect.gen(function*() {
     const state = yield* CurrentRequest
@@ -21,9 +35,15 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const client = (yield* Providers).client(resolved.provider.name)
     // The table is keyed by the client's own kind, so the pair always matches.
     const adapter = format.adapters[client.kind] as Adapter<Request, typeof client>
-    const context: AdapterContext = { state, resolved, raw, headers: (yield* HttpServerRequest).headers }
-    if (request.stream !== true) return json(yield* adapter.complete(client, request, context))
-    const events = yield* adapter.stream(client, request, context)
+    const admitted: AdapterContext = { state, resolved, raw, headers: (yield* HttpServerRequest).headers }
+    const around = session === undefined ? undefined : yield* session(admitted, client)
+    const context = around?.context ?? admitted
+    if (request.stream !== true) {
+      const body = yield* adapter.complete(client, request, context)
+      return json(around === undefined ? body : yield* around.complete(body))
+    }
+    const answered = yield* adapter.stream(client, request, context)
+    const events = around === undefined ? answered : around.stream(answered)
     const framer = format.framer(state, request)
     const frames = events.pipe(
       Stream.map(framer.frame),
