@@ -4,6 +4,7 @@ import { chatCompletionsFormat } from "../../pipelines/model/chat/format.ts"
 import { countTokensPipeline } from "../../pipelines/model/count-tokens.ts"
 import { embeddingsPipeline } from "../../pipelines/model/embeddings.ts"
 import { messagesFormat } from "../../pipelines/model/messages/format.ts"
+import { legacyCompletionsPipeline, moderationsPipeline } from "../../pipelines/model/legacy.ts"
 import { modelPipeline } from "../../pipelines/model/pipeline.ts"
 import { responsesFormat } from "../../pipelines/model/responses/format.ts"
 import { responsesSession } from "../../pipelines/model/responses/state.ts"
@@ -25,6 +26,8 @@ export const completionRoutes = [
   route("DELETE", "/v1/responses/:id", deleteStoredResponse),
   route("GET", "/v1/responses/:id/input_items", listStoredInputItems),
   route("POST", "/v1/embeddings", embeddingsPipeline),
+  route("POST", "/v1/completions", legacyCompletionsPipeline),
+  route("POST", "/v1/moderations", moderationsPipeline),
   route("POST", "/v1/mcp", mcpPostPipeline),
   route("DELETE", "/v1/mcp", mcpDeletePipeline)
 ]

@@ -53,6 +53,21 @@ export interface OpenAIClient {
     | undefined
   /** `POST /embeddings`. */
   readonly embeddings: (body: Record<string, unknown>) => Effect.Effect<EmbeddingsResponse, UpstreamFailure>
+  /**
+   * OpenAI's other endpoints, forwarded as sent (issue 24 item 3): legacy `POST /completions`
+   * (its stream is Chat's SSE shape: choices with a `finish_reason`, then `[DONE]`) and
+   * `POST /moderations`. Absent on clients without an upstream (echo, scripted).
+   */
+  readonly legacy?: {
+    readonly completions: (body: Record<string, unknown>) => Effect.Effect<LegacyAnswer, UpstreamFailure>
+    readonly completionsStream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure>
+    readonly moderations: (body: Record<string, unknown>) => Effect.Effect<LegacyAnswer, UpstreamFailure>
+  }
+}
+
+/** A legacy completion or a moderation as the provider answered it; `usage` read for the audit. */
+export type LegacyAnswer = Record<string, unknown> & {
+  readonly usage?: { readonly prompt_tokens?: number; readonly completion_tokens?: number } | null
 }
 
 /**
@@ -197,8 +212,18 @@ export const makeOpenAIClient = (
       }
       : undefined,
     complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact))),
-    stream: (body) =>
-      tracedStream(call(body, true), Effect.map(post(body), (response) => {
+    stream: (body) => chatStream(body, "/chat/completions"),
+    legacy: {
+      completions: (body) =>
+        tracedCall(call(body, false), Effect.flatMap(post(body, "/completions"), (response) => readJson<LegacyAnswer>(provider.name, response, redact))),
+      completionsStream: (body) => chatStream(body, "/completions"),
+      moderations: (body) =>
+        tracedCall(call(body, false), Effect.flatMap(post(body, "/moderations"), (response) => readJson<LegacyAnswer>(provider.name, response, redact)))
+    }
+  }
+  /** Chat Completions' SSE (legacy completions stream the same way). */
+  function chatStream(body: Record<string, unknown>, path: string): Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure> {
+    return tracedStream(call(body, true), Effect.map(post(body, path), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
         let finished = false
         return sseEvents(provider.name, response).pipe(
