@@ -8,6 +8,7 @@ import { legacyCompletionsPipeline, moderationsPipeline } from "../../pipelines/
 import { modelPipeline } from "../../pipelines/model/pipeline.ts"
 import { responsesFormat } from "../../pipelines/model/responses/format.ts"
 import { responsesSession } from "../../pipelines/model/responses/state.ts"
+import { codexToolsSession } from "../../pipelines/model/responses/tools.ts"
 import { deleteStoredResponse, listStoredInputItems, retrieveStoredResponse } from "../../pipelines/model/responses/stored.ts"
 import { route } from "../router.ts"
 
@@ -18,9 +19,12 @@ export const completionRoutes = [
   route(
     "POST",
     "/v1/responses",
-    modelPipeline(responsesFormat, (context, client) =>
-      // Forwarded as sent only to a provider serving the Responses API itself (responses/openai.ts).
-      responsesSession(context, client.kind === "openai" && client.responses !== undefined ? context.resolved.provider.name : undefined))
+    modelPipeline(responsesFormat, (context, client) => {
+      // Forwarded as sent only to a provider serving the Responses API itself (responses/openai.ts);
+      // for any other, Codex's tool forms are flattened to functions (responses/tools.ts).
+      const passthrough = client.kind === "openai" && client.responses !== undefined
+      return codexToolsSession(responsesSession(context, passthrough ? context.resolved.provider.name : undefined), !passthrough)
+    })
   ),
   route("GET", "/v1/responses/:id", retrieveStoredResponse),
   route("DELETE", "/v1/responses/:id", deleteStoredResponse),
