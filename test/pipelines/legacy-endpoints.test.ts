@@ -109,6 +109,12 @@ describe("POST /v1/moderations", () => {
     expect(legacy.requests).toHaveLength(0)
   })
 
+  it("needs an openai-kind provider in moderations.provider (checked at start)", () => {
+    const providers = [{ name: "claude", kind: "anthropic", base_url: "https://api.anthropic.com" }]
+    expect(() => testConfig({ providers, moderations: { provider: "claude" } })).toThrow(/moderations\.provider: "claude" is of kind anthropic/)
+    expect(() => testConfig({ providers, moderations: { provider: "nope" } })).toThrow(/moderations\.provider: no provider named "nope"/)
+  })
+
   it("is 404 naming the setting when no provider is configured", async () => {
     const bare = await startGateway(testConfig({ providers: [{ name: "echo", kind: "echo" }] }))
     try {
