@@ -42,6 +42,7 @@ import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
+import { StoredResponses } from "./services/responses/StoredResponses.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides extends CoreOverrides {
@@ -151,6 +152,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
     ModelCatalog.layer(config),
     TokenEstimator.layer,
+    StoredResponses.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
     routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),

@@ -16,8 +16,20 @@ import { eventStreamResponse, json } from "../respond.ts"
 import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
 import { makePlan, routedEvents, type Target } from "./route.ts"
 
-export const modelPipeline = <Request extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
-  format: ClientFormat<Request>
+/**
+ * What a format with state around its answers (Responses: stored conversations) puts between
+ * admission and the adapter: the context the adapter gets, and the answer or events as the
+ * client gets them.
+ */
+export interface AnswerSession {
+  readonly context: AdapterContext
+  readonly complete: (body: unknown) => Effect.Effect<unknown>
+  readonly stream: <E>(events: Stream.Stream<ClientEvent, E>) => Stream.Stream<ClientEvent, E>
+}
+
+export const modelPipeline = <Request extends { readonly model: string; readonly stream?: boolean | null | undefined }, R = never>(
+  format: ClientFormat<Request>,
+  session?: (context: AdapterContext, client: ProviderClient) => Effect.Effect<AnswerSession, ApiError, R>
 ) =>
   authenticated(Effect.gen(function*() {
     const state = yield* CurrentRequest
@@ -29,19 +41,31 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     // The table is keyed by the client's own kind, so the pair always matches.
     const adapterOf = (client: ProviderClient) => format.adapters[client.kind] as Adapter<Request, typeof client>
     const contextOf = (target: Target, body = raw, on: RequestState = state): AdapterContext => ({ state: on, resolved: target.resolved, raw: body, headers })
+    // The session belongs to an attempt: whether a Responses body is forwarded or translated
+    // depends on the provider that attempt reaches, so each attempt opens its own.
+    const services = yield* Effect.context<R>()
+    const sessionOf = (target: Target, client: ProviderClient): Effect.Effect<AnswerSession | undefined, ApiError> =>
+      session === undefined ? Effect.succeed(undefined) : Effect.provideContext(session(contextOf(target), client), services)
 
     if (request.stream !== true) {
-      const answered = yield* plan.run((target) => {
-        const client = clientOf(target)
-        return adapterOf(client).complete(client, request, contextOf(target))
-      })
+      const answered = yield* plan.run((target) =>
+        Effect.gen(function*() {
+          const client = clientOf(target)
+          const around = yield* sessionOf(target, client)
+          const body = yield* adapterOf(client).complete(client, request, around?.context ?? contextOf(target))
+          return around === undefined ? body : yield* around.complete(body)
+        })
+      )
       yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
       return json(answered.value)
     }
-    const open = (target: Target) => {
-      const client = clientOf(target)
-      return adapterOf(client).stream(client, request, contextOf(target))
-    }
+    const open = (target: Target) =>
+      Effect.gen(function*() {
+        const client = clientOf(target)
+        const around = yield* sessionOf(target, client)
+        const events = yield* adapterOf(client).stream(client, request, around?.context ?? contextOf(target))
+        return around === undefined ? events : around.stream(events)
+      })
     const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
     const openContinuation = (target: Target, partial: string) => {
       const client = clientOf(target)

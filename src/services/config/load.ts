@@ -260,6 +260,13 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
   if (fallbackProblem) return fallbackProblem
   const adminOidcProblem = checkAdminOidc(config)
   if (adminOidcProblem) return adminOidcProblem
+  // Moderations are OpenAI's endpoint: only an OpenAI-kind provider can answer them.
+  const moderations = config.moderations.provider
+  if (moderations !== undefined) {
+    const provider = config.providers.find((p) => p.name === moderations)
+    if (provider === undefined) return `moderations.provider: no provider named "${moderations}"`
+    if (provider.kind !== "openai") return `moderations.provider: "${moderations}" is of kind ${provider.kind}; moderations need an openai-kind provider`
+  }
   const ids = new Set<number>()
   for (const [i, c] of config.connections.entries()) {
     if (ids.has(c.id)) return `connections.${i}.id: duplicate connection id ${c.id}`

@@ -318,6 +318,31 @@ export const GatewayConfig = Schema.Struct({
   ),
   /** `POST /v1/messages/count_tokens`: free unless an operator prices it. */
   count_tokens: def(Schema.Struct({ credits: def(NonNegativeInt, 0) }), {}),
+  /**
+   * Stored Responses (`POST /v1/responses` with `store` not false): the conversation text, kept
+   * for `previous_response_id`, `item_reference` and `GET/DELETE /v1/responses/{id}`. `store:
+   * false` keeps nothing and refuses references by name.
+   */
+  responses: def(
+    Schema.Struct({
+      store: def(Schema.Boolean, true),
+      retention_days: def(PositiveInt, 30),
+      /** A response whose input and output items exceed this (JSON bytes) is answered but not kept (`store: false` in it). */
+      max_stored_bytes: def(PositiveInt, 4_194_304)
+    }),
+    {}
+  ),
+  /**
+   * `POST /v1/moderations`: forwarded to this OpenAI-kind provider (unset: the endpoint answers
+   * 404 not_found naming this setting), at this price per request.
+   */
+  moderations: def(
+    Schema.Struct({
+      provider: Schema.optional(Schema.NonEmptyString),
+      credits: def(NonNegativeInt, 0)
+    }),
+    {}
+  ),
   audit: def(
     Schema.Struct({
       flush_interval_ms: def(PositiveInt, 200),

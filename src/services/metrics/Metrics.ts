@@ -68,6 +68,9 @@ export class Metrics extends Context.Service<Metrics, MetricsShape>()("modelgate
     firstByteRecorder: () => () => {},
     dependencyError: () => {},
     traceSpans: () => {},
+    routingAttempt: () => {},
+    routingCooldown: () => {},
+    coolingSource: () => {},
     render: () => Effect.succeed(""),
     contentType: "text/plain; version=0.0.4; charset=utf-8"
   })

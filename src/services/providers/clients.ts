@@ -58,12 +58,27 @@ export interface OpenAIClient {
    * finding 5: 2,048 inputs x 3,072 dimensions are ~75 MiB a request).
    */
   readonly relayEmbeddings: (body: Record<string, unknown>) => Effect.Effect<EmbeddingsRelay, UpstreamFailure>
+  /**
+   * OpenAI's other endpoints, forwarded as sent (issue 24 item 3): legacy `POST /completions`
+   * (its stream is Chat's SSE shape: choices with a `finish_reason`, then `[DONE]`) and
+   * `POST /moderations`. Absent on clients without an upstream (echo, scripted).
+   */
+  readonly legacy?: {
+    readonly completions: (body: Record<string, unknown>) => Effect.Effect<LegacyAnswer, UpstreamFailure>
+    readonly completionsStream: (body: Record<string, unknown>) => Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure>
+    readonly moderations: (body: Record<string, unknown>) => Effect.Effect<LegacyAnswer, UpstreamFailure>
+  }
 }
 
 /** A relayed embeddings answer: its JSON bytes, and once they have ended the input tokens it reported. */
 export interface EmbeddingsRelay {
   readonly bytes: Stream.Stream<Uint8Array, UpstreamFailure>
   readonly promptTokens: () => number | undefined
+}
+
+/** A legacy completion or a moderation as the provider answered it; `usage` read for the audit. */
+export type LegacyAnswer = Record<string, unknown> & {
+  readonly usage?: { readonly prompt_tokens?: number; readonly completion_tokens?: number } | null
 }
 
 /**
@@ -213,8 +228,18 @@ export const makeOpenAIClient = (
       }
       : undefined,
     complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact, provider.max_response_bytes))),
-    stream: (body) =>
-      tracedStream(call(body, true), Effect.map(post(body), (response) => {
+    stream: (body) => chatStream(body, "/chat/completions"),
+    legacy: {
+      completions: (body) =>
+        tracedCall(call(body, false), Effect.flatMap(post(body, "/completions"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes))),
+      completionsStream: (body) => chatStream(body, "/completions"),
+      moderations: (body) =>
+        tracedCall(call(body, false), Effect.flatMap(post(body, "/moderations"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes)))
+    }
+  }
+  /** Chat Completions' SSE (legacy completions stream the same way). */
+  function chatStream(body: Record<string, unknown>, path: string): Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure> {
+    return tracedStream(call(body, true), Effect.map(post(body, path), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
         let finished = false
         return sseEvents(provider.name, response).pipe(

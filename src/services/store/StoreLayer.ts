@@ -17,13 +17,22 @@ import { ConnectionsRepo } from "./ConnectionsRepo.ts"
 import { CreditsRepo } from "./CreditsRepo.ts"
 import { KeysRepo } from "./KeysRepo.ts"
 import { McpSessionsRepo } from "./McpSessionsRepo.ts"
+import { ResponsesRepo } from "./ResponsesRepo.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
 import { SubjectsRepo } from "./SubjectsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
-export type StoreRepos = KeysRepo | CreditsRepo | AuditRepo | ConnectionsRepo | McpSessionsRepo | SqlHistoryRepo | SubjectsRepo
+export type StoreRepos =
+  | KeysRepo
+  | CreditsRepo
+  | AuditRepo
+  | ConnectionsRepo
+  | McpSessionsRepo
+  | SqlHistoryRepo
+  | SubjectsRepo
+  | ResponsesRepo
 
 const repositories = Layer.mergeAll(
   KeysRepo.layer,
@@ -32,7 +41,8 @@ const repositories = Layer.mergeAll(
   ConnectionsRepo.layer,
   McpSessionsRepo.layer,
   SqlHistoryRepo.layer,
-  SubjectsRepo.layer
+  SubjectsRepo.layer,
+  ResponsesRepo.layer
 )
 
 /** The repositories on a client, built only after the schema is migrated. */

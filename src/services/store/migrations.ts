@@ -231,6 +231,45 @@ const auditOnePerRequest = (_dialect: Dialect) =>
     `CREATE UNIQUE INDEX audit_log_request_once ON audit_log (request_id)`
   ])
 
+/**
+ * Stored Responses (issue 24): each response the gateway answered with `store` not false, owned
+ * by the key or identity subject that made it. `response` is the response object as answered
+ * (output and usage included), `input_items` the request's own input items with references
+ * resolved; a conversation continued by `previous_response_id` is the chain of these rows.
+ * `provider` is set when the id is an upstream vendor's (a passthrough), null for the gateway's
+ * own ids. `response_items` finds an item by id for `item_reference` (newest first); both tables
+ * are swept by `expires_at`.
+ */
+const storedResponses = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE stored_responses (
+      id TEXT PRIMARY KEY,
+      owner TEXT NOT NULL,
+      provider TEXT,
+      model TEXT NOT NULL,
+      previous_response_id TEXT,
+      response TEXT NOT NULL,
+      input_items TEXT NOT NULL,
+      bytes ${big} NOT NULL,
+      created_at TEXT NOT NULL,
+      expires_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX stored_responses_expiry ON stored_responses (expires_at)`,
+    `CREATE TABLE stored_response_items (
+      owner TEXT NOT NULL,
+      item_id TEXT NOT NULL,
+      response_id TEXT NOT NULL,
+      item TEXT NOT NULL,
+      created_at TEXT NOT NULL,
+      expires_at TEXT NOT NULL,
+      PRIMARY KEY (owner, item_id, response_id)
+    )`,
+    `CREATE INDEX stored_response_items_response ON stored_response_items (response_id)`,
+    `CREATE INDEX stored_response_items_expiry ON stored_response_items (expires_at)`
+  ])
+}
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),
@@ -238,5 +277,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "4_credit_reservations": reservations(dialect),
   "5_identity_subjects": identitySubjects(dialect),
   "6_credit_blocks": creditBlocks(dialect),
-  "7_audit_one_per_request": auditOnePerRequest(dialect)
+  "7_audit_one_per_request": auditOnePerRequest(dialect),
+  "9_stored_responses": storedResponses(dialect)
 })

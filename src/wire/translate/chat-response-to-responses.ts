@@ -13,7 +13,8 @@
  * - `finish_reason` `length` is status `incomplete` with reason `max_output_tokens`,
  *   `content_filter` is `incomplete` with reason `content_filter`; the message item is then
  *   `incomplete` too. Anything else is `completed`.
- * - `store` is reported false: the gateway keeps no responses, whatever the client asked.
+ * - `store` is reported false here; the Responses pipeline (src/pipelines/model/responses/state.ts)
+ *   sets it, and `previous_response_id`, when it stores the answer.
  */
 import { Predicate } from "effect"
 import type { ChatFinishReason, ChatResponse, ChatUsage } from "../openai-chat.ts"

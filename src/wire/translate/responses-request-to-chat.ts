@@ -28,8 +28,9 @@
  * and on function tools `defer_loading`, `output_schema`, `strict: null`.
  *
  * Refused with the field named (400), unless said otherwise: `previous_response_id`, `conversation` and
- * `item_reference` items (the gateway keeps no conversation state: they work only when
- * forwarded to a provider that holds them), `prompt` (stored at OpenAI), `background: true`,
+ * `item_reference` items (this translator sees one conversation: the model pipeline resolves
+ * `previous_response_id` and `item_reference` from the gateway's stored responses before it
+ * runs, see src/pipelines/model/responses/state.ts; `conversation` objects live at the vendor), `prompt` (stored at OpenAI), `background: true`,
  * `truncation: "auto"`, `context_management`, `moderation`, `access_programs`, `top_logprobs`
  * above 0 and the logprobs `include`, `reasoning.mode` other than `standard`, tools other than
  * functions (or dropped, with the `nonFunctionTools: "drop"` option) and the item types that

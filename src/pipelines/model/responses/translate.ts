@@ -4,7 +4,8 @@
  * format every provider kind has a translator for (see ../adapter.ts).
  *
  * Tools the Responses API hosts itself or that have no Chat equivalent (`web_search`,
- * `tool_search`, grammar `custom` tools...) are left out rather than refused: Codex offers them
+ * `tool_search`...) are left out rather than refused (`custom` and `namespace` tools were already
+ * turned into functions, see ./tools.ts): Codex offers them
  * on every request, and a model behind another provider could not call them anyway. Which were
  * left out is recorded in the audit record. Forcing one with `tool_choice` is still refused.
  */

@@ -1,0 +1,161 @@
+/**
+ * Stored Responses (decisions section 14, issue 24): what `POST /v1/responses` answered, kept in
+ * the store (so every replica sees it) for `responses.retention_days`, owned by the key or
+ * identity subject that made it. Reads match the owner, so another owner's id is answered like an
+ * unknown one. `responses.store: false` turns it off: nothing is written and references are
+ * refused by the pipeline.
+ *
+ * What is kept is conversation text (the request's input items, the answer's output items), the
+ * model and usage: the README says so for operators who must not keep it.
+ */
+import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { type DependencyUnavailable, NotFound } from "../../domain/errors.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { storeUnavailable } from "../credits/Credits.ts"
+import { type FoundItemRecord, ResponsesRepo, type StoredItemRecord, type StoredResponseRecord } from "../store/ResponsesRepo.ts"
+
+export type JsonItem = Record<string, unknown>
+
+export interface SaveRequest {
+  readonly owner: string
+  /** The upstream provider whose id `response.id` is, on a passthrough; undefined for the gateway's own. */
+  readonly provider: string | undefined
+  readonly previousResponseId: string | null
+  /** The response object as it is answered. */
+  readonly response: JsonItem
+  /** The request's own input items, references resolved, each with an `id`. */
+  readonly inputItems: ReadonlyArray<JsonItem>
+}
+
+/** `stored`, or why not: larger than `responses.max_stored_bytes`, or the store failed. */
+export type SaveOutcome = "stored" | "too_large" | "failed"
+
+/** One response of a conversation, parsed. */
+export interface ChainLink {
+  readonly id: string
+  readonly provider: string | null
+  readonly inputItems: ReadonlyArray<JsonItem>
+  readonly output: ReadonlyArray<JsonItem>
+}
+
+/** Conversations longer than this many stored responses are refused rather than walked further. */
+export const MAX_CHAIN = 1000
+
+const DAY_MS = 24 * 60 * 60 * 1000
+
+const outputOf = (response: string): ReadonlyArray<JsonItem> => {
+  const parsed = JSON.parse(response) as { output?: unknown }
+  return Array.isArray(parsed.output) ? (parsed.output as ReadonlyArray<JsonItem>) : []
+}
+
+const idOf = (item: JsonItem): string | undefined => (typeof item["id"] === "string" && item["id"] !== "" ? item["id"] : undefined)
+
+export class StoredResponses extends Context.Service<StoredResponses, {
+  /** False when the operator turned storing off (`responses.store: false`). */
+  readonly enabled: boolean
+  readonly save: (request: SaveRequest) => Effect.Effect<SaveOutcome>
+  /** This owner's stored response, or 404 not_found. */
+  readonly get: (id: string, owner: string) => Effect.Effect<StoredResponseRecord, NotFound | DependencyUnavailable>
+  readonly remove: (id: string, owner: string) => Effect.Effect<void, NotFound | DependencyUnavailable>
+  /** This owner's items by id (the newest where an id repeats); absent ids are absent from the map. */
+  readonly items: (owner: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, FoundItemRecord>, DependencyUnavailable>
+  /**
+   * The conversation ending with response `id`, oldest first; `missing` names the first response
+   * of it that is not (or no longer) stored for this owner.
+   */
+  readonly chain: (
+    id: string,
+    owner: string
+  ) => Effect.Effect<{ readonly links: ReadonlyArray<ChainLink> } | { readonly missing: string }, DependencyUnavailable>
+}>()("modelgate/StoredResponses") {
+  static readonly layer = Layer.effect(
+    StoredResponses,
+    Effect.gen(function*() {
+      const repo = yield* ResponsesRepo
+      const settings = (yield* AppConfig).responses
+      const retentionMs = settings.retention_days * DAY_MS
+      const nowIso = Effect.map(Clock.currentTimeMillis, (now) => new Date(now).toISOString())
+      if (settings.store) {
+        // Expired rows are already invisible to every read; the sweep only gives the space back.
+        const sweep = Effect.flatMap(nowIso, repo.deleteExpired).pipe(
+          Effect.catch((error) => Effect.logWarning("could not delete expired stored responses", error))
+        )
+        yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(10))))
+      }
+      const notFound = (id: string) =>
+        new NotFound({ message: `no stored response with id "${id}"`, details: { response_id: id } })
+      const find = (id: string, owner: string) => Effect.flatMap(nowIso, (now) => repo.find(id, owner, now)).pipe(Effect.mapError(storeUnavailable))
+      return StoredResponses.of({
+        enabled: settings.store,
+        save: (request) =>
+          Effect.gen(function*() {
+            const id = request.response["id"]
+            if (!settings.store || typeof id !== "string") return "failed" as const
+            const response = JSON.stringify(request.response)
+            const input = JSON.stringify(request.inputItems)
+            const bytes = Buffer.byteLength(response) + Buffer.byteLength(input)
+            if (bytes > settings.max_stored_bytes) return "too_large" as const
+            const now = yield* Clock.currentTimeMillis
+            const record: StoredResponseRecord = {
+              id,
+              owner: request.owner,
+              provider: request.provider ?? null,
+              model: typeof request.response["model"] === "string" ? request.response["model"] : "",
+              previous_response_id: request.previousResponseId,
+              response,
+              input_items: input,
+              bytes,
+              created_at: new Date(now).toISOString(),
+              expires_at: new Date(now + retentionMs).toISOString()
+            }
+            const output = Array.isArray(request.response["output"]) ? (request.response["output"] as ReadonlyArray<JsonItem>) : []
+            const seen = new Set<string>()
+            const items: Array<StoredItemRecord> = []
+            for (const item of [...request.inputItems, ...output]) {
+              const itemId = idOf(item)
+              if (itemId === undefined || seen.has(itemId)) continue
+              seen.add(itemId)
+              items.push({ item_id: itemId, response_id: id, item: JSON.stringify(item) })
+            }
+            return yield* repo.insert(record, items).pipe(
+              Effect.as("stored" as const),
+              Effect.catch((error) => Effect.as(Effect.logWarning("could not store a response", error), "failed" as const))
+            )
+          }),
+        get: (id, owner) => Effect.flatMap(find(id, owner), (row) => row === undefined ? Effect.fail(notFound(id)) : Effect.succeed(row)),
+        remove: (id, owner) =>
+          Effect.flatMap(repo.remove(id, owner).pipe(Effect.mapError(storeUnavailable)), (gone) => gone ? Effect.void : Effect.fail(notFound(id))),
+        items: (owner, ids) =>
+          Effect.gen(function*() {
+            const rows = yield* Effect.flatMap(nowIso, (now) => repo.findItems(owner, [...new Set(ids)], now)).pipe(Effect.mapError(storeUnavailable))
+            const found = new Map<string, FoundItemRecord>()
+            // Newest first: the first row of an id wins.
+            for (const row of rows) if (!found.has(row.item_id)) found.set(row.item_id, row)
+            return found
+          }),
+        chain: (id, owner) =>
+          Effect.gen(function*() {
+            const links: Array<ChainLink> = []
+            const visited = new Set<string>()
+            let next: string | null = id
+            while (next !== null) {
+              // A cycle cannot be built through the API (a response names an older one); a
+              // corrupt row must still not loop forever.
+              if (visited.has(next) || links.length >= MAX_CHAIN) return { missing: next }
+              visited.add(next)
+              const row: StoredResponseRecord | undefined = yield* find(next, owner)
+              if (row === undefined) return { missing: next }
+              links.push({
+                id: row.id,
+                provider: row.provider,
+                inputItems: JSON.parse(row.input_items) as ReadonlyArray<JsonItem>,
+                output: outputOf(row.response)
+              })
+              next = row.previous_response_id
+            }
+            return { links: links.reverse() }
+          })
+      })
+    })
+  )
+}

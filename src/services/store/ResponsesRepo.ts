@@ -1,0 +1,136 @@
+/**
+ * Stored Responses (migration 9): one row per stored response, one per item of it that has an
+ * id. Every read and delete matches the owner too, so another key's (or subject's) response is
+ * exactly as absent as an unknown one.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { SqlClient } from "effect/sql/SqlClient"
+import { decodeRows, NullableString, Num } from "./rows.ts"
+import { storeOp, type StoreError } from "./StoreError.ts"
+
+export interface StoredResponseRecord {
+  readonly id: string
+  readonly owner: string
+  /** The upstream provider whose id this is (a passthrough); null for the gateway's own ids. */
+  readonly provider: string | null
+  readonly model: string
+  readonly previous_response_id: string | null
+  /** The response object as answered, JSON. */
+  readonly response: string
+  /** The request's own input items (references resolved), a JSON array. */
+  readonly input_items: string
+  readonly bytes: number
+  readonly created_at: string
+  readonly expires_at: string
+}
+
+export interface StoredItemRecord {
+  readonly item_id: string
+  readonly response_id: string
+  /** The item, JSON. */
+  readonly item: string
+}
+
+/** An item found by id, with the provider of the response it belongs to. */
+export interface FoundItemRecord extends StoredItemRecord {
+  readonly provider: string | null
+}
+
+const ResponseRow = Schema.Struct({
+  id: Schema.String,
+  owner: Schema.String,
+  provider: NullableString,
+  model: Schema.String,
+  previous_response_id: NullableString,
+  response: Schema.String,
+  input_items: Schema.String,
+  bytes: Num,
+  created_at: Schema.String,
+  expires_at: Schema.String
+})
+
+const ItemRow = Schema.Struct({
+  item_id: Schema.String,
+  response_id: Schema.String,
+  item: Schema.String,
+  provider: NullableString,
+  created_at: Schema.String
+})
+
+const decodeResponses = decodeRows(ResponseRow)
+const decodeItems = decodeRows(ItemRow)
+
+/** Rows per INSERT statement for items: well under both drivers' bound-parameter limits. */
+const ITEM_BATCH = 200
+
+export class ResponsesRepo extends Context.Service<ResponsesRepo, {
+  /** The response and its items, in one transaction (a reference never finds half of it). */
+  readonly insert: (response: StoredResponseRecord, items: ReadonlyArray<StoredItemRecord>) => Effect.Effect<void, StoreError>
+  /** This owner's unexpired response with this id, or undefined. */
+  readonly find: (id: string, owner: string, now: string) => Effect.Effect<StoredResponseRecord | undefined, StoreError>
+  /** This owner's unexpired items with these ids, newest first (an id may be in several responses). */
+  readonly findItems: (owner: string, ids: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyArray<FoundItemRecord>, StoreError>
+  /** Deletes this owner's response and its items; whether there was one. */
+  readonly remove: (id: string, owner: string) => Effect.Effect<boolean, StoreError>
+  readonly deleteExpired: (now: string) => Effect.Effect<void, StoreError>
+}>()("modelgate/ResponsesRepo") {
+  static readonly layer = Layer.effect(
+    ResponsesRepo,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient
+      return ResponsesRepo.of({
+        insert: (response, items) =>
+          sql.withTransaction(Effect.gen(function*() {
+            // The same id stored twice (a client replaying a vendor id) keeps the newest answer.
+            yield* sql`DELETE FROM stored_response_items WHERE response_id = ${response.id} AND owner = ${response.owner}`
+            yield* sql`DELETE FROM stored_responses WHERE id = ${response.id} AND owner = ${response.owner}`
+            yield* sql`INSERT INTO stored_responses ${sql.insert({ ...response })}`
+            for (let start = 0; start < items.length; start += ITEM_BATCH) {
+              const rows = items.slice(start, start + ITEM_BATCH).map((item) => ({
+                owner: response.owner,
+                item_id: item.item_id,
+                response_id: item.response_id,
+                item: item.item,
+                created_at: response.created_at,
+                expires_at: response.expires_at
+              }))
+              const [first, ...rest] = rows
+              if (first !== undefined) yield* sql`INSERT INTO stored_response_items ${sql.insert([first, ...rest])}`
+            }
+          })).pipe(Effect.asVoid, storeOp("ResponsesRepo.insert")),
+        find: (id, owner, now) =>
+          sql`SELECT id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at
+              FROM stored_responses WHERE id = ${id} AND owner = ${owner} AND expires_at > ${now}`.pipe(
+            decodeResponses,
+            Effect.map((rows) => rows[0]),
+            storeOp("ResponsesRepo.find")
+          ),
+        findItems: (owner, ids, now) =>
+          ids.length === 0
+            ? Effect.succeed([])
+            : sql`SELECT i.item_id, i.response_id, i.item, r.provider, i.created_at
+                  FROM stored_response_items i JOIN stored_responses r ON r.id = i.response_id AND r.owner = i.owner
+                  WHERE i.owner = ${owner} AND ${sql.in("i.item_id", ids)} AND i.expires_at > ${now}
+                  ORDER BY i.created_at DESC`.pipe(
+              decodeItems,
+              Effect.map((rows) => rows.map(({ item, item_id, provider, response_id }) => ({ item, item_id, provider, response_id }))),
+              storeOp("ResponsesRepo.findItems")
+            ),
+        remove: (id, owner) =>
+          sql.withTransaction(Effect.gen(function*() {
+            const gone = yield* sql`DELETE FROM stored_responses WHERE id = ${id} AND owner = ${owner} RETURNING id`
+            yield* sql`DELETE FROM stored_response_items WHERE response_id = ${id} AND owner = ${owner}`
+            return gone.length > 0
+          })).pipe(storeOp("ResponsesRepo.remove")),
+        deleteExpired: (now) =>
+          Effect.gen(function*() {
+            yield* sql`DELETE FROM stored_response_items WHERE expires_at <= ${now}`
+            yield* sql`DELETE FROM stored_responses WHERE expires_at <= ${now}`
+          }).pipe(Effect.asVoid, storeOp("ResponsesRepo.deleteExpired"))
+      })
+    })
+  )
+}

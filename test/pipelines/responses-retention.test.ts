@@ -1,0 +1,69 @@
+/**
+ * Stored Responses' bounds (issue 24 item 1): a stored response is gone after
+ * `responses.retention_days` (for retrieval and for `previous_response_id`), and one larger than
+ * `responses.max_stored_bytes` is answered but not kept, saying `store: false`, with the reason
+ * in its audit record.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { movableClock } from "../support/movable-clock.ts"
+
+const DAY = 24 * 60 * 60 * 1000
+
+let gateway: TestGateway
+let key: string
+const time = movableClock()
+
+beforeAll(async () => {
+  gateway = await startGateway(
+    testConfig({
+      providers: [{ name: "echo", kind: "echo" }],
+      models: [{ alias: "echo", id: "echo-1", provider: "echo", credits: 0 }],
+      responses: { retention_days: 2, max_stored_bytes: 4000 }
+    }),
+    { clock: time.clock }
+  )
+  key = (await gateway.createKey()).key
+})
+
+afterAll(async () => {
+  await gateway?.close()
+})
+
+const create = (body: Record<string, unknown>) =>
+  fetch(`${gateway.url}/v1/responses`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "echo", ...body })
+  })
+
+const retrieve = (id: string) => fetch(`${gateway.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } })
+
+describe("stored responses", () => {
+  it("are kept for retention_days, then gone for retrieval and continuation", async () => {
+    const created = await create({ input: "keep me" })
+    expect(created.status).toBe(200)
+    const response = await created.json() as { id: string; store: boolean }
+    expect(response.store).toBe(true)
+    time.advance(DAY)
+    expect((await retrieve(response.id)).status).toBe(200)
+    expect((await create({ input: "next", previous_response_id: response.id })).status).toBe(200)
+    time.advance(DAY + 1000)
+    const gone = await retrieve(response.id)
+    expect(gone.status).toBe(404)
+    expect(await gone.json()).toMatchObject({ error: "not_found" })
+    const refused = await create({ input: "next", previous_response_id: response.id })
+    expect(refused.status).toBe(404)
+    expect(await refused.json()).toMatchObject({ error: "not_found", details: { field: "previous_response_id" } })
+  })
+
+  it("larger than max_stored_bytes are answered but not kept", async () => {
+    const created = await create({ input: "x".repeat(5000) })
+    expect(created.status).toBe(200)
+    const response = await created.json() as { id: string; store: boolean }
+    expect(response.store).toBe(false)
+    expect((await retrieve(response.id)).status).toBe(404)
+    const [record] = await auditFor(gateway, created.headers.get("x-request-id")!)
+    expect(record!.details).toMatchObject({ response_not_stored: "too_large" })
+  })
+})
