@@ -3,6 +3,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { ProviderConfig } from "../config/schema.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { makeAnthropicClient, makeOpenAIClient, type ProviderClient } from "./clients.ts"
+import { makeAzureClient } from "./azure.ts"
 import { makeEchoClient } from "./echo.ts"
 import { makeAgent } from "./upstream-http.ts"
 
@@ -33,6 +34,8 @@ export class Providers extends Context.Service<Providers, {
             provider.name,
             provider.kind === "openai"
               ? makeOpenAIClient(provider, agent, env, firstByte)
+              : provider.kind === "azure"
+              ? makeAzureClient(provider, agent, env, firstByte)
               : provider.kind === "bedrock" && bedrock !== undefined
               ? bedrock.makeBedrockClient(provider, agent, env, firstByte)
               : makeAnthropicClient(provider, agent, env, firstByte)

@@ -146,26 +146,51 @@ export const malformed = (provider: string, data: string, redact: Redact) =>
 const passed = <B>(value: B): EventOutcome<B, never> => ({ ok: true, value })
 const failed = <E>(error: E): EventOutcome<never, E> => ({ ok: false, error })
 
+/** The OpenAI API's operations, by their path under the base URL. */
+export type OpenAIOperation = "/chat/completions" | "/embeddings" | "/responses"
+
+/**
+ * Where and how an OpenAI-format client sends its calls: OpenAI's own layout (`{base}{path}`,
+ * a bearer key) by default; Azure OpenAI (azure.ts) routes them by deployment with an
+ * `api-version` and an `api-key` header, and speaks the same format otherwise.
+ */
+export interface OpenAIEndpoint {
+  readonly url: (operation: OpenAIOperation, body: Record<string, unknown>) => string
+  readonly headers: Record<string, string>
+  readonly redact: Redact
+  /** Whether Responses clients are forwarded to the provider's own Responses API. */
+  readonly responses: boolean
+}
+
+const openAIEndpoint = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>): OpenAIEndpoint => {
+  const key = apiKeyOf(provider, env)
+  const base = provider.base_url!.replace(/\/+$/, "")
+  return {
+    url: (operation) => base + operation,
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+    redact: makeRedactor([key]),
+    responses: provider.responses_api
+  }
+}
+
 export const makeOpenAIClient = (
   provider: ProviderConfig,
   agent: Agent,
   env: Readonly<Record<string, string | undefined>>,
-  firstByte?: FirstByteRecorder
+  firstByte?: FirstByteRecorder,
+  endpoint: OpenAIEndpoint = openAIEndpoint(provider, env)
 ): OpenAIClient => {
-  const key = apiKeyOf(provider, env)
-  const redact = makeRedactor([key])
-  const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
-  const base = provider.base_url!.replace(/\/+$/, "")
-  const server = new URL(base).host
-  const post = (body: Record<string, unknown>, path = "/chat/completions") =>
-    timedToFirstByte(postJson({ provider: provider.name, agent, url: base + path, headers, body, redact }), firstByte)
+  const { headers, redact } = endpoint
+  const server = new URL(provider.base_url!).host
+  const post = (body: Record<string, unknown>, path: OpenAIOperation = "/chat/completions") =>
+    timedToFirstByte(postJson({ provider: provider.name, agent, url: endpoint.url(path, body), headers, body, redact }), firstByte)
   const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
   return {
     kind: "openai",
     name: provider.name,
     embeddings: (body) =>
       tracedCall(call(body, false), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact))),
-    responses: provider.responses_api
+    responses: endpoint.responses
       ? {
         complete: (body) =>
           tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact))),
