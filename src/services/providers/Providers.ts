@@ -20,6 +20,10 @@ export class Providers extends Context.Service<Providers, {
         const bedrock = providers.some((provider) => provider.kind === "bedrock")
           ? yield* Effect.promise(() => import("./bedrock.ts"))
           : undefined
+        // Likewise Google's clients (and Vertex's token signer) only for a Gemini or Vertex provider.
+        const gemini = providers.some((provider) => provider.kind === "gemini" || provider.kind === "vertex")
+          ? yield* Effect.promise(() => import("./gemini.ts"))
+          : undefined
         for (const provider of providers) {
           if (provider.kind === "echo") {
             clients.set(provider.name, makeEchoClient(provider.name))
@@ -36,6 +40,8 @@ export class Providers extends Context.Service<Providers, {
               ? makeOpenAIClient(provider, agent, env, firstByte)
               : provider.kind === "azure"
               ? makeAzureClient(provider, agent, env, firstByte)
+              : provider.kind === "gemini" && gemini !== undefined
+              ? gemini.makeGeminiClient(provider, agent, firstByte, gemini.geminiApiEndpoint(provider, env))
               : provider.kind === "bedrock" && bedrock !== undefined
               ? bedrock.makeBedrockClient(provider, agent, env, firstByte)
               : makeAnthropicClient(provider, agent, env, firstByte)

@@ -14,6 +14,14 @@ import type {
   CountTokensRequest,
   CountTokensResponse
 } from "../../wire/bedrock-converse.ts"
+import type {
+  GeminiBatchEmbedRequest,
+  GeminiBatchEmbedResponse,
+  GeminiCountTokensRequest,
+  GeminiCountTokensResponse,
+  GenerateContentRequest,
+  GenerateContentResponse
+} from "../../wire/gemini.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
@@ -99,7 +107,34 @@ export interface InvokeModelAnswer {
   readonly inputTokens: number | undefined
 }
 
-export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient
+/** Google's Gemini (gemini.ts): the Gemini API with an API key, or Vertex AI's Google models with a bearer token. */
+export interface GeminiClient {
+  readonly kind: "gemini"
+  readonly name: string
+  readonly generate: (model: string, body: GenerateContentRequest) => Effect.Effect<GenerateContentResponse, UpstreamFailure>
+  /** Resolves once Gemini accepted the request (status known), then streams its events. */
+  readonly streamGenerate: (
+    model: string,
+    body: GenerateContentRequest
+  ) => Effect.Effect<Stream.Stream<GenerateContentResponse, UpstreamFailure>, UpstreamFailure>
+  readonly countTokens: (model: string, body: GeminiCountTokensRequest) => Effect.Effect<GeminiCountTokensResponse, UpstreamFailure>
+  /** `:batchEmbedContents`; `undefined` where the endpoint has none (Vertex). */
+  readonly batchEmbed: ((model: string, body: GeminiBatchEmbedRequest) => Effect.Effect<GeminiBatchEmbedResponse, UpstreamFailure>) | undefined
+}
+
+/**
+ * Google Vertex AI (vertex.ts): one provider serving two publishers' models with one service
+ * account. Claude models (`claude-*`) speak Messages through `:rawPredict`, as an Anthropic
+ * client made for the model; every other model is Google's, through the Gemini client.
+ */
+export interface VertexClient {
+  readonly kind: "vertex"
+  readonly name: string
+  readonly anthropicFor: (model: string) => AnthropicClient
+  readonly gemini: GeminiClient
+}
+
+export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient | GeminiClient | VertexClient
 
 /** Called with the seconds from sending a request to its response headers (the metrics' time to first byte). */
 export type FirstByteRecorder = (seconds: number) => void

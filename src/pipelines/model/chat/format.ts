@@ -6,10 +6,12 @@ import type { ClientFormat } from "../adapter.ts"
 import { chatToAnthropic } from "./anthropic.ts"
 import { chatToOpenAI } from "./openai.ts"
 import { chatToBedrock } from "./bedrock.ts"
+import { chatToGemini } from "./gemini.ts"
+import { vertexAdapter } from "../vertex.ts"
 
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
-  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock },
+  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock, gemini: chatToGemini, vertex: vertexAdapter(chatToAnthropic, chatToGemini) },
   framer: (state) => ({
     frame: (event) => dataFrame(event.data),
     end: () => DONE_FRAME,
