@@ -24,6 +24,9 @@ export class Providers extends Context.Service<Providers, {
         const gemini = providers.some((provider) => provider.kind === "gemini" || provider.kind === "vertex")
           ? yield* Effect.promise(() => import("./gemini.ts"))
           : undefined
+        const vertex = providers.some((provider) => provider.kind === "vertex")
+          ? yield* Effect.promise(() => import("./vertex.ts"))
+          : undefined
         for (const provider of providers) {
           if (provider.kind === "echo") {
             clients.set(provider.name, makeEchoClient(provider.name))
@@ -42,6 +45,8 @@ export class Providers extends Context.Service<Providers, {
               ? makeAzureClient(provider, agent, env, firstByte)
               : provider.kind === "gemini" && gemini !== undefined
               ? gemini.makeGeminiClient(provider, agent, firstByte, gemini.geminiApiEndpoint(provider, env))
+              : provider.kind === "vertex" && vertex !== undefined
+              ? vertex.makeVertexClient(provider, agent, firstByte)
               : provider.kind === "bedrock" && bedrock !== undefined
               ? bedrock.makeBedrockClient(provider, agent, env, firstByte)
               : makeAnthropicClient(provider, agent, env, firstByte)

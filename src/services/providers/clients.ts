@@ -288,25 +288,58 @@ export const makeOpenAIClient = (
   }
 }
 
+/** What one Messages call becomes on the wire. */
+export interface AnthropicCall {
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: Record<string, unknown>
+}
+
+/**
+ * Where and how a Messages client sends its calls: Anthropic's own API (`{base}/v1/messages`,
+ * `x-api-key`) by default; Vertex AI (vertex.ts) puts the model in the URL (`:rawPredict`,
+ * `:streamRawPredict`), the version in the body and a bearer token in the header.
+ */
+export interface AnthropicEndpoint {
+  readonly server: string
+  readonly redact: Redact
+  readonly prepare: (operation: "messages" | "count_tokens", body: Record<string, unknown>, forwarded: AnthropicHeaders) => Effect.Effect<AnthropicCall, UpstreamFailure>
+}
+
+const anthropicEndpoint = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>): AnthropicEndpoint => {
+  const key = apiKeyOf(provider, env)
+  const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
+  return {
+    server: new URL(base).host,
+    redact: makeRedactor([key]),
+    prepare: (operation, body, forwarded) =>
+      Effect.succeed({
+        url: operation === "count_tokens" ? `${base}/count_tokens` : base,
+        headers: {
+          "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
+          ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
+          ...(key ? { "x-api-key": key } : {})
+        },
+        body
+      })
+  }
+}
+
 export const makeAnthropicClient = (
   provider: ProviderConfig,
   agent: Agent,
   env: Readonly<Record<string, string | undefined>>,
-  firstByte?: FirstByteRecorder
+  firstByte?: FirstByteRecorder,
+  endpoint: AnthropicEndpoint = anthropicEndpoint(provider, env)
 ): AnthropicClient => {
-  const key = apiKeyOf(provider, env)
-  const redact = makeRedactor([key])
-  const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
-  const server = new URL(base).host
+  const { redact, server } = endpoint
   const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
-  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, url = base) => {
-    const headers: Record<string, string> = {
-      "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
-      ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
-      ...(key ? { "x-api-key": key } : {})
-    }
-    return timedToFirstByte(postJson({ provider: provider.name, agent, url, headers, body, redact }), firstByte)
-  }
+  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, operation: "messages" | "count_tokens" = "messages") =>
+    timedToFirstByte(
+      Effect.flatMap(endpoint.prepare(operation, body, forwarded), (prepared) =>
+        postJson({ provider: provider.name, agent, url: prepared.url, headers: prepared.headers, body: prepared.body, redact })),
+      firstByte
+    )
   return {
     kind: "anthropic",
     name: provider.name,
@@ -315,7 +348,7 @@ export const makeAnthropicClient = (
     countTokens: (body, forwarded) =>
       tracedCall(
         call(body, false),
-        Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact))
+        Effect.flatMap(post(body, forwarded, "count_tokens"), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact))
       ),
     stream: (body, forwarded) =>
       tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {
