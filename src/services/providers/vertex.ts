@@ -114,6 +114,9 @@ const makeTokenSource = (provider: ProviderConfig, agent: Agent, redact: Redact)
   })
 }
 
+/** A model id as a path segment; `@` stays literal, as in Google's own URLs (`claude-sonnet-4-5@20250929`). */
+const modelSegment = (model: string) => encodeURIComponent(model).replaceAll("%40", "@")
+
 export const makeVertexClient = (provider: ProviderConfig, agent: Agent, firstByte?: FirstByteRecorder): VertexClient => {
   const base = vertexBaseUrl(provider)
   const models = `${base}/v1/projects/${encodeURIComponent(provider.project ?? "")}/locations/${encodeURIComponent(provider.location ?? "")}/publishers`
@@ -123,7 +126,7 @@ export const makeVertexClient = (provider: ProviderConfig, agent: Agent, firstBy
   const bearer = Effect.map(token, (value): Record<string, string> => ({ authorization: `Bearer ${value}` }))
   const server = new URL(base).host
   const gemini: GeminiEndpoint = {
-    url: (model, method) => `${models}/google/models/${encodeURIComponent(model)}:${method}`,
+    url: (model, method) => `${models}/google/models/${modelSegment(model)}:${method}`,
     headers: bearer,
     redact,
     server,
@@ -140,7 +143,7 @@ export const makeVertexClient = (provider: ProviderConfig, agent: Agent, firstBy
         return operation === "count_tokens"
           ? { url: `${models}/anthropic/models/count-tokens:rawPredict`, headers: { ...headers, ...beta }, body: { ...rest, model, anthropic_version: VERTEX_ANTHROPIC_VERSION } }
           : {
-            url: `${models}/anthropic/models/${encodeURIComponent(model)}:${body.stream === true ? "streamRawPredict" : "rawPredict"}`,
+            url: `${models}/anthropic/models/${modelSegment(model)}:${body.stream === true ? "streamRawPredict" : "rawPredict"}`,
             headers: { ...headers, ...beta },
             body: { ...rest, anthropic_version: VERTEX_ANTHROPIC_VERSION }
           }
