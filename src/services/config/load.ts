@@ -8,6 +8,7 @@ import * as SchemaIssue from "effect/SchemaIssue"
 import * as YAML from "yaml"
 import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "../identity/issuer-rules.ts"
 import { bedrockFromEnv, checkBedrockFields } from "./bedrock.ts"
+import { azureFromEnv, checkCloudFields, geminiFromEnv, vertexFromEnv } from "./cloud-kinds.ts"
 import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -132,6 +133,9 @@ const envProviders = (env: Env): Array<{ provider: ProviderConfig; models: Reado
   }
   const bedrock = bedrockFromEnv(env)
   if (bedrock !== undefined) found.push({ provider: providerWithDefaults(bedrock.provider), models: bedrock.models.map(modelWithDefaults) })
+  for (const cloud of [azureFromEnv(env), geminiFromEnv(env), vertexFromEnv(env)]) {
+    if (cloud !== undefined) found.push({ provider: providerWithDefaults(cloud.provider), models: cloud.models.map(modelWithDefaults) })
+  }
   return found
 }
 
@@ -234,8 +238,10 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
     providerNames.add(p.name)
     const bedrockProblem = checkBedrockFields(p, `providers.${i}`, env)
     if (bedrockProblem) return bedrockProblem
-    // Bedrock's base URL defaults to its region's endpoint.
-    if (p.kind !== "echo" && p.kind !== "bedrock" && !p.base_url) return `providers.${i}.base_url: required for kind ${p.kind}`
+    const cloudProblem = checkCloudFields(p, `providers.${i}`, env)
+    if (cloudProblem) return cloudProblem
+    // Bedrock's, Gemini's and Vertex's base URLs default to the vendor's (regional) endpoint.
+    if (p.kind !== "echo" && p.kind !== "bedrock" && p.kind !== "gemini" && p.kind !== "vertex" && !p.base_url) return `providers.${i}.base_url: required for kind ${p.kind}`
     if (p.base_url && !/^https?:\/\//.test(p.base_url)) return `providers.${i}.base_url: expected an http(s) URL`
   }
   const names = new Set<string>()

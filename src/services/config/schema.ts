@@ -20,7 +20,7 @@ export const Timeouts = Schema.Struct({
 
 export const ProviderConfig = Schema.Struct({
   name: Schema.NonEmptyString,
-  kind: Schema.Literals(["openai", "anthropic", "echo", "bedrock"]),
+  kind: Schema.Literals(["openai", "anthropic", "echo", "bedrock", "azure", "gemini", "vertex"]),
   base_url: Schema.optional(Schema.String),
   api_key: Schema.optional(Schema.String),
   api_key_env: Schema.optional(Schema.String),
@@ -39,6 +39,12 @@ export const ProviderConfig = Schema.Struct({
   secret_access_key_env: Schema.optional(Schema.String),
   session_token: Schema.optional(Schema.String),
   session_token_env: Schema.optional(Schema.String),
+  /** Azure kind: the `api-version` query parameter of every call (e.g. 2025-04-01-preview). */
+  api_version: Schema.optional(Schema.NonEmptyString),
+  /** Vertex kind: the Google Cloud project and location, and the service account's key file. */
+  project: Schema.optional(Schema.NonEmptyString),
+  location: Schema.optional(Schema.NonEmptyString),
+  credentials_file: Schema.optional(Schema.NonEmptyString),
   max_connections: def(PositiveInt, 64),
   timeouts: def(Timeouts, {}),
   /**

@@ -3,6 +3,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { ProviderConfig } from "../config/schema.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { makeAnthropicClient, makeOpenAIClient, type ProviderClient } from "./clients.ts"
+import { makeAzureClient } from "./azure.ts"
 import { makeEchoClient } from "./echo.ts"
 import { makeAgent } from "./upstream-http.ts"
 
@@ -19,6 +20,13 @@ export class Providers extends Context.Service<Providers, {
         const bedrock = providers.some((provider) => provider.kind === "bedrock")
           ? yield* Effect.promise(() => import("./bedrock.ts"))
           : undefined
+        // Likewise Google's clients (and Vertex's token signer) only for a Gemini or Vertex provider.
+        const gemini = providers.some((provider) => provider.kind === "gemini" || provider.kind === "vertex")
+          ? yield* Effect.promise(() => import("./gemini.ts"))
+          : undefined
+        const vertex = providers.some((provider) => provider.kind === "vertex")
+          ? yield* Effect.promise(() => import("./vertex.ts"))
+          : undefined
         for (const provider of providers) {
           if (provider.kind === "echo") {
             clients.set(provider.name, makeEchoClient(provider.name))
@@ -33,6 +41,12 @@ export class Providers extends Context.Service<Providers, {
             provider.name,
             provider.kind === "openai"
               ? makeOpenAIClient(provider, agent, env, firstByte)
+              : provider.kind === "azure"
+              ? makeAzureClient(provider, agent, env, firstByte)
+              : provider.kind === "gemini" && gemini !== undefined
+              ? gemini.makeGeminiClient(provider, agent, firstByte, gemini.geminiApiEndpoint(provider, env))
+              : provider.kind === "vertex" && vertex !== undefined
+              ? vertex.makeVertexClient(provider, agent, firstByte)
               : provider.kind === "bedrock" && bedrock !== undefined
               ? bedrock.makeBedrockClient(provider, agent, env, firstByte)
               : makeAnthropicClient(provider, agent, env, firstByte)

@@ -14,6 +14,14 @@ import type {
   CountTokensRequest,
   CountTokensResponse
 } from "../../wire/bedrock-converse.ts"
+import type {
+  GeminiBatchEmbedRequest,
+  GeminiBatchEmbedResponse,
+  GeminiCountTokensRequest,
+  GeminiCountTokensResponse,
+  GenerateContentRequest,
+  GenerateContentResponse
+} from "../../wire/gemini.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import { type EmbeddingsResponse, promptTokensFromTail } from "../../wire/openai-embeddings.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
@@ -125,7 +133,34 @@ export interface InvokeModelAnswer {
   readonly inputTokens: number | undefined
 }
 
-export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient
+/** Google's Gemini (gemini.ts): the Gemini API with an API key, or Vertex AI's Google models with a bearer token. */
+export interface GeminiClient {
+  readonly kind: "gemini"
+  readonly name: string
+  readonly generate: (model: string, body: GenerateContentRequest) => Effect.Effect<GenerateContentResponse, UpstreamFailure>
+  /** Resolves once Gemini accepted the request (status known), then streams its events. */
+  readonly streamGenerate: (
+    model: string,
+    body: GenerateContentRequest
+  ) => Effect.Effect<Stream.Stream<GenerateContentResponse, UpstreamFailure>, UpstreamFailure>
+  readonly countTokens: (model: string, body: GeminiCountTokensRequest) => Effect.Effect<GeminiCountTokensResponse, UpstreamFailure>
+  /** `:batchEmbedContents`; `undefined` where the endpoint has none (Vertex). */
+  readonly batchEmbed: ((model: string, body: GeminiBatchEmbedRequest) => Effect.Effect<GeminiBatchEmbedResponse, UpstreamFailure>) | undefined
+}
+
+/**
+ * Google Vertex AI (vertex.ts): one provider serving two publishers' models with one service
+ * account. Claude models (`claude-*`) speak Messages through `:rawPredict`, as an Anthropic
+ * client made for the model; every other model is Google's, through the Gemini client.
+ */
+export interface VertexClient {
+  readonly kind: "vertex"
+  readonly name: string
+  readonly anthropicFor: (model: string) => AnthropicClient
+  readonly gemini: GeminiClient
+}
+
+export type ProviderClient = OpenAIClient | AnthropicClient | BedrockClient | GeminiClient | VertexClient
 
 /** Called with the seconds from sending a request to its response headers (the metrics' time to first byte). */
 export type FirstByteRecorder = (seconds: number) => void
@@ -172,19 +207,44 @@ export const malformed = (provider: string, data: string, redact: Redact) =>
 const passed = <B>(value: B): EventOutcome<B, never> => ({ ok: true, value })
 const failed = <E>(error: E): EventOutcome<never, E> => ({ ok: false, error })
 
+/** The OpenAI API's operations, by their path under the base URL. */
+export type OpenAIOperation = "/chat/completions" | "/embeddings" | "/responses" | "/completions" | "/moderations"
+
+/**
+ * Where and how an OpenAI-format client sends its calls: OpenAI's own layout (`{base}{path}`,
+ * a bearer key) by default; Azure OpenAI (azure.ts) routes them by deployment with an
+ * `api-version` and an `api-key` header, and speaks the same format otherwise.
+ */
+export interface OpenAIEndpoint {
+  readonly url: (operation: OpenAIOperation, body: Record<string, unknown>) => string
+  readonly headers: Record<string, string>
+  readonly redact: Redact
+  /** Whether Responses clients are forwarded to the provider's own Responses API. */
+  readonly responses: boolean
+}
+
+const openAIEndpoint = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>): OpenAIEndpoint => {
+  const key = apiKeyOf(provider, env)
+  const base = provider.base_url!.replace(/\/+$/, "")
+  return {
+    url: (operation) => base + operation,
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+    redact: makeRedactor([key]),
+    responses: provider.responses_api
+  }
+}
+
 export const makeOpenAIClient = (
   provider: ProviderConfig,
   agent: Agent,
   env: Readonly<Record<string, string | undefined>>,
-  firstByte?: FirstByteRecorder
+  firstByte?: FirstByteRecorder,
+  endpoint: OpenAIEndpoint = openAIEndpoint(provider, env)
 ): OpenAIClient => {
-  const key = apiKeyOf(provider, env)
-  const redact = makeRedactor([key])
-  const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {}
-  const base = provider.base_url!.replace(/\/+$/, "")
-  const server = new URL(base).host
-  const post = (body: Record<string, unknown>, path = "/chat/completions") =>
-    timedToFirstByte(postJson({ provider: provider.name, agent, url: base + path, headers, body, redact }), firstByte)
+  const { headers, redact } = endpoint
+  const server = new URL(provider.base_url!).host
+  const post = (body: Record<string, unknown>, path: OpenAIOperation = "/chat/completions") =>
+    timedToFirstByte(postJson({ provider: provider.name, agent, url: endpoint.url(path, body), headers, body, redact }), firstByte)
   const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
   return {
     kind: "openai",
@@ -196,7 +256,7 @@ export const makeOpenAIClient = (
         const relayed = relayBody(provider.name, response, provider.max_relayed_bytes)
         return { bytes: relayed.bytes, promptTokens: () => promptTokensFromTail(relayed.tail()) }
       })),
-    responses: provider.responses_api
+    responses: endpoint.responses
       ? {
         complete: (body) =>
           tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact, provider.max_response_bytes))),
@@ -238,7 +298,7 @@ export const makeOpenAIClient = (
     }
   }
   /** Chat Completions' SSE (legacy completions stream the same way). */
-  function chatStream(body: Record<string, unknown>, path: string): Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure> {
+  function chatStream(body: Record<string, unknown>, path: OpenAIOperation): Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure> {
     return tracedStream(call(body, true), Effect.map(post(body, path), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
         let finished = false
@@ -269,25 +329,58 @@ export const makeOpenAIClient = (
   }
 }
 
+/** What one Messages call becomes on the wire. */
+export interface AnthropicCall {
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: Record<string, unknown>
+}
+
+/**
+ * Where and how a Messages client sends its calls: Anthropic's own API (`{base}/v1/messages`,
+ * `x-api-key`) by default; Vertex AI (vertex.ts) puts the model in the URL (`:rawPredict`,
+ * `:streamRawPredict`), the version in the body and a bearer token in the header.
+ */
+export interface AnthropicEndpoint {
+  readonly server: string
+  readonly redact: Redact
+  readonly prepare: (operation: "messages" | "count_tokens", body: Record<string, unknown>, forwarded: AnthropicHeaders) => Effect.Effect<AnthropicCall, UpstreamFailure>
+}
+
+const anthropicEndpoint = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>): AnthropicEndpoint => {
+  const key = apiKeyOf(provider, env)
+  const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
+  return {
+    server: new URL(base).host,
+    redact: makeRedactor([key]),
+    prepare: (operation, body, forwarded) =>
+      Effect.succeed({
+        url: operation === "count_tokens" ? `${base}/count_tokens` : base,
+        headers: {
+          "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
+          ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
+          ...(key ? { "x-api-key": key } : {})
+        },
+        body
+      })
+  }
+}
+
 export const makeAnthropicClient = (
   provider: ProviderConfig,
   agent: Agent,
   env: Readonly<Record<string, string | undefined>>,
-  firstByte?: FirstByteRecorder
+  firstByte?: FirstByteRecorder,
+  endpoint: AnthropicEndpoint = anthropicEndpoint(provider, env)
 ): AnthropicClient => {
-  const key = apiKeyOf(provider, env)
-  const redact = makeRedactor([key])
-  const base = `${provider.base_url!.replace(/\/+$/, "")}/v1/messages`
-  const server = new URL(base).host
+  const { redact, server } = endpoint
   const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
-  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, url = base) => {
-    const headers: Record<string, string> = {
-      "anthropic-version": forwarded["anthropic-version"] ?? provider.anthropic_version,
-      ...(forwarded["anthropic-beta"] ? { "anthropic-beta": forwarded["anthropic-beta"] } : {}),
-      ...(key ? { "x-api-key": key } : {})
-    }
-    return timedToFirstByte(postJson({ provider: provider.name, agent, url, headers, body, redact }), firstByte)
-  }
+  const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, operation: "messages" | "count_tokens" = "messages") =>
+    timedToFirstByte(
+      Effect.flatMap(endpoint.prepare(operation, body, forwarded), (prepared) =>
+        postJson({ provider: provider.name, agent, url: prepared.url, headers: prepared.headers, body: prepared.body, redact })),
+      firstByte
+    )
   return {
     kind: "anthropic",
     name: provider.name,
@@ -296,7 +389,7 @@ export const makeAnthropicClient = (
     countTokens: (body, forwarded) =>
       tracedCall(
         call(body, false),
-        Effect.flatMap(post(body, forwarded, `${base}/count_tokens`), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact, provider.max_response_bytes))
+        Effect.flatMap(post(body, forwarded, "count_tokens"), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact, provider.max_response_bytes))
       ),
     stream: (body, forwarded) =>
       tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {

@@ -7,11 +7,13 @@ import { chatContinuation } from "./continuation.ts"
 import { chatToAnthropic } from "./anthropic.ts"
 import { chatToOpenAI } from "./openai.ts"
 import { chatToBedrock } from "./bedrock.ts"
+import { chatToGemini } from "./gemini.ts"
+import { vertexAdapter } from "../vertex.ts"
 
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
   continuation: chatContinuation,
-  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock },
+  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock, gemini: chatToGemini, vertex: vertexAdapter(chatToAnthropic, chatToGemini) },
   framer: (state) => ({
     frame: (event) => dataFrame(event.data),
     end: () => DONE_FRAME,

@@ -7,12 +7,14 @@ import { messagesContinuation } from "./continuation.ts"
 import { messagesToAnthropic } from "./anthropic.ts"
 import { messagesToOpenAI } from "./openai.ts"
 import { messagesToBedrock } from "./bedrock.ts"
+import { messagesToGemini } from "./gemini.ts"
+import { vertexAdapter } from "../vertex.ts"
 
 export const messagesFormat: ClientFormat<MessagesPassthroughRequest> = {
   // What the gateway relies on; a translating adapter decodes the whole body strictly.
   decode: decodeMessagesPassthrough,
   continuation: messagesContinuation,
-  adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI, bedrock: messagesToBedrock },
+  adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI, bedrock: messagesToBedrock, gemini: messagesToGemini, vertex: vertexAdapter(messagesToAnthropic, messagesToGemini) },
   framer: (state) => ({
     frame: (event) => namedFrame(event.event ?? "message", event.data),
     end: () => "",

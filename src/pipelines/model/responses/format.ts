@@ -7,12 +7,14 @@ import type { ClientEvent, ClientFormat } from "../adapter.ts"
 import { responsesToAnthropic } from "./anthropic.ts"
 import { responsesToOpenAI } from "./openai.ts"
 import { responsesToBedrock } from "./bedrock.ts"
+import { responsesToGemini } from "./gemini.ts"
+import { vertexAdapter } from "../vertex.ts"
 
 const framed = (event: { readonly type: string }) => namedFrame(event.type, JSON.stringify(event))
 
 export const responsesFormat: ClientFormat<ResponsesPassthroughRequest> = {
   decode: decodeResponsesPassthrough,
-  adapters: { openai: responsesToOpenAI, anthropic: responsesToAnthropic, bedrock: responsesToBedrock },
+  adapters: { openai: responsesToOpenAI, anthropic: responsesToAnthropic, bedrock: responsesToBedrock, gemini: responsesToGemini, vertex: vertexAdapter(responsesToAnthropic, responsesToGemini) },
   framer: (state, request) => {
     // Responses events are numbered and carry the response so far: the framer follows them, so
     // an in-band failure (an `error` event, then `response.failed`) continues the numbering and
