@@ -9,7 +9,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ProviderError, ValidationFailed } from "../../src/domain/errors.ts"
+import { ProviderError, UpstreamTimeout, ValidationFailed } from "../../src/domain/errors.ts"
 import { scriptedProviders, type ScriptedAnswer, type ScriptedCall } from "../../src/services/providers/scripted.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
@@ -50,7 +50,7 @@ type AnthropicScript = (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse,
 const openaiScripts = new Map<string, OpenAIScript>()
 const anthropicScripts = new Map<string, AnthropicScript>()
 
-const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2"]
+const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2"]
 const ANTHROPIC = ["claude-down", "claude-cont"]
 
 const PRICE = 5
@@ -93,6 +93,7 @@ beforeAll(async () => {
         duo("m429", "a2", "b2"),
         duo("mstream", "a3", "b3"),
         duo("mdown", "d1", "d2"),
+        duo("mslow", "t1", "t2"),
         { alias: "gpt-fallback", id: "gpt-fb-model", provider: "gptfb", credits: FALLBACK_PRICE, max_tokens: 100 },
         { alias: "claude-main", id: "claude-main-model", provider: "claude-down", credits: PRICE, max_tokens: 100, fallbacks: ["gpt-fallback"] },
         duo("mcont", "cont1", "cont2"),
@@ -181,6 +182,19 @@ describe("deployments, retries and cooldowns", () => {
     }
     expect(callsTo("a2")).toBeLessThanOrEqual(1)
     expect(callsTo("b2")).toBe(20)
+  })
+
+  it("a deployment slow to its first byte (timed out) is retried on the other", async () => {
+    const slow = new UpstreamTimeout({ message: "provider \"t1\" timed out (first_byte)", details: { provider: "t1", timeout: "first_byte" } })
+    openaiScripts.set("t1", () => ({ fail: slow, delay: "50 millis" }))
+    openaiScripts.set("t2", () => answered("t2"))
+    const { key } = await gateway.createKey()
+    for (let i = 0; i < 10; i++) {
+      const response = await chat(key, "mslow")
+      expect(response.status).toBe(200)
+      expect(((await response.json()) as ChatResponse).choices[0]!.message.content).toBe("from t2")
+    }
+    expect(callsTo("t1")).toBeLessThanOrEqual(1)
   })
 
   it("every deployment down: 502 provider_error, nothing charged, every attempt audited", async () => {
