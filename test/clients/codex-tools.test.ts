@@ -113,6 +113,20 @@ describe.each(ROUTES)("Codex on a $name model", (route) => {
     expect(numbers).toEqual(numbers.map((_, i) => numbers[0]! + i))
   })
 
+  it("answers a custom tool call in a whole (non-streamed) response too", async () => {
+    route.fake().enqueue({ kind: "tool_calls", calls: [{ name: "apply_patch", arguments: { input: PATCH } }] })
+    const { headers, body } = codexRequest(route.model)
+    const response = await fetch(`${gateway.url}/v1/responses`, {
+      method: "POST",
+      headers: { ...headers, accept: "application/json" },
+      body: JSON.stringify({ ...body, stream: false })
+    })
+    expect(response.status).toBe(200)
+    const answer = await response.json() as { output: Array<JsonBody> }
+    expect(answer.output).toContainEqual(expect.objectContaining({ type: "custom_tool_call", name: "apply_patch", input: PATCH }))
+    expect(answer.output.some((item) => item.type === "function_call")).toBe(false)
+  })
+
   it("takes tools from an additional_tools namespace and maps calls back to their names", async () => {
     route.fake().enqueue({
       kind: "tool_calls",

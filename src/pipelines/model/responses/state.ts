@@ -17,6 +17,10 @@
  *
  * Ids are kept apart: a passthrough response is stored under the vendor's id with its provider
  * named; the gateway's own responses carry ids it generated. Either is found only by its owner.
+ *
+ * The write is on the request's path, before the answer (or the stream's terminal event) goes
+ * out, unlike the audit's batches: a client sends its next turn the moment it has the answer,
+ * possibly to another replica, and that turn must find it.
  */
 import { Effect, Stream } from "effect"
 import { NotFound, ValidationFailed } from "../../../domain/errors.ts"
@@ -148,8 +152,8 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
     const session: ResponsesSession = {
       context: adapterRaw === raw ? context : { ...context, raw: adapterRaw },
       complete: (response) => isObject(response) ? finish(response) : Effect.succeed(response),
-      stream: (events) =>
-        Stream.mapEffect(events, (event) => {
+      // Nothing to store and nothing to echo: the events are already what the client gets.
+      stream: (events) => !store && previousId === null ? events : Stream.mapEffect(events, (event) => {
           const value = event.value
           if (!isObject(value) || !isObject(value["response"])) return Effect.succeed(event)
           const type = value["type"]
