@@ -232,9 +232,6 @@ export const drainOnShutdown = (graceSeconds: number) =>
           // What a stop does is logged (issue 26.8): an operator watching a rollout sees the
           // drain begin, what it waits for, and how it ended.
           const started = Date.now()
-          yield* Effect.logInfo(
-            `shutting down: no new connections; waiting up to ${graceSeconds} s for ${drain.inFlight()} requests in flight`
-          )
           drain.begin()
           handle.closeAnswers()
           const server = handle.server()
@@ -242,6 +239,10 @@ export const drainOnShutdown = (graceSeconds: number) =>
           // client may be sending on one this very moment, and closing it under that request
           // would reset it. Whatever arrives on them is answered with Connection: close.
           if (server?.listening) server.close()
+          // Logged once the drain has begun: nothing may yield between the signal and the above.
+          yield* Effect.logInfo(
+            `shutting down: no new connections; waiting up to ${graceSeconds} s for ${drain.inFlight()} requests in flight`
+          )
           yield* waitForRequests(Date.now() + graceSeconds * 1000)
           if (drain.inFlight() > 0) {
             yield* Effect.logWarning(
