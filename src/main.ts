@@ -12,8 +12,10 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
 import * as Argument from "effect/cli/Argument"
+import * as CliError from "effect/cli/CliError"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
+import * as GlobalFlag from "effect/cli/GlobalFlag"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -21,7 +23,12 @@ import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import { enableCompileCache } from "node:module"
+import { cliArgs } from "./cli/args.ts"
+import { failureLine } from "./cli/failure.ts"
 import { loadConfig } from "./cli/load-config.ts"
+import { preflight } from "./cli/preflight.ts"
+import { ConfigInvalid } from "./services/config/load.ts"
+import type { GatewayConfig } from "./services/config/schema.ts"
 
 // Node compiles every TypeScript module it loads; the cache keeps that work across runs (keyed by
 // file contents and Node version). bin/modelgate.js enables it before this file loads; this covers
@@ -36,13 +43,48 @@ const configFlag = Flag.String("config").pipe(
 
 const root = Command.make("modelgate").pipe(
   Command.withSharedFlags({ config: configFlag }),
-  Command.withDescription("Self-hostable model gateway: one key, one base URL, three wire formats")
+  Command.withDescription(
+    "Self-hostable model gateway: one API key, one base URL for OpenAI Chat Completions and Responses, " +
+      "Anthropic Messages, embeddings and MCP SQL tools. Config: a YAML file (--config, else $MODELGATE_CONFIG, " +
+      "else the embedded default), MODELGATE_* variables override it. --log-level overrides log.level."
+  )
 )
 
-const readConfig = (flags?: { host?: string | undefined; port?: number | undefined }) =>
+/** `--log-level` (Effect's names) as `log.level` (the config's): the flag wins over the file and the environment. */
+const LEVEL_OF: Readonly<Record<string, GatewayConfig["log"]["level"]>> = {
+  All: "debug",
+  Trace: "debug",
+  Debug: "debug",
+  Info: "info",
+  Warn: "warn",
+  Error: "error",
+  Fatal: "error",
+  None: "none"
+}
+
+/** The store of the command that runs, for a failure's one line (which names it). */
+let configuredStore: string | undefined
+
+/** Where the config came from, as its messages name it. */
+const configSource = Effect.map(root, ({ config }) => Option.getOrUndefined(config) ?? process.env.MODELGATE_CONFIG)
+
+/**
+ * The config every command runs with: loaded and checked, then the machine checked against it
+ * (cli/preflight.ts) before anything is opened. `serving` adds the checks only `serve` needs.
+ */
+const readConfig = (options: { flags?: { host?: string | undefined; port?: number | undefined }; serving?: boolean } = {}) =>
   Effect.gen(function*() {
-    const { config } = yield* root
-    return yield* loadConfig({ path: Option.getOrUndefined(config), env: process.env, flags })
+    const path = yield* configSource
+    const loaded = yield* loadConfig({ path, env: process.env, flags: options.flags })
+    const level = yield* GlobalFlag.LogLevel
+    const config: GatewayConfig = Option.isSome(level)
+      ? { ...loaded, log: { ...loaded.log, level: LEVEL_OF[level.value] ?? loaded.log.level } }
+      : loaded
+    const checked = preflight(config, { serving: options.serving ?? false })
+    if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
+    configuredStore = config.store
+    if (checked.createsStore !== undefined) yield* Console.error(`modelgate: no store at ${checked.createsStore} yet: creating a new SQLite store`)
+    return config
   })
 
 /** A command's module, imported when the command runs (a failed import is a defect: a broken install). */
@@ -55,7 +97,7 @@ const serve = Command.make(
     port: Flag.Int("port").pipe(Flag.withDescription("Port to bind, 0 for any free port (overrides server.port)"), Flag.optional)
   },
   Effect.fn(function*({ host, port }) {
-    const config = yield* readConfig({ host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) })
+    const config = yield* readConfig({ flags: { host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) }, serving: true })
     const { serve } = yield* load(() => import("./commands/serve.ts"))
     return yield* serve(config)
   })
@@ -187,15 +229,50 @@ const connections = Command.make("connections").pipe(
   Command.withSubcommands([connectionsList, connectionsUpdate, connectionsDelete])
 )
 
-const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections]), Command.run({ version: "0.1.0" }))
+const configCheck = Command.make(
+  "check",
+  {},
+  Effect.fn(function*() {
+    // The same loading and checks as every command, and nothing opened or created: no store,
+    // no port, no network (the existence of files is all it looks at).
+    const path = yield* configSource
+    const config = yield* loadConfig({ path, env: process.env })
+    const checked = preflight(config, { serving: true })
+    if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
+    yield* Console.log(`${path ?? "the embedded default"}: valid`)
+  })
+).pipe(Command.withDescription("Check a config file (with MODELGATE_* variables applied) without opening or creating anything; exit 1 names the field"))
 
-cli.pipe(
+const configCommand = Command.make("config").pipe(
+  Command.withDescription("Check the configuration"),
+  Command.withSubcommands([configCheck])
+)
+
+const VERSION = "0.1.0"
+const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, configCommand]))
+
+const exitWith = (code: number) => Effect.sync(() => process.exit(code))
+
+Command.runWith(cli, { version: VERSION })(cliArgs(process.argv.slice(2))).pipe(
   Effect.catchTag("ConfigInvalid", (error) =>
-    Effect.andThen(Console.error(`modelgate: invalid configuration: ${error.message}`), Effect.sync(() => process.exit(1)))),
-  Effect.catchTag("DependencyUnavailable", (error) =>
-    Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1)))),
-  Effect.catchTag("NotFound", (error) =>
-    Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1)))),
+    Effect.andThen(Console.error(`modelgate: invalid configuration: ${error.message}`), exitWith(1))),
+  Effect.catchTag("DependencyUnavailable", (error) => Effect.andThen(Console.error(`modelgate: ${error.message}`), exitWith(1))),
+  Effect.catchTag("NotFound", (error) => Effect.andThen(Console.error(`modelgate: ${error.message}`), exitWith(1))),
+  Effect.catchTag("ValidationFailed", (error) => Effect.andThen(Console.error(`modelgate: ${error.message}`), exitWith(1))),
+  // Anything else that stops a command (an address in use, a database that does not exist, a
+  // file that cannot be read) is one line without a stack; `--log-level debug` adds the cause.
+  Effect.catchCause((cause) => {
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+    const error = Cause.findErrorOption(cause)
+    // The parser already printed its help and what was wrong.
+    if (Option.isSome(error) && CliError.isCliError(error.value)) return exitWith(1)
+    const debug = process.argv.some((arg, i, all) => arg === "--log-level=debug" || (arg === "--log-level" && /^(debug|trace|all)$/i.test(all[i + 1] ?? "")))
+    return Effect.gen(function*() {
+      yield* Console.error(`modelgate: ${failureLine(cause, { store: configuredStore })}`)
+      if (debug) yield* Console.error(Cause.pretty(cause))
+      return yield* exitWith(1)
+    })
+  }),
   Effect.provide(NodeServices.layer),
   Effect.provide(Logger.layer([Logger.consolePretty()])),
   (program) =>

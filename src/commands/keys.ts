@@ -6,9 +6,35 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { coreLayer } from "../core.ts"
+import { ValidationFailed } from "../domain/errors.ts"
+import { decodeStrict } from "../domain/validation.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
-import { ApiKeys, toKeyView } from "../services/keys/ApiKeys.ts"
+import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView } from "../services/keys/ApiKeys.ts"
 import { printJson } from "./print.ts"
+
+/** The flag that gave each field of the admin API's body, so the CLI's error names what was typed. */
+const FLAG_OF: Readonly<Record<string, string>> = {
+  name: "--name",
+  allowed_models: "--models",
+  tools_enabled: "--tools",
+  budget: "--budget",
+  expires_at: "--expires",
+  grace_seconds: "--grace-seconds"
+}
+
+/**
+ * The CLI's input goes through the admin API's own schemas (CreateKeyInput, RotateKeyInput), so
+ * `--expires tomorrow` or `--budget -3` is refused exactly as `POST /api-keys` refuses them,
+ * naming the flag and the field (issue 26.2).
+ */
+const validated = <S extends Parameters<typeof decodeStrict>[0]>(schema: S, input: unknown) =>
+  decodeStrict(schema)(input).pipe(
+    Effect.mapError((error) => {
+      const field = typeof error.details?.field === "string" ? error.details.field : ""
+      const flag = FLAG_OF[field.split(".")[0] ?? ""]
+      return flag === undefined ? error : new ValidationFailed({ message: `${flag}: ${error.message}`, details: error.details })
+    })
+  )
 
 const withKeys = <A, E>(config: GatewayConfig, f: (keys: ApiKeys["Service"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(ApiKeys, f).pipe(Effect.provide(coreLayer(config)))
@@ -23,14 +49,14 @@ export interface CreateKeyFlags {
 
 export const createKey = (config: GatewayConfig, { name, models, tools, budget, expires }: CreateKeyFlags) =>
   Effect.gen(function*() {
-    const created = yield* withKeys(config, (keys) =>
-      keys.create({
-        name,
-        allowed_models: Option.match(models, { onNone: () => null, onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) }),
-        tools_enabled: tools,
-        budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
-        expires_at: Option.getOrNull(expires)
-      }))
+    const { connections: _none, ...input } = yield* validated(CreateKeyInput, {
+      name,
+      allowed_models: Option.match(models, { onNone: () => null, onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) }),
+      tools_enabled: tools,
+      budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
+      expires_at: Option.getOrNull(expires)
+    })
+    const created = yield* withKeys(config, (keys) => keys.create(input))
     yield* printJson({ ...toKeyView(created.record), key: created.key })
     yield* Console.error("Store the key now: it is shown only once.")
   })
@@ -39,7 +65,8 @@ export const listKeys = (config: GatewayConfig) =>
   withKeys(config, (keys) => keys.list).pipe(Effect.flatMap((list) => printJson(list.map(toKeyView))))
 
 export const rotateKey = (config: GatewayConfig, id: string, graceSeconds: number) =>
-  withKeys(config, (keys) => keys.rotate(id, { grace_seconds: graceSeconds })).pipe(
+  validated(RotateKeyInput, { grace_seconds: graceSeconds }).pipe(
+    Effect.flatMap((input) => withKeys(config, (keys) => keys.rotate(id, input))),
     Effect.flatMap((rotated) => printJson({ ...toKeyView(rotated.record), key: rotated.key }))
   )
 

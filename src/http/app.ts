@@ -107,6 +107,10 @@ const logRequest = (record: AuditRecord, span: Tracer.Span | undefined) =>
     duration_ms: record.duration_ms
   }))
 
+/** The unauthenticated health probes (`/healthz`, `/readyz`), served over plain HTTP even behind a trusted proxy. */
+const PROBE_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz"])
+const isProbe = (found: Match<unknown>) => found._tag === "Found" && PROBE_PATHS.has(found.pattern)
+
 type RoutesContext<Routes extends ReadonlyArray<Route<any>>> = Routes[number] extends Route<infer R> ? R : never
 
 export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(routes: Routes, options: AppOptions) =>
@@ -123,7 +127,9 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     const tracing = yield* References.TracerEnabled
 
     const dispatch = (request: HttpServerRequest, state: RequestState, found: Match<RoutesContext<Routes>>) => {
-      if (options.trustProxy && request.headers["x-forwarded-proto"] !== "https") {
+      // The health probes are exempt: a Kubernetes or load-balancer probe talks to the process
+      // directly, not through the TLS proxy, and they carry no credential and no data.
+      if (options.trustProxy && request.headers["x-forwarded-proto"] !== "https" && !isProbe(found)) {
         return Effect.fail(new HttpsRequired({ message: "plain HTTP is refused: connect over HTTPS" }))
       }
       const refusal = protocolRefusal(request)

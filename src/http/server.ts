@@ -229,6 +229,9 @@ export const drainOnShutdown = (graceSeconds: number) =>
         })
       yield* Effect.addFinalizer(() =>
         Effect.gen(function*() {
+          // What a stop does is logged (issue 26.8): an operator watching a rollout sees the
+          // drain begin, what it waits for, and how it ended.
+          const started = Date.now()
           drain.begin()
           handle.closeAnswers()
           const server = handle.server()
@@ -236,6 +239,10 @@ export const drainOnShutdown = (graceSeconds: number) =>
           // client may be sending on one this very moment, and closing it under that request
           // would reset it. Whatever arrives on them is answered with Connection: close.
           if (server?.listening) server.close()
+          // Logged once the drain has begun: nothing may yield between the signal and the above.
+          yield* Effect.logInfo(
+            `shutting down: no new connections; waiting up to ${graceSeconds} s for ${drain.inFlight()} requests in flight`
+          )
           yield* waitForRequests(Date.now() + graceSeconds * 1000)
           if (drain.inFlight() > 0) {
             yield* Effect.logWarning(
@@ -244,6 +251,8 @@ export const drainOnShutdown = (graceSeconds: number) =>
             yield* drain.cutNow
             // Long enough for a cut stream to send its error frame and end its request.
             yield* waitForRequests(Date.now() + 2000)
+          } else {
+            yield* Effect.logInfo(`drained: every request finished (${Date.now() - started} ms); writing what is buffered, then exiting`)
           }
           // Sockets still idle now sent nothing during the drain: close them, so the stop does
           // not wait out their keep-alive timeout.

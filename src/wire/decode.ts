@@ -1,5 +1,8 @@
-import { Predicate, Result, Schema, SchemaAST, SchemaIssue } from "effect"
-
+import * as Predicate from "effect/Predicate"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
+import * as SchemaIssue from "effect/SchemaIssue"
 /** Outcome of validating a request body: the typed value, or the first problem with its field path. */
 export type DecodeResult<A> =
   | { readonly ok: true; readonly value: A }

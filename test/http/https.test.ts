@@ -37,13 +37,30 @@ describe("HTTPS", () => {
   it("behind a trusted proxy, refuses requests that did not arrive over HTTPS with 403 https_required", async () => {
     const gw = await startGateway(testConfig({ server: { host: "127.0.0.1", port: 0, trust_proxy: true } }))
     try {
-      const plain = await fetch(`${gw.url}/healthz`)
+      const plain = await fetch(`${gw.url}/v1/models`)
       expect(plain.status).toBe(403)
       expect(await plain.json()).toMatchObject({ error: "https_required", status: 403 })
       const viaProxy = await fetch(`${gw.url}/healthz`, { headers: { "x-forwarded-proto": "https", "x-forwarded-for": "203.0.113.7" } })
       expect(viaProxy.status).toBe(200)
       const records = await (await gw.admin("GET", "/audit?limit=5", undefined, { "x-forwarded-proto": "https" })).json() as any
       expect(records.data.some((r: { client_addr: string }) => r.client_addr === "203.0.113.7")).toBe(true)
+    } finally {
+      await gw.close()
+    }
+  })
+  it("behind a trusted proxy, still answers the health probes over plain HTTP (a Kubernetes probe talks to the pod directly)", async () => {
+    const gw = await startGateway(testConfig({ server: { host: "127.0.0.1", port: 0, trust_proxy: true } }))
+    try {
+      const live = await fetch(`${gw.url}/healthz`)
+      expect(live.status).toBe(200)
+      expect(await live.json()).toEqual({ status: "ok" })
+      const ready = await fetch(`${gw.url}/readyz`)
+      expect(ready.status).toBe(200)
+      expect(await ready.json()).toEqual({ status: "ready" })
+      // Everything else stays HTTPS-only, the admin API included.
+      const admin = await fetch(`${gw.url}/api-keys`)
+      expect(admin.status).toBe(403)
+      expect(await admin.json()).toMatchObject({ error: "https_required" })
     } finally {
       await gw.close()
     }

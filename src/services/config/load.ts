@@ -9,6 +9,7 @@ import * as YAML from "yaml"
 import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "../identity/issuer-rules.ts"
 import { bedrockFromEnv, checkBedrockFields } from "./bedrock.ts"
 import { azureFromEnv, checkCloudFields, geminiFromEnv, vertexFromEnv } from "./cloud-kinds.ts"
+import { defaultEmbeddingEndpoints, placeholderSecret, resolveFilePaths } from "./operator-rules.ts"
 import { GatewayConfig, type KeyNode, keyTree, type KeyTree, ModelConfig, ProviderConfig } from "./schema.ts"
 
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -353,9 +354,11 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
       return Result.fail(new ConfigInvalid({ message: `${where}: expected a mapping at the top level` }))
     }
   }
-  const withEnv = applyEnvOverrides(raw as Record<string, Json>, input.env)
+  // Paths the file writes are relative to the file (operator-rules.ts); env values are not.
+  const fromFile = input.fileName === undefined ? raw as Record<string, Json> : resolveFilePaths(raw as Record<string, Json>, input.fileName)
+  const withEnv = applyEnvOverrides(fromFile, input.env)
   if (Result.isFailure(withEnv)) return Result.fail(withEnv.failure)
-  const merged = withEnv.success
+  const merged = defaultEmbeddingEndpoints(withEnv.success)
   if (input.flags?.host !== undefined) setPath(merged, ["server", "host"], input.flags.host)
   if (input.flags?.port !== undefined) setPath(merged, ["server", "port"], input.flags.port)
 
@@ -387,7 +390,7 @@ export const resolveConfig = (input: LoadInput): Result.Result<GatewayConfig, Co
     models.push(modelWithDefaults({ alias: "echo", id: "echo-1", provider: "echo", credits: 0, max_tokens: 4096, endpoints: ["chat", "embeddings"] }))
   }
   const final: GatewayConfig = { ...config, providers, models }
-  const problem = checkReferences(final, input.env) ?? checkIdentityIssuers(final)
+  const problem = checkReferences(final, input.env) ?? checkIdentityIssuers(final) ?? placeholderSecret(final)
   if (problem) return Result.fail(new ConfigInvalid({ message: `${where}: ${problem}` }))
   return Result.succeed(final)
 }

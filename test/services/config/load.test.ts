@@ -191,3 +191,44 @@ describe("config: auth.oidc", () => {
     for (const [file, message] of cases) expect(errorOf(load(file))).toContain(`modelgate.yaml: ${message}`)
   })
 })
+
+describe("config: operator rules (issue 26)", () => {
+  it("resolves the paths a file writes against the file's directory, and leaves env values to the working directory", () => {
+    const file = `
+server: { tls: { cert: cert.pem, key: /etc/tls/key.pem }, data_dir: spool }
+store: sqlite:db/modelgate.db
+`
+    const config = Result.getOrThrow(resolveConfig({ fileText: file, fileName: "/srv/gw/modelgate.yaml", env: {} }))
+    expect(config.server.tls).toEqual({ cert: "/srv/gw/cert.pem", key: "/etc/tls/key.pem" })
+    expect(config.server.data_dir).toBe("/srv/gw/spool")
+    expect(config.store).toBe("sqlite:/srv/gw/db/modelgate.db")
+    const fromEnv = Result.getOrThrow(resolveConfig({ fileText: file, fileName: "/srv/gw/modelgate.yaml", env: { MODELGATE_STORE: "sqlite:./here.db" } }))
+    expect(fromEnv.store).toBe("sqlite:./here.db")
+    const memory = Result.getOrThrow(resolveConfig({ fileText: `store: "sqlite::memory:"`, fileName: "/srv/gw/modelgate.yaml", env: {} }))
+    expect(memory.store).toBe("sqlite::memory:")
+  })
+
+  it("gives an embedding model without endpoints [embeddings], and every other entry [chat]", () => {
+    const file = `
+providers: [{ name: oa, kind: openai, base_url: "https://api.openai.com/v1", api_key_env: OA }]
+models:
+  - { id: text-embedding-3-small, provider: oa }
+  - { match: "text-embedding-*", provider: oa }
+  - { alias: both, id: text-embedding-3-large, provider: oa, endpoints: [chat, embeddings] }
+  - { id: gpt-5.5, provider: oa }
+`
+    const config = Result.getOrThrow(load(file))
+    expect(config.models.map((m) => m.endpoints)).toEqual([["embeddings"], ["embeddings"], ["chat", "embeddings"], ["chat"]])
+  })
+
+  it("refuses placeholder secrets copied from the examples, naming the field", () => {
+    const cases: Array<[string, string]> = [
+      ["admin: { token: CHANGE_ME-long-random }", "admin.token: \"CHANGE_ME-long-random\" is a placeholder"],
+      ["telemetry: { metrics_token: changeme-please }", "telemetry.metrics_token:"],
+      ["providers: [{ name: oa, kind: openai, base_url: \"https://x.example\", api_key: \"<your-key>\" }]", "providers.0.api_key:"]
+    ]
+    for (const [file, message] of cases) expect(errorOf(load(file))).toContain(`modelgate.yaml: ${message}`)
+    expect(errorOf(load(undefined, { MODELGATE_ADMIN_TOKEN: "CHANGE_ME" }))).toContain("admin.token:")
+    expect(Result.isSuccess(load("admin: { token: 3f9c1d2e8a7b6c5d4e3f2a1b }"))).toBe(true)
+  })
+})

@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# modelgate: the gateway on Node 24, as a non-root user, with its data in a volume.
+#   docker build -t modelgate .
+#   docker run -p 8080:8080 -v modelgate-data:/opt/modelgate/data -e MODELGATE_ADMIN_TOKEN=... modelgate
+# scripts/container-smoke.ts performs these steps in a clean directory (CI runs it), so keep each
+# RUN relative to WORKDIR: the script runs them outside a container.
+FROM node:24-slim
+
+WORKDIR /opt/modelgate
+ENV NODE_ENV=production
+
+# Dependencies first (cached while only the sources change). The install builds the admin app
+# into app/dist (the `prepare` script, with vite from the runtime dependencies), so app/ comes too.
+COPY package.json package-lock.json .npmrc ./
+COPY app ./app
+# npm's cache is a build cache mount: reused between builds, never a layer of the image. The
+# `node` package's Node 24 (for machines without one) duplicates the base image's: removed.
+RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund \
+ && rm -rf node_modules/node node_modules/.bin/node
+
+COPY bin ./bin
+COPY src ./src
+
+# The SQLite store and the spool files of a stop that could not reach the store live here.
+RUN mkdir -p data && chown node:node data
+VOLUME /opt/modelgate/data
+
+# Listen on every interface: plain HTTP is then served only to a TLS-terminating proxy
+# (trust_proxy, X-Forwarded-Proto: https) and to the health probes. For several replicas, set
+# MODELGATE_STORE (postgres://...) and MODELGATE_REDIS (compose.yaml).
+ENV MODELGATE_SERVER_HOST=0.0.0.0 \
+    MODELGATE_SERVER_PORT=8080 \
+    MODELGATE_SERVER_TRUST_PROXY=true \
+    MODELGATE_LOG_FORMAT=json
+EXPOSE 8080
+
+USER node
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.MODELGATE_SERVER_PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+
+# node directly (not npm start): signals reach the gateway, which drains on SIGTERM.
+CMD ["node", "bin/modelgate.js", "serve"]
