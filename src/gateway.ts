@@ -5,7 +5,7 @@
 import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
-import { coreLayer, type CoreOverrides } from "./core.ts"
+import { coreLayer, type CoreOverrides, storeDeadlineLayer } from "./core.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
@@ -140,6 +140,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
+    storeDeadlineLayer(config),
     Drain.layer
   ).pipe(
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed
