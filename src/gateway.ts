@@ -140,13 +140,13 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     TokenEstimator.layer,
     overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
-    storeDeadlineLayer(config),
     Drain.layer
   ).pipe(
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),
-    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
+    // Under the rest: every store call of the request services and their background fibers sees its deadline.
+    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config), storeDeadlineLayer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
   )
   const server = layerNodeServer({
