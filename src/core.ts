@@ -19,8 +19,9 @@ export interface CoreOverrides {
 }
 
 /**
- * Every store call's deadline (issue 21), read by each call from the context it runs in: merged
- * here, so the server's handlers and every background fiber built on the store see it.
+ * Every store call's deadline (issue 21), read by each call from the context it runs in: the
+ * gateway provides it with its request services (the server's handlers run in their context);
+ * elsewhere the default applies.
  */
 export const storeDeadlineLayer = (config: GatewayConfig) =>
   Layer.succeed(
@@ -31,8 +32,7 @@ export const storeDeadlineLayer = (config: GatewayConfig) =>
 /** Store plus the services every entry point (server and CLI) shares. */
 export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) => {
   const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store, config.store_timeouts)),
-    Layer.provideMerge(storeDeadlineLayer(config))
+    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store, config.store_timeouts))
   )
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

@@ -5,7 +5,7 @@
 import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
-import { coreLayer, type CoreOverrides } from "./core.ts"
+import { coreLayer, type CoreOverrides, storeDeadlineLayer } from "./core.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
@@ -161,7 +161,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),
-    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config))),
+    // Under the rest: every store call of the request services and their background fibers sees its deadline.
+    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config), storeDeadlineLayer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
   )
   const server = layerNodeServer({

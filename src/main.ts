@@ -29,6 +29,7 @@ import { loadConfig } from "./cli/load-config.ts"
 import { preflight } from "./cli/preflight.ts"
 import { ConfigInvalid } from "./services/config/load.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
+import { losses } from "./services/durability/losses.ts"
 
 // Node compiles every TypeScript module it loads; the cache keeps that work across runs (keyed by
 // file contents and Node version). bin/modelgate.js enables it before this file loads; this covers
@@ -277,8 +278,15 @@ Command.runWith(cli, { version: VERSION })(cliArgs(process.argv.slice(2))).pipe(
   Effect.provide(Logger.layer([Logger.consolePretty()])),
   (program) =>
     NodeRuntime.runMain(program, {
-      // A SIGTERM/SIGINT is the normal way to stop a server: once the finalizers ran (audit flushed), exit 0.
-      teardown: (exit, onExit) =>
-        Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+      // A SIGTERM/SIGINT is the normal way to stop a server: once the finalizers ran (audit flushed), exit 0,
+      // unless they could not keep every record (issue 21): then 1, saying how many, so a supervisor can tell.
+      teardown: (exit, onExit) => {
+        const lost = losses()
+        if (lost.count > 0) {
+          process.stderr.write(`modelgate: stopped without keeping ${lost.count} records (${lost.summary}); see the log above\n`)
+          return onExit(1)
+        }
+        return Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+      }
     })
 )

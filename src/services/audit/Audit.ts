@@ -5,8 +5,11 @@
  * Faults: a batch the store refuses stays buffered and is retried with exponential backoff and
  * jitter, with one log line when the outage starts and one when it ends. The layer's finalizer
  * writes whatever is left; what the store still refuses then is spooled to the data directory
- * and written by the next start, so a graceful stop loses nothing, store up or down. A SIGKILL
- * loses what was buffered: at most one flush interval of records (more during an outage).
+ * and written by the next start, so a graceful stop loses nothing, store up or down; a stop that
+ * could keep them nowhere (no data directory, a full or read-only one) says how many it lost and
+ * makes the process exit non-zero (losses.ts). A SIGKILL loses what was buffered: at most one
+ * flush interval of records (more during an outage); a SIGKILL during a spool's replay loses
+ * nothing (spool.ts).
  */
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -18,7 +21,8 @@ import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import type { AuditRecord } from "../../domain/records.ts"
 import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
-import { spoolPath, takeSpool, writeSpool } from "../durability/spool.ts"
+import { reportLoss } from "../durability/losses.ts"
+import { claimSpools, ownSpool, writeSpool } from "../durability/spool.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { AuditRepo } from "../store/AuditRepo.ts"
 
@@ -83,17 +87,30 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
         })
 
         const outage = outageTracker()
-        const spool = options.dataDir === undefined ? undefined : spoolPath(options.dataDir, AUDIT_SPOOL_FILE)
-        if (spool !== undefined) {
-          // Records a previous stop could not write go first: they are the oldest.
-          const taken = takeSpool<AuditRecord>(spool)
-          if (taken.items.length > 0 || taken.skipped > 0) {
+        const spool = options.dataDir === undefined ? undefined : ownSpool(options.dataDir, AUDIT_SPOOL_FILE)
+        /** The spools of stopped processes this start took, and how many of their records (at the head of the buffer) are not written yet. */
+        let claimed: ReturnType<typeof claimSpools<AuditRecord>> | undefined
+        let fromSpool = 0
+        if (options.dataDir !== undefined) {
+          // Records a previous stop could not write go first: they are the oldest. Their files
+          // stay until the records are in the store (a crash meanwhile leaves them to the next start).
+          const taken = claimSpools<AuditRecord>(options.dataDir, AUDIT_SPOOL_FILE)
+          if (taken.files.length > 0) {
+            claimed = taken
             buffer = taken.items
+            fromSpool = taken.items.length
+            if (fromSpool === 0) taken.release()
             yield* Effect.logInfo(
-              `audit: took back ${taken.items.length} spooled records from ${spool}` +
+              `audit: took back ${taken.items.length} spooled records from ${taken.files.length} spool files in ${options.dataDir}` +
                 (taken.skipped > 0 ? ` (${taken.skipped} unreadable lines skipped)` : "")
             )
           }
+        }
+        /** `count` records left the head of the buffer (written, or dropped): the spools they came from go once all of theirs did. */
+        const consumed = (count: number) => {
+          if (fromSpool === 0) return
+          fromSpool = Math.max(0, fromSpool - count)
+          if (fromSpool === 0) claimed?.release()
         }
 
         /** Writes batches until the buffer is empty (true) or the store refuses one (false). */
@@ -114,6 +131,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
             )
             if (!written) return false
             buffer = buffer.slice(batch.length)
+            consumed(batch.length)
           }
           const lasted = outage.succeeded()
           if (lasted !== undefined) yield* Effect.logInfo(`audit records are written again after ${Math.round(lasted)} ms`)
@@ -146,17 +164,30 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
             // Not waiting for a write stuck on a frozen store: what it may still write later is
             // also spooled, and written twice at worst, never lost.
             yield* Effect.ignore(abandonAfter(writeAll, STOP_WRITE_TIMEOUT))
+            if (dropped > 0) reportLoss("audit records dropped from a full buffer", dropped)
             if (buffer.length === 0) return
             const left = buffer
             if (spool === undefined) {
+              reportLoss("audit records", left.length)
               return yield* Effect.logError(`audit: ${left.length} records could not be written and there is no data directory to spool them to`)
             }
             yield* Effect.try(() => writeSpool(spool, left)).pipe(
               Effect.andThen(Effect.sync(() => {
                 buffer = []
+                // Their records are all in this process's own spool now.
+                claimed?.release()
               })),
               Effect.andThen(Effect.logWarning(`audit: ${left.length} records spooled to ${spool}; the next start writes them`)),
-              Effect.catch((error) => Effect.logError(`audit: could not spool ${left.length} records to ${spool}`, error))
+              Effect.catch((error) => {
+                // Those still in the spool files this start took stay there for the next start.
+                const lost = left.length - fromSpool
+                reportLoss("audit records", lost)
+                return Effect.logError(
+                  `audit: could not spool ${left.length} records to ${spool}: ${lost} records lost` +
+                    (fromSpool > 0 ? ` (${fromSpool} stay in the spool files this start took)` : ""),
+                  error
+                )
+              })
             )
           })
         )
@@ -167,6 +198,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
             if (buffer.length > maxBuffered) {
               const over = buffer.length - maxBuffered
               buffer.splice(0, over)
+              consumed(over)
               dropped += over
               droppedUnlogged += over
               const now = Date.now()

@@ -30,7 +30,8 @@ import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import { randomBytes } from "node:crypto"
 import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
-import { takeSpool, writeSpool } from "../durability/spool.ts"
+import { reportLoss } from "../durability/losses.ts"
+import { claimSpools, ownSpool, writeSpool } from "../durability/spool.ts"
 import type { BatchCharge, BatchResult, CreditBatch, SubjectBudget } from "../store/credit-batches.ts"
 import type { CreditsRepo } from "../store/CreditsRepo.ts"
 import type { StoreError } from "../store/StoreError.ts"
@@ -138,7 +139,8 @@ export const makeBlockWriter = (options: {
   readonly blockSize: number
   /** Postgres: how long one commit may take before it is abandoned (a frozen store); SQLite commits inline. */
   readonly commitTimeout: Duration.Input
-  readonly spoolPath: string | undefined
+  /** The data directory the outbox spools to at stop (a file of this process's own) and takes spools back from at start. */
+  readonly spoolDir: string | undefined
 }): Effect.Effect<BlockWriter, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { owner, store } = options
@@ -192,11 +194,19 @@ export const makeBlockWriter = (options: {
       wake()
     }
 
-    if (options.spoolPath !== undefined) {
-      const spooled = takeSpool<Spooled>(options.spoolPath)
+    /** The spools of stopped processes this start took: deleted once none of their movements is left in memory. */
+    let claimed: ReturnType<typeof claimSpools<Spooled>> | undefined
+    const fromSpool = new Set<string>()
+    const spoolReturns = new Set<string>()
+    if (options.spoolDir !== undefined) {
+      const spooled = claimSpools<Spooled>(options.spoolDir, SPOOL_FILE)
+      if (spooled.files.length > 0) claimed = spooled
       for (const item of spooled.items) {
-        if (item.op === "return") returns.push(item.block)
-        else if (item.op === "charge") {
+        if (item.op !== "return") fromSpool.add(item.request_id)
+        if (item.op === "return") {
+          returns.push(item.block)
+          spoolReturns.add(item.block)
+        } else if (item.op === "charge") {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: item.amount, model: item.model, method: null, endpoint: null,
             block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined, onWritten: undefined
@@ -210,7 +220,7 @@ export const makeBlockWriter = (options: {
       }
       if (spooled.items.length > 0 || spooled.skipped > 0) {
         yield* Effect.logInfo(
-          `credit outbox: took back ${spooled.items.length} spooled movements from ${options.spoolPath}` +
+          `credit outbox: took back ${spooled.items.length} spooled movements from ${spooled.files.length} spool files in ${options.spoolDir}` +
             (spooled.skipped > 0 ? ` (${spooled.skipped} unreadable lines skipped)` : "")
         )
       }
@@ -424,6 +434,8 @@ export const makeBlockWriter = (options: {
       current = undefined
       if (exit._tag === "Success") {
         yield* applied(taken, exit.value)
+        for (const id of taken.returned) spoolReturns.delete(id)
+        releaseSpools()
         const lasted = outage.succeeded()
         if (lasted !== undefined) yield* Effect.logInfo(`credit movements reach the store again after ${Math.round(lasted)} ms; outbox empty`)
         return true
@@ -435,6 +447,22 @@ export const makeBlockWriter = (options: {
       }
       return false
     }))
+
+    /**
+     * The claimed spool files go once every movement taken from them is in the store (the first
+     * round writes the blocks' returns; a movement whose charge an abandoned commit had written
+     * may take one more round for its end).
+     */
+    const releaseSpools = () => {
+      if (claimed === undefined) return
+      for (const id of fromSpool) {
+        if (entries.has(id)) return
+        fromSpool.delete(id)
+      }
+      if (spoolReturns.size > 0) return
+      claimed.release()
+      claimed = undefined
+    }
 
     /** Between rounds with nothing to write: give an idle block back, or see whether another replica asked for it. */
     const housekeeping = Effect.gen(function*() {
@@ -487,6 +515,7 @@ export const makeBlockWriter = (options: {
 
     // Taken back from a spool: written before anything else of this start looks at the pool.
     if (entries.size > 0 || returns.length > 0) yield* round
+    else releaseSpools()
 
     const fiber = yield* Effect.forkScoped(worker)
 
@@ -524,14 +553,26 @@ export const makeBlockWriter = (options: {
         }
         for (const id of returns) left.push({ op: "return", block: id })
         const movements = left.filter((item) => item.op !== "return").length
-        if (left.length === 0) return
-        if (options.spoolPath === undefined) {
+        if (left.length === 0) return claimed?.release()
+        if (options.spoolDir === undefined) {
+          reportLoss("credit movements", movements)
           return yield* Effect.logError(`credit outbox: ${movements} movements could not be written and there is no data directory to spool them to`)
         }
-        const path = options.spoolPath
+        const path = ownSpool(options.spoolDir, SPOOL_FILE)
         yield* Effect.try(() => writeSpool(path, left)).pipe(
+          // Everything left of the spools this start took is in this process's own spool now.
+          Effect.andThen(Effect.sync(() => claimed?.release())),
           Effect.andThen(Effect.logWarning(`credit outbox: ${movements} movements spooled to ${path}; the next start writes them`)),
-          Effect.catch((error) => Effect.logError(`credit outbox: could not spool ${movements} movements to ${path}`, error))
+          Effect.catch((error) => {
+            const kept = left.filter((item) => item.op !== "return" && fromSpool.has(item.request_id)).length
+            const lost = movements - kept
+            reportLoss("credit movements", lost)
+            return Effect.logError(
+              `credit outbox: could not spool ${movements} movements to ${path}: ${lost} movements lost` +
+                (kept > 0 ? ` (${kept} stay in the spool files this start took)` : ""),
+              error
+            )
+          })
         )
       })
     )

@@ -21,9 +21,8 @@ import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, Validation
 import type { CreditMovement, Principal, Reservation } from "../../domain/records.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
-import { spoolPath } from "../durability/spool.ts"
 import { CreditsRepo, MAX_POOL_CREDITS, type SubjectBudget } from "../store/CreditsRepo.ts"
-import { makeBlockWriter, SPOOL_FILE } from "./BlockWriter.ts"
+import { makeBlockWriter } from "./BlockWriter.ts"
 
 export interface Charge {
   readonly amount: number
@@ -198,7 +197,7 @@ export class Credits extends Context.Service<Credits, {
             owner: replicaId,
             blockSize: Math.max(1, options.blockSize ?? 200),
             commitTimeout: inlineTimeout,
-            spoolPath: options.dataDir !== undefined ? spoolPath(options.dataDir, SPOOL_FILE) : undefined
+            spoolDir: options.dataDir
           })
           : undefined
 

@@ -1,45 +1,137 @@
 /**
  * Spool files: what a stopping process could not hand to the store, written as JSON Lines to the
- * data directory and taken back by the next start. Written to a temporary name and renamed, so a
- * crash mid-write never leaves a half file that the next start would misread; lines that do not
- * parse are skipped (and counted) rather than failing the start.
+ * data directory and taken back by the next start (issue 21: spools that cannot be lost).
+ *
+ * - Each process writes a file of its own, `<name>.<instance>.jsonl` (process id and a random
+ *   part): two processes sharing one data directory never write the same file. It is written to
+ *   a temporary name, flushed to disk and renamed, so a file under a spool name is always whole.
+ * - A start claims every spool file of the directory by renaming it to
+ *   `<name>.replay.<pid>.<random>.jsonl` (a rename succeeds for one process only), including the
+ *   claims of processes that died meanwhile, and the old single-file name of earlier versions.
+ * - A claimed file is deleted only once its records are in the store, or in this process's own
+ *   spool (`release`): a crash mid-replay leaves it to the next start, which writes its records
+ *   again, idempotently (audit records by request id, credit movements by request and block id).
+ *
+ * Lines that do not parse are skipped (and counted) rather than failing the start.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { randomBytes } from "node:crypto"
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs"
+import { join } from "node:path"
 
 export const spoolPath = (dir: string, name: string) => join(dir, name)
 
-/** Adds `items` to the spool at `path` (after anything already there). */
+/** This process's part of its spool files' names. */
+const INSTANCE = `${process.pid}-${randomBytes(4).toString("hex")}`
+
+const stem = (name: string) => name.replace(/\.jsonl$/, "")
+
+/** The spool file this process writes for `name` (e.g. `audit-spool.jsonl`) in `dir`. */
+export const ownSpool = (dir: string, name: string) => join(dir, `${stem(name)}.${INSTANCE}.jsonl`)
+
+/** Writes `items` to `path` (after anything already there), whole or not at all, flushed to disk. */
 export const writeSpool = (path: string, items: ReadonlyArray<unknown>): void => {
   if (items.length === 0) return
-  mkdirSync(dirname(path), { recursive: true })
-  const text = items.map((item) => JSON.stringify(item)).join("\n") + "\n"
-  if (existsSync(path)) {
-    appendFileSync(path, text)
-    return
+  const dir = join(path, "..")
+  mkdirSync(dir, { recursive: true })
+  const before = existsSync(path) ? readFileSync(path, "utf8") : ""
+  const text = before + items.map((item) => JSON.stringify(item)).join("\n") + "\n"
+  const temporary = `${path}.tmp`
+  const fd = openSync(temporary, "w")
+  try {
+    writeSync(fd, text)
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
   }
-  const temporary = `${path}.${process.pid}.tmp`
-  writeFileSync(temporary, text)
   renameSync(temporary, path)
+  // The rename itself is durable only once the directory is.
+  try {
+    const dirFd = openSync(dir, "r")
+    try {
+      fsyncSync(dirFd)
+    } finally {
+      closeSync(dirFd)
+    }
+  } catch {
+    // Not every platform lets a directory be opened for fsync; the file itself is on disk.
+  }
+}
+
+const alive = (pid: number) => {
+  if (pid === process.pid) return true
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: it exists, owned by someone else.
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+export interface Claimed<A> {
+  readonly items: Array<A>
+  readonly skipped: number
+  /** The claimed files (this process's now). */
+  readonly files: ReadonlyArray<string>
+  /** Their records are in the store (or this process's own spool): the files go. */
+  readonly release: () => void
 }
 
 /**
- * Takes the spool at `path`: its items, and the file is gone. The caller owns them from here (in
- * memory, written or spooled again on its own stop).
+ * Claims every spool of `name` in `dir` left by processes that are not running: their items, in
+ * file order. Nothing is deleted until `release`.
  */
-export const takeSpool = <A>(path: string): { readonly items: Array<A>; readonly skipped: number } => {
-  if (!existsSync(path)) return { items: [], skipped: 0 }
-  const text = readFileSync(path, "utf8")
-  unlinkSync(path)
-  const items: Array<A> = []
-  let skipped = 0
-  for (const line of text.split("\n")) {
-    if (line.trim() === "") continue
+export const claimSpools = <A>(dir: string, name: string): Claimed<A> => {
+  const base = stem(name)
+  let names: Array<string> = []
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return { items: [], skipped: 0, files: [], release: () => {} }
+  }
+  const claims = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.replay\\.(\\d+)\\.[0-9a-f]+\\.jsonl$`)
+  const own = `${base}.${INSTANCE}.jsonl`
+  const files: Array<string> = []
+  for (const file of names.sort()) {
+    const claim = claims.exec(file)
+    const candidate = file === `${base}.jsonl` ||
+      (claim !== null ? !alive(Number(claim[1])) : file.startsWith(`${base}.`) && file.endsWith(".jsonl") && file !== own)
+    if (!candidate) continue
+    const target = join(dir, `${base}.replay.${process.pid}.${randomBytes(4).toString("hex")}.jsonl`)
     try {
-      items.push(JSON.parse(line) as A)
+      renameSync(join(dir, file), target)
+      files.push(target)
     } catch {
-      skipped++
+      // Claimed by another process first (or gone): theirs.
     }
   }
-  return { items, skipped }
+  const items: Array<A> = []
+  let skipped = 0
+  for (const file of files) {
+    for (const line of readFileSync(file, "utf8").split("\n")) {
+      if (line.trim() === "") continue
+      try {
+        items.push(JSON.parse(line) as A)
+      } catch {
+        skipped++
+      }
+    }
+  }
+  let released = false
+  return {
+    items,
+    skipped,
+    files,
+    release: () => {
+      if (released) return
+      released = true
+      for (const file of files) {
+        try {
+          unlinkSync(file)
+        } catch {
+          // Already gone.
+        }
+      }
+    }
+  }
 }

@@ -52,7 +52,7 @@ describe("BlockWriter", () => {
     const { state, store } = fakeStore()
     const scope = Effect.runSync(Scope.make())
     const writer = await Effect.runPromise(
-      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolPath: undefined }), scope)
+      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined }), scope)
     )
     try {
       state.down = true
@@ -77,7 +77,7 @@ describe("BlockWriter", () => {
     const { state, store } = fakeStore()
     const scope = Effect.runSync(Scope.make())
     const writer = await Effect.runPromise(
-      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolPath: undefined }), scope)
+      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined }), scope)
     )
     try {
       // A block first, then the store goes away under the next charge.
