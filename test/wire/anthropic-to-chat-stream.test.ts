@@ -144,10 +144,10 @@ describe("AnthropicToChatStream", () => {
     const { chunks } = run(events)
     expect(deltas(chunks).slice(0, -1)).toEqual([
       { delta: { role: "assistant", content: "Checking." }, finish: null },
-      { delta: { tool_calls: [{ index: 0, id: "toolu_A", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
+      { delta: { tool_calls: [{ index: 0, id: "call_A", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
       { delta: { tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }, finish: null },
       { delta: { tool_calls: [{ index: 0, function: { arguments: "\"Paris\"}" } }] }, finish: null },
-      { delta: { tool_calls: [{ index: 1, id: "toolu_B", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
+      { delta: { tool_calls: [{ index: 1, id: "call_B", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
       { delta: { tool_calls: [{ index: 1, function: { arguments: "{\"city\":\"Rome\"}" } }] }, finish: null },
       { delta: {}, finish: "tool_calls" }
     ])
@@ -164,7 +164,7 @@ describe("AnthropicToChatStream", () => {
     const { chunks } = run(events)
     expect(deltas(chunks).slice(0, -2)).toEqual([
       {
-        delta: { role: "assistant", content: null, tool_calls: [{ index: 0, id: "toolu_1", type: "function", function: { name: "now", arguments: "" } }] },
+        delta: { role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "now", arguments: "" } }] },
         finish: null
       },
       { delta: { tool_calls: [{ index: 0, function: { arguments: "{}" } }] }, finish: null }

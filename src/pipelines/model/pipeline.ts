@@ -6,6 +6,7 @@
 import { Effect, Stream } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { Providers } from "../../services/providers/Providers.ts"
+import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
@@ -21,7 +22,7 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const client = (yield* Providers).client(resolved.provider.name)
     // The table is keyed by the client's own kind, so the pair always matches.
     const adapter = format.adapters[client.kind] as Adapter<Request, typeof client>
-    const context: AdapterContext = { state, resolved, raw, headers: (yield* HttpServerRequest).headers }
+    const context: AdapterContext = { state, resolved, raw, headers: (yield* HttpServerRequest).headers, tokens: yield* TokenEstimator }
     if (request.stream !== true) return json(yield* adapter.complete(client, request, context))
     const events = yield* adapter.stream(client, request, context)
     const framer = format.framer(state, request)

@@ -27,6 +27,8 @@ export interface CatalogModel {
   readonly max_tokens: number
   /** What it serves: chat (every generation format) and/or embeddings. */
   readonly endpoints: ReadonlyArray<ModelEndpoint>
+  /** `models[].reasoning` as configured; absent = decided from the id (reasoning.ts). */
+  readonly reasoning?: boolean | undefined
 }
 
 /** A `match:` entry of the config. */
@@ -38,6 +40,7 @@ export interface ModelRoute {
   readonly credits: number
   readonly max_tokens: number
   readonly endpoints: ReadonlyArray<ModelEndpoint>
+  readonly reasoning?: boolean | undefined
 }
 
 export interface ResolvedModel {
@@ -91,7 +94,8 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
         provider: entry.provider,
         credits: entry.credits,
         max_tokens: entry.max_tokens,
-        endpoints: entry.endpoints
+        endpoints: entry.endpoints,
+        reasoning: entry.reasoning
       })
     } else if (entry.id !== undefined) {
       models.push({
@@ -101,7 +105,8 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
         provider: entry.provider,
         credits: entry.credits,
         max_tokens: entry.max_tokens,
-        endpoints: entry.endpoints
+        endpoints: entry.endpoints,
+        reasoning: entry.reasoning
       })
     }
   }
@@ -125,7 +130,14 @@ export const makeCatalog = (config: Pick<GatewayConfig, "models" | "providers">)
       const { route } = candidate
       return {
         requested: name,
-        model: { id: route.id ?? name, provider: route.provider, credits: route.credits, max_tokens: route.max_tokens, endpoints: route.endpoints },
+        model: {
+          id: route.id ?? name,
+          provider: route.provider,
+          credits: route.credits,
+          max_tokens: route.max_tokens,
+          endpoints: route.endpoints,
+          reasoning: route.reasoning
+        },
         provider: candidate.provider,
         route
       }

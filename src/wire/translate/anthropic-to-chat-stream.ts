@@ -19,6 +19,7 @@ import type {
   MessageDeltaEvent,
   MessageStartEvent
 } from "../anthropic-messages.ts"
+import { openAIToolId } from "../ids.ts"
 import type { ChatChunk, ChatDelta, ChatFinishReason } from "../openai-chat.ts"
 import { type JsonMode, jsonTextFromRaw } from "./json-mode.ts"
 import { finishReasonFromStopReason, finishReasonWithTools } from "./reasons.ts"
@@ -140,7 +141,7 @@ export class AnthropicToChatStream {
     const toolIndex = this.#toolCalls++
     this.#blocks.set(event.index, { kind: "tool", toolIndex, sawArguments: initial !== "" })
     return this.#emit({
-      tool_calls: [{ index: toolIndex, id: block.id, type: "function", function: { name: block.name, arguments: initial } }]
+      tool_calls: [{ index: toolIndex, id: openAIToolId(block.id), type: "function", function: { name: block.name, arguments: initial } }]
     })
   }
 

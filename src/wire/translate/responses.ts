@@ -4,7 +4,7 @@
  */
 import { Predicate } from "effect"
 import type { AnthropicContentBlock, AnthropicResponse, AnthropicStopReason } from "../anthropic-messages.ts"
-import { newChatCompletionId, newMessageId, newToolUseId, sanitizeToolId } from "../ids.ts"
+import { anthropicToolId, newChatCompletionId, newMessageId, newToolUseId, openAIToolId } from "../ids.ts"
 import type { ChatResponse, ChatToolCall } from "../openai-chat.ts"
 import { type JsonMode, jsonTextFromInput } from "./json-mode.ts"
 import { finishReasonFromStopReason, finishReasonWithTools, stopReasonFromFinishReason, stopReasonWithTools } from "./reasons.ts"
@@ -57,7 +57,7 @@ export const anthropicResponseToChat = (
 }
 
 const chatToolCall = (block: Extract<AnthropicContentBlock, { type: "tool_use" }>): ChatToolCall => ({
-  id: block.id,
+  id: openAIToolId(block.id),
   type: "function",
   function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) }
 })
@@ -84,7 +84,7 @@ export const chatResponseToAnthropic = (
   for (const call of message?.tool_calls ?? []) {
     content.push({
       type: "tool_use",
-      id: call.id ? sanitizeToolId(call.id) : newToolUseId(),
+      id: call.id ? anthropicToolId(call.id) : newToolUseId(),
       name: call.function.name,
       input: toolInput(call.function.arguments)
     })
