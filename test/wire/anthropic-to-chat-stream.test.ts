@@ -210,7 +210,7 @@ describe("AnthropicToChatStream", () => {
     await expectSameAsNonStreaming(chunks, response([{ type: "tool_use", id: "toolu_1", name: "json_response", input: { values: [1, 2] } }], "tool_use"), mode)
   })
 
-  it("drops thinking blocks and maps max_tokens to length", async () => {
+  it("streams thinking as reasoning_content (signature dropped) and maps max_tokens to length", async () => {
     const events = [
       messageStart(),
       start(0, { type: "thinking", thinking: "", signature: "" }),
@@ -225,7 +225,8 @@ describe("AnthropicToChatStream", () => {
     ]
     const { chunks } = run(events)
     expect(deltas(chunks).slice(0, -1)).toEqual([
-      { delta: { role: "assistant", content: "Partial" }, finish: null },
+      { delta: { role: "assistant", content: "", reasoning_content: "Let me think" }, finish: null },
+      { delta: { content: "Partial" }, finish: null },
       { delta: {}, finish: "length" }
     ])
     await expectSameAsNonStreaming(chunks, response([{ type: "thinking", thinking: "Let me think", signature: "sig" }, { type: "text", text: "Partial" }], "max_tokens"))

@@ -53,7 +53,9 @@ describe("anthropicResponseToChat", () => {
         role: "assistant",
         content: "Checking now.",
         refusal: null,
-        tool_calls: [{ id: "call_01", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }]
+        tool_calls: [{ id: "call_01", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }],
+        // Thinking as OpenAI-compatible servers return reasoning; its signature stays behind.
+        reasoning_content: "private"
       },
       logprobs: null,
       finish_reason: "tool_calls"

@@ -7,7 +7,10 @@
  *   with the first content (message_start alone says nothing the client can use).
  * - With `includeUsage`, every chunk has `usage: null` and one last chunk with `choices: []`
  *   carries the totals.
- * - Thinking blocks are dropped: chat completions has no standard field for them.
+ * - Thinking is streamed as `reasoning_content` deltas, the de facto field of OpenAI-compatible
+ *   servers (the AI SDK and LangChain read it; others ignore it), which the Responses translator
+ *   turns into a reasoning item. Signatures and redacted thinking have no place there and are
+ *   dropped: a Chat or Responses client cannot replay them to Anthropic anyway.
  * - In JSON mode the forced tool's input is streamed as content. A wrapped schema (`{values}`)
  *   can only be unwrapped once complete, so that case is sent in one piece when the block ends.
  * - `error` events are ignored: the pipeline writes the error envelope itself.
@@ -40,6 +43,7 @@ type Block =
   | { readonly kind: "text" }
   | { readonly kind: "tool"; readonly toolIndex: number; sawArguments: boolean }
   | { readonly kind: "json"; raw: string; streamed: boolean }
+  | { readonly kind: "thinking" }
   | { readonly kind: "ignored" }
 
 export class AnthropicToChatStream {
@@ -127,6 +131,10 @@ export class AnthropicToChatStream {
       this.#blocks.set(event.index, { kind: "text" })
       return block.text === "" ? [] : this.#emit({ content: block.text })
     }
+    if (block.type === "thinking") {
+      this.#blocks.set(event.index, { kind: "thinking" })
+      return block.thinking === "" ? [] : this.#emit({ reasoning_content: block.thinking })
+    }
     if (block.type !== "tool_use") {
       this.#blocks.set(event.index, { kind: "ignored" })
       return []
@@ -164,6 +172,8 @@ export class AnthropicToChatStream {
         return delta.type === "input_json_delta" && delta.partial_json !== ""
           ? this.#jsonFragment(event.index, delta.partial_json)
           : []
+      case "thinking":
+        return delta.type === "thinking_delta" && delta.thinking !== "" ? this.#emit({ reasoning_content: delta.thinking }) : []
       case "ignored":
         return []
     }

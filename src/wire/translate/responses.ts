@@ -27,9 +27,12 @@ export const anthropicResponseToChat = (
 ): ChatResponse => {
   const texts: Array<string> = []
   const toolCalls: Array<ChatToolCall> = []
+  const thinking: Array<string> = []
   let json: string | undefined
   for (const block of response.content) {
     if (block.type === "text") texts.push(block.text)
+    // Thinking as OpenAI-compatible servers return reasoning (see anthropic-to-chat-stream.ts).
+    if (block.type === "thinking" && block.thinking !== "") thinking.push(block.thinking)
     if (block.type !== "tool_use") continue
     if (options.jsonMode !== undefined && block.name === options.jsonMode.tool) {
       json = jsonTextFromInput(block.input, options.jsonMode)
@@ -48,7 +51,13 @@ export const anthropicResponseToChat = (
     model: options.model,
     choices: [{
       index: 0,
-      message: { role: "assistant", content, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+      message: {
+        role: "assistant",
+        content,
+        refusal: null,
+        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+        ...(thinking.length > 0 ? { reasoning_content: thinking.join("\n\n") } : {})
+      },
       logprobs: null,
       finish_reason: finish
     }],
