@@ -12,7 +12,25 @@ export const withRequestHeaders = (response: HttpServerResponse.HttpServerRespon
 const invalidTokenChallenge = (description: string) =>
   `Bearer error="invalid_token", error_description="${description.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "").slice(0, 200)}"`
 
+/**
+ * Statuses a client may retry unchanged: a request that timed out on its way in (408), a
+ * conflict that may clear (409), a limit that refills (429); 5xx are the server's. Every other
+ * 4xx is the client's mistake, and retrying it cannot succeed.
+ */
+const RETRYABLE_4XX = new Set([408, 409, 429])
+
+/**
+ * The headers an error answer carries. Every non-retryable 4xx says `x-should-retry: false`,
+ * the header both official SDKs read before their own status rules: without it the OpenAI SDK
+ * (and Codex, opencode) retry a 404 for an unknown model several times.
+ */
 export const errorHeaders = (error: ApiError): Record<string, string> => {
+  const headers = headersOfTag(error)
+  const status = statusOf(error)
+  return status >= 400 && status < 500 && !RETRYABLE_4XX.has(status) ? { ...headers, "x-should-retry": "false" } : headers
+}
+
+const headersOfTag = (error: ApiError): Record<string, string> => {
   switch (error._tag) {
     case "RateLimited":
       return {
@@ -33,11 +51,7 @@ export const errorHeaders = (error: ApiError): Record<string, string> => {
     case "ValidationFailed":
       // The rest of a body that stopped arriving, or of one behind a refused Expect, is never
       // read: the connection cannot be reused.
-      if (error.status === 408 || error.status === 417) return { connection: "close" }
-      return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}
-    case "NotFound":
-      // The provider refused the request itself: retrying it unchanged cannot succeed.
-      return error.details?.upstream_status !== undefined ? { "x-should-retry": "false" } : {}
+      return error.status === 408 || error.status === 417 ? { connection: "close" } : {}
     case "BudgetExhausted":
       // A 429 the SDKs would retry, but a used-up budget does not refill with time: both official
       // SDKs honour this header and give up at once.

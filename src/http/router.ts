@@ -11,7 +11,7 @@ import type { ApiError } from "../domain/errors.ts"
 import type { AuthenticatedKey } from "../pipelines/authenticate.ts"
 import type { CurrentRequest, RequestBody } from "../pipelines/request.ts"
 
-export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+export type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE"
 
 export type Handler<R> = Effect.Effect<HttpServerResponse, ApiError, R | CurrentRequest | RequestBody | HttpServerRequest>
 

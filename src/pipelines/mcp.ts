@@ -103,7 +103,10 @@ const runTool = (key: Principal, name: string, args: Record<string, unknown>) =>
     const call = yield* Scope.fork(state.scope)
     yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
     const grants = yield* (yield* Connections).grantsFor(key)
-    const outcome = yield* tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId })
+    // Interruptible, as the upstream call of a model request is: the HTTP server runs handlers
+    // uninterruptibly, so without it a client that leaves would wait out the statement (up to its
+    // timeout) on the database. Interrupted, the driver cancels the statement on the server.
+    const outcome = yield* Effect.interruptible(tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId }))
     state.audit.connection_id = outcome.audit.connection_id
     state.audit.details = { ...state.audit.details, ...outcome.audit.details }
     if (outcome._tag === "Success") {

@@ -30,3 +30,23 @@ export const sanitizeToolId = (id: string): string => {
   const readable = id.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 48)
   return `${readable}_${digest}`
 }
+
+/**
+ * Tool-call ids in the client vendor's own spelling (`toolu_` for Anthropic clients, `call_` for
+ * OpenAI ones), so a client that checks or displays the prefix sees its vendor's. The mapping is
+ * a prefix swap, deterministic and reversible without state: an OpenAI upstream's `call_X` is
+ * `toolu_X` to a Messages client, which sends `toolu_X` back on its next turn and the upstream
+ * sees `call_X` again (and the same the other way round). An id with neither prefix gets the
+ * client's (`abc` -> `toolu_abc` -> `call_abc`); an upstream takes any id a client sends back.
+ * Bedrock's `tooluse_` ids are left as they are: the Converse translators pass them through
+ * unchanged, and a swap here would not come back to Bedrock in its own spelling.
+ */
+const BEDROCK_TOOL_ID = "tooluse_"
+
+export const anthropicToolId = (id: string): string =>
+  sanitizeToolId(
+    id.startsWith("toolu_") || id.startsWith(BEDROCK_TOOL_ID) ? id : id.startsWith("call_") ? `toolu_${id.slice("call_".length)}` : `toolu_${id}`
+  )
+
+export const openAIToolId = (id: string): string =>
+  id.startsWith("call_") || id.startsWith(BEDROCK_TOOL_ID) ? id : id.startsWith("toolu_") ? `call_${id.slice("toolu_".length)}` : `call_${id}`

@@ -465,6 +465,12 @@ export interface ChatDelta {
   readonly content?: string | null
   readonly refusal?: string | null
   readonly tool_calls?: ReadonlyArray<ChatToolCallDelta> | null
+  /**
+   * Reasoning text as OpenAI-compatible servers stream it (vLLM, DeepSeek; not part of OpenAI's
+   * own format, whose models keep reasoning hidden on this endpoint). The gateway writes it for
+   * an Anthropic model's thinking; clients that do not know it ignore it.
+   */
+  readonly reasoning_content?: string | null
 }
 
 export interface ChatChunkChoice {

@@ -119,7 +119,7 @@ describe("openai SDK on /v1/chat/completions -> Bedrock", () => {
     })
     expect(completion.choices[0]!.message.content).toBe("Paris is the capital of France.")
     expect(completion.choices[0]!.finish_reason).toBe("stop")
-    expect(completion.model).toBe("claude-br")
+    expect(completion.model).toBe(CLAUDE)
     expect(completion.usage).toMatchObject({ prompt_tokens: 22, completion_tokens: 6, total_tokens: 28, prompt_tokens_details: { cached_tokens: 6 } })
     expect(fake.modelIds()).toEqual([CLAUDE])
     expect(sentBody()).toEqual({
@@ -260,7 +260,7 @@ describe("Anthropic SDK on /v1/messages -> Bedrock", () => {
     expect(message).toMatchObject({
       type: "message",
       role: "assistant",
-      model: "claude-br",
+      model: CLAUDE,
       content: [{ type: "text", text: "Paris." }],
       stop_reason: "end_turn",
       usage: { input_tokens: 20, output_tokens: 2, cache_read_input_tokens: 100, cache_creation_input_tokens: 0 }

@@ -102,13 +102,13 @@ describe("answers without text, in both modes, either way", () => {
     expect(choice.finish_reason).toBe("tool_calls")
     expect(choice.message.content).toBeNull()
     // A call without arguments still carries a JSON object the client can parse.
-    expect(choice.message.tool_calls).toEqual([{ id: "toolu_01only", type: "function", function: { name: "get_weather", arguments: "{}" } }])
+    expect(choice.message.tool_calls).toEqual([{ id: "call_01only", type: "function", function: { name: "get_weather", arguments: "{}" } }])
   })
 
   it.each(MODES)("anthropic client <- openai tool calls only: tool_use blocks only, stop tool_use (%s)", async (mode) => {
     openaiFake.enqueue({ kind: "tool_calls", calls: [{ id: "call_only", name: "get_weather", arguments: {} }] })
     const message = await anthropicMessage({ model: "gpt", max_tokens: 64, messages: [{ role: "user", content: "Weather?" }], tools: [anthropicWeatherTool] }, mode)
-    expect(message.content).toEqual([{ type: "tool_use", id: "call_only", name: "get_weather", input: {} }])
+    expect(message.content).toEqual([{ type: "tool_use", id: "toolu_only", name: "get_weather", input: {} }])
     expect(message.stop_reason).toBe("tool_use")
   })
 
@@ -217,15 +217,15 @@ describe("chat client -> anthropic-kind provider", () => {
       {
         role: "assistant",
         content: [
-          { type: "tool_use", id: "call_p", name: "get_weather", input: { city: "Paris" } },
-          { type: "tool_use", id: "call_l", name: "get_weather", input: { city: "London" } }
+          { type: "tool_use", id: "toolu_p", name: "get_weather", input: { city: "Paris" } },
+          { type: "tool_use", id: "toolu_l", name: "get_weather", input: { city: "London" } }
         ]
       },
       {
         role: "user",
         content: [
-          { type: "tool_result", tool_use_id: "call_p", content: "21" },
-          { type: "tool_result", tool_use_id: "call_l", content: [{ type: "text", text: "14" }] },
+          { type: "tool_result", tool_use_id: "toolu_p", content: "21" },
+          { type: "tool_result", tool_use_id: "toolu_l", content: [{ type: "text", text: "14" }] },
           { type: "text", text: "And Rome?" }
         ]
       }
@@ -369,12 +369,12 @@ describe("anthropic client -> openai-kind provider", () => {
         role: "assistant",
         content: "Checking.",
         tool_calls: [
-          { id: "toolu_01osl", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
-          { id: "toolu_01brg", type: "function", function: { name: "get_weather", arguments: '{"city":"Bergen"}' } }
+          { id: "call_01osl", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+          { id: "call_01brg", type: "function", function: { name: "get_weather", arguments: '{"city":"Bergen"}' } }
         ]
       },
-      { role: "tool", tool_call_id: "toolu_01osl", content: "-2", name: "get_weather" },
-      { role: "tool", tool_call_id: "toolu_01brg", content: "Error: station offline", name: "get_weather" },
+      { role: "tool", tool_call_id: "call_01osl", content: "-2", name: "get_weather" },
+      { role: "tool", tool_call_id: "call_01brg", content: "Error: station offline", name: "get_weather" },
       { role: "user", content: "Here you go." }
     ])
   })
@@ -387,7 +387,7 @@ describe("anthropic client -> openai-kind provider", () => {
       tools: [anthropicWeatherTool],
       messages: [{ role: "user", content: "Weather in Nice?" }]
     }, mode)
-    expect(message.content).toEqual([{ type: "tool_use", id: "call_ws1", name: "get_weather", input: { city: "Nice" } }])
+    expect(message.content).toEqual([{ type: "tool_use", id: "toolu_ws1", name: "get_weather", input: { city: "Nice" } }])
     expect(message.stop_reason).toBe("tool_use")
   })
 })

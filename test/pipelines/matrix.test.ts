@@ -160,6 +160,9 @@ const SCRIPTS: Record<ScenarioName, Script> = {
 
 /** Tool-call ids in each provider's own style, fixed so streamed and non-streamed runs compare equal. */
 const toolId = (provider: ProviderKind, key: string) => (provider === "openai" ? `call_${key}Xq81` : `toolu_01${key}Vb7`)
+/** The same id as a client of the other vendor sees it: in its vendor's own prefix (src/wire/ids.ts). */
+const clientToolId = (client: ProviderKind, provider: ProviderKind, key: string) =>
+  client === "openai" ? toolId(provider, key).replace(/^toolu_/, "call_") : toolId(provider, key).replace(/^call_/, "toolu_")
 
 /** The usage a fake writes, in its vendor's semantics (OpenAI's prompt_tokens include the cache). */
 const usageSpec = (provider: ProviderKind, t: Tokens): UsageSpec => ({
@@ -234,15 +237,15 @@ const expectedChatView = (provider: ProviderAxis, turn: ModelTurn): ChatView => 
   const t = turn.tokens
   const prompt = t.uncached + t.cacheRead + t.cacheWrite
   return {
-    // A passthrough reports the upstream's model; a translation reports the name the client asked for.
-    model: provider.kind === "openai" ? provider.modelId : provider.alias,
+    // Every answer names the provider's model, translated or not (README "The model an answer names").
+    model: provider.modelId,
     finish_reason: turn.calls.length > 0 ? "tool_calls" : "stop",
     message: {
       role: "assistant",
       content: turn.text,
       ...(turn.calls.length === 0 ? {} : {
         tool_calls: turn.calls.map((call) => ({
-          id: toolId(provider.kind, call.key),
+          id: clientToolId("openai", provider.kind, call.key),
           type: "function",
           function: { name: "get_weather", arguments: JSON.stringify({ city: call.city }) }
         }))
@@ -294,10 +297,10 @@ const messageView = (message: Anthropic.Message): MessageView => {
 const expectedMessageView = (provider: ProviderAxis, turn: ModelTurn): MessageView => ({
   type: "message",
   role: "assistant",
-  model: provider.kind === "anthropic" ? provider.modelId : provider.alias,
+  model: provider.modelId,
   content: [
     { type: "text", text: turn.text },
-    ...turn.calls.map((call) => ({ type: "tool_use", id: toolId(provider.kind, call.key), name: "get_weather", input: { city: call.city } }))
+    ...turn.calls.map((call) => ({ type: "tool_use", id: clientToolId("anthropic", provider.kind, call.key), name: "get_weather", input: { city: call.city } }))
   ],
   stop_reason: turn.calls.length > 0 ? "tool_use" : "end_turn",
   stop_sequence: null,

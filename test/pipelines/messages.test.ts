@@ -172,7 +172,7 @@ describe("non-streaming responses", () => {
       role: "assistant",
       content: [
         { type: "text", text: "Let me look." },
-        { type: "tool_use", id: provider.kind === "openai" ? "call_Ab12" : "toolu_01Ab12", name: "lookup", input: { q: "tides" } }
+        { type: "tool_use", id: provider.kind === "openai" ? "toolu_Ab12" : "toolu_01Ab12", name: "lookup", input: { q: "tides" } }
       ],
       stop_reason: "tool_use",
       stop_sequence: null,
@@ -234,12 +234,12 @@ describe("streams", () => {
       {
         type: "content_block_start",
         index: 1,
-        content_block: { type: "tool_use", id: provider.kind === "openai" ? "call_T1" : "toolu_01T1", name: "lookup", input: {} }
+        content_block: { type: "tool_use", id: provider.kind === "openai" ? "toolu_T1" : "toolu_01T1", name: "lookup", input: {} }
       },
       {
         type: "content_block_start",
         index: 2,
-        content_block: { type: "tool_use", id: provider.kind === "openai" ? "call_T2" : "toolu_01T2", name: "lookup", input: {} }
+        content_block: { type: "tool_use", id: provider.kind === "openai" ? "toolu_T2" : "toolu_01T2", name: "lookup", input: {} }
       }
     ])
     const deltasOf = (index: number) => content.filter((f) => f.event === "content_block_delta" && f.data.index === index).map((f) => f.data.delta)
@@ -370,7 +370,8 @@ describe("the built-in echo model", () => {
     expect(message).toMatchObject({
       type: "message",
       role: "assistant",
-      model: "echo",
+      // The answer names the provider's model (README "The model an answer names"), not the alias.
+      model: "echo-1",
       content: [{ type: "text", text: "repeat after me please" }],
       stop_reason: "end_turn",
       stop_sequence: null,

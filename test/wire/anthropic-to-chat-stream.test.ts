@@ -144,10 +144,10 @@ describe("AnthropicToChatStream", () => {
     const { chunks } = run(events)
     expect(deltas(chunks).slice(0, -1)).toEqual([
       { delta: { role: "assistant", content: "Checking." }, finish: null },
-      { delta: { tool_calls: [{ index: 0, id: "toolu_A", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
+      { delta: { tool_calls: [{ index: 0, id: "call_A", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
       { delta: { tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }, finish: null },
       { delta: { tool_calls: [{ index: 0, function: { arguments: "\"Paris\"}" } }] }, finish: null },
-      { delta: { tool_calls: [{ index: 1, id: "toolu_B", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
+      { delta: { tool_calls: [{ index: 1, id: "call_B", type: "function", function: { name: "weather", arguments: "" } }] }, finish: null },
       { delta: { tool_calls: [{ index: 1, function: { arguments: "{\"city\":\"Rome\"}" } }] }, finish: null },
       { delta: {}, finish: "tool_calls" }
     ])
@@ -164,7 +164,7 @@ describe("AnthropicToChatStream", () => {
     const { chunks } = run(events)
     expect(deltas(chunks).slice(0, -2)).toEqual([
       {
-        delta: { role: "assistant", content: null, tool_calls: [{ index: 0, id: "toolu_1", type: "function", function: { name: "now", arguments: "" } }] },
+        delta: { role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "now", arguments: "" } }] },
         finish: null
       },
       { delta: { tool_calls: [{ index: 0, function: { arguments: "{}" } }] }, finish: null }
@@ -210,7 +210,7 @@ describe("AnthropicToChatStream", () => {
     await expectSameAsNonStreaming(chunks, response([{ type: "tool_use", id: "toolu_1", name: "json_response", input: { values: [1, 2] } }], "tool_use"), mode)
   })
 
-  it("drops thinking blocks and maps max_tokens to length", async () => {
+  it("streams thinking as reasoning_content (signature dropped) and maps max_tokens to length", async () => {
     const events = [
       messageStart(),
       start(0, { type: "thinking", thinking: "", signature: "" }),
@@ -225,7 +225,8 @@ describe("AnthropicToChatStream", () => {
     ]
     const { chunks } = run(events)
     expect(deltas(chunks).slice(0, -1)).toEqual([
-      { delta: { role: "assistant", content: "Partial" }, finish: null },
+      { delta: { role: "assistant", content: "", reasoning_content: "Let me think" }, finish: null },
+      { delta: { content: "Partial" }, finish: null },
       { delta: {}, finish: "length" }
     ])
     await expectSameAsNonStreaming(chunks, response([{ type: "thinking", thinking: "Let me think", signature: "sig" }, { type: "text", text: "Partial" }], "max_tokens"))

@@ -80,15 +80,15 @@ describe("chatRequestToAnthropic", () => {
         role: "assistant",
         content: [
           { type: "text", text: "Checking both." },
-          { type: "tool_use", id: "call_a", name: "weather", input: { city: "Paris" } },
-          { type: "tool_use", id: "call_b", name: "weather", input: { city: "Rome" } }
+          { type: "tool_use", id: "toolu_a", name: "weather", input: { city: "Paris" } },
+          { type: "tool_use", id: "toolu_b", name: "weather", input: { city: "Rome" } }
         ]
       },
       {
         role: "user",
         content: [
-          { type: "tool_result", tool_use_id: "call_a", content: "21C" },
-          { type: "tool_result", tool_use_id: "call_b", content: [{ type: "text", text: "25C" }] },
+          { type: "tool_result", tool_use_id: "toolu_a", content: "21C" },
+          { type: "tool_result", tool_use_id: "toolu_b", content: [{ type: "text", text: "25C" }] },
           { type: "text", text: "Which is warmer?" }
         ]
       }
@@ -111,7 +111,7 @@ describe("chatRequestToAnthropic", () => {
     expect(ids).toEqual(resultIds)
     expect(ids[0]).toMatch(/^[a-zA-Z0-9_-]+$/)
     expect(ids[0]).not.toBe(ids[1])
-    expect(ids[0]).toBe(sanitizeToolId("functions.Bash:0"))
+    expect(ids[0]).toBe(sanitizeToolId("toolu_functions.Bash:0"))
     expect(sanitizeToolId("call_abc-1")).toBe("call_abc-1")
   })
 
@@ -120,7 +120,7 @@ describe("chatRequestToAnthropic", () => {
       messages: [user, { role: "assistant", tool_calls: [call("c1", "f", args)] }, { role: "tool", tool_call_id: "c1", content: "x" }],
       tools: [{ type: "function", function: { name: "f" } }]
     })
-    expect(ok(history("")).messages[1]?.content).toEqual([{ type: "tool_use", id: "c1", name: "f", input: {} }])
+    expect(ok(history("")).messages[1]?.content).toEqual([{ type: "tool_use", id: "toolu_c1", name: "f", input: {} }])
     expect(refused(history("{\"a\":"))).toMatchObject({
       path: "messages.1.tool_calls.0.function.arguments",
       message: "messages.1.tool_calls.0.function.arguments: tool call arguments are not valid JSON"
@@ -143,8 +143,8 @@ describe("chatRequestToAnthropic", () => {
     })
     expect(request.messages).toEqual([
       { role: "user", content: [{ type: "text", text: "Hello" }] },
-      { role: "assistant", content: [{ type: "tool_use", id: "c1", name: "f", input: {} }] },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "c1" }, { type: "text", text: "Next" }] }
+      { role: "assistant", content: [{ type: "tool_use", id: "toolu_c1", name: "f", input: {} }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_c1" }, { type: "text", text: "Next" }] }
     ])
   })
 

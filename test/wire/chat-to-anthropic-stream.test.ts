@@ -138,8 +138,8 @@ describe("ChatToAnthropicStream", () => {
       usageChunk()
     ])
     expect(body(events)).toEqual([
-      ...toolBlock(0, "call_a", "weather", "{\"city\":", "\"Paris\"}"),
-      ...toolBlock(1, "call_b", "weather", "{\"city\":\"Rome\"}"),
+      ...toolBlock(0, "toolu_a", "weather", "{\"city\":", "\"Paris\"}"),
+      ...toolBlock(1, "toolu_b", "weather", "{\"city\":\"Rome\"}"),
       ...ending("tool_use")
     ])
     expectAnthropicInvariants(events)
@@ -167,8 +167,8 @@ describe("ChatToAnthropicStream", () => {
     ])
     expect(body(events)).toEqual([
       ...textBlock(0, "Both:"),
-      ...toolBlock(1, "call_a", "weather", "{\"city\":", "\"Paris\"", "}"),
-      ...toolBlock(2, "call_b", "weather", "{\"city\":\"Rome\"}"),
+      ...toolBlock(1, "toolu_a", "weather", "{\"city\":", "\"Paris\"", "}"),
+      ...toolBlock(2, "toolu_b", "weather", "{\"city\":\"Rome\"}"),
       ...ending("tool_use")
     ])
     expectAnthropicInvariants(events)
@@ -190,8 +190,8 @@ describe("ChatToAnthropicStream", () => {
       usageChunk()
     ])
     expect(body(events)).toEqual([
-      ...toolBlock(0, "call_1", "weather", "{\"city\":\"Paris\"}"),
-      ...toolBlock(1, "call_2", "weather", "{\"city\":\"Rome\"}"),
+      ...toolBlock(0, "toolu_1", "weather", "{\"city\":\"Paris\"}"),
+      ...toolBlock(1, "toolu_2", "weather", "{\"city\":\"Rome\"}"),
       ...ending("tool_use")
     ])
     const machine = new ChatToAnthropicStream({ model: "fast", id: msgId })
@@ -219,7 +219,7 @@ describe("ChatToAnthropicStream", () => {
       usageChunk({ prompt_tokens: 50, completion_tokens: 10, total_tokens: 60 })
     ])
     expect(body(events)).toEqual([
-      ...toolBlock(0, "8f2c-uuid", "weather", "{\"city\":\"Paris\"}"),
+      ...toolBlock(0, "toolu_8f2c-uuid", "weather", "{\"city\":\"Paris\"}"),
       ...ending("tool_use", 50, 10, 0)
     ])
     expectAnthropicInvariants(events)
@@ -293,7 +293,7 @@ describe("ChatToAnthropicStream", () => {
       chunk({}, "tool_calls")
     ], false)
     expect(body(events)).toEqual([
-      ...toolBlock(0, "call_a", "f", "{\"a\":", "1}"),
+      ...toolBlock(0, "toolu_a", "f", "{\"a\":", "1}"),
       ...textBlock(1, "Note", " more"),
       ...ending("tool_use", 0, 0, 0)
     ])

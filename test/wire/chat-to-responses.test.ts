@@ -352,7 +352,7 @@ describe("ChatToResponsesStream", () => {
     expectInvariants(events)
     const { final } = await streamThroughSdk(events)
     expect(final.output_text).toBe("Let me check.")
-    expect(final.output[1]).toMatchObject({ type: "function_call", call_id: "toolu_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" })
+    expect(final.output[1]).toMatchObject({ type: "function_call", call_id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" })
     expect(final.usage).toMatchObject({ input_tokens: 15, output_tokens: 20, input_tokens_details: { cached_tokens: 5 } })
     expect(toResponses.usage()).toEqual({ input_tokens: 10, output_tokens: 20, cache_read_tokens: 5, cache_write_tokens: 0 })
   })
@@ -463,7 +463,7 @@ describe("chatResponseToResponses", () => {
     const response = chatResponseToResponses(anthropicResponseToChat(anthropic, { model: "claude" }), { model: "claude" })
     expect(response.output).toMatchObject([
       { type: "message", content: [{ type: "output_text", text: "Sure." }] },
-      { type: "function_call", call_id: "toolu_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" }
+      { type: "function_call", call_id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" }
     ])
     expect(response.usage).toMatchObject({ input_tokens: 15, input_tokens_details: { cached_tokens: 2, cache_write_tokens: 3 }, output_tokens: 5 })
     expect((await throughSdk(response)).output_text).toBe("Sure.")

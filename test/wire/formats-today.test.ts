@@ -195,8 +195,8 @@ describe("messages -> chat, field by field", () => {
       { role: "system", content: "You are Claude Code." },
       { role: "user", content: "list the files" },
       { role: "system", content: "<system-reminder>Today is Monday.</system-reminder>" },
-      { role: "assistant", content: null, tool_calls: [{ id: "toolu_01", type: "function", function: { name: "Bash", arguments: "{\"command\":\"ls\"}" } }] },
-      { role: "tool", tool_call_id: "toolu_01", content: "README.md", name: "Bash" }
+      { role: "assistant", content: null, tool_calls: [{ id: "call_01", type: "function", function: { name: "Bash", arguments: "{\"command\":\"ls\"}" } }] },
+      { role: "tool", tool_call_id: "call_01", content: "README.md", name: "Bash" }
     ])
     expect(chat.tools).toEqual([{
       type: "function",
@@ -270,7 +270,7 @@ describe("messages -> chat, field by field", () => {
       ]
     })
     expect(chat.tools?.map((tool) => (tool.type === "function" ? tool.function.name : ""))).toEqual(["ToolSearch", "mcp__notes__lookup"])
-    expect(chat.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "toolu_1", content: "Tool loaded: mcp__notes__lookup", name: "ToolSearch" })
+    expect(chat.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "call_1", content: "Tool loaded: mcp__notes__lookup", name: "ToolSearch" })
   })
 
   it("refuses what only Anthropic's servers can do, naming the field", () => {
@@ -321,7 +321,7 @@ describe("chat -> messages, field by field", () => {
       tools: [{ type: "function", function: { name: "weather", parameters: { type: "object" } } }]
     })
     expect(Object.keys(request).sort()).toEqual(["max_tokens", "messages", "model", "tools"])
-    expect(request.messages.at(-1)).toEqual({ role: "user", content: [{ type: "tool_result", tool_use_id: "call_1", content: "sunny" }] })
+    expect(request.messages.at(-1)).toEqual({ role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "sunny" }] })
   })
 
   it("translates file parts to document blocks and assistant refusal parts to text", () => {

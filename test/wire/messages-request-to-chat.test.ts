@@ -67,11 +67,11 @@ describe("messagesRequestToChat", () => {
       {
         role: "assistant",
         content: "Let me check.",
-        tool_calls: [{ id: "toolu_1", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }]
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }]
       },
-      { role: "tool", tool_call_id: "toolu_1", content: "21C", name: "weather" },
-      { role: "assistant", content: null, tool_calls: [{ id: "toolu_2", type: "function", function: { name: "weather", arguments: "{}" } }] },
-      { role: "tool", tool_call_id: "toolu_2", content: "", name: "weather" }
+      { role: "tool", tool_call_id: "call_1", content: "21C", name: "weather" },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_2", type: "function", function: { name: "weather", arguments: "{}" } }] },
+      { role: "tool", tool_call_id: "call_2", content: "", name: "weather" }
     ])
   })
 
@@ -92,8 +92,8 @@ describe("messagesRequestToChat", () => {
       tools
     })
     expect(request.messages.slice(2)).toEqual([
-      { role: "tool", tool_call_id: "toolu_1", content: "21C\nsunny", name: "weather" },
-      { role: "tool", tool_call_id: "toolu_2", content: "25C", name: "weather" },
+      { role: "tool", tool_call_id: "call_1", content: "21C\nsunny", name: "weather" },
+      { role: "tool", tool_call_id: "call_2", content: "25C", name: "weather" },
       { role: "user", content: "Here you go:" }
     ])
   })
@@ -114,8 +114,8 @@ describe("messagesRequestToChat", () => {
       tools
     })
     expect(request.messages.slice(2)).toEqual([
-      { role: "tool", tool_call_id: "toolu_1", content: "Error: city not found", name: "weather" },
-      { role: "tool", tool_call_id: "toolu_2", content: "Error", name: "weather" }
+      { role: "tool", tool_call_id: "call_1", content: "Error: city not found", name: "weather" },
+      { role: "tool", tool_call_id: "call_2", content: "Error", name: "weather" }
     ])
   })
 
@@ -151,7 +151,7 @@ describe("messagesRequestToChat", () => {
       ]
     })
     expect(request.messages.slice(2)).toEqual([
-      { role: "tool", tool_call_id: "toolu_1", content: "Screenshot:", name: "weather" },
+      { role: "tool", tool_call_id: "call_1", content: "Screenshot:", name: "weather" },
       {
         role: "user",
         content: [

@@ -297,8 +297,8 @@ describe("responsesRequestToChat", () => {
       system: [{ type: "text", text: "Be brief." }],
       messages: [
         { role: "user", content: [{ type: "text", text: "Weather?" }] },
-        { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Paris" } }] },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_1", content: "sunny" }] }
+        { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "sunny" }] }
       ]
     })
   })

@@ -53,7 +53,9 @@ describe("anthropicResponseToChat", () => {
         role: "assistant",
         content: "Checking now.",
         refusal: null,
-        tool_calls: [{ id: "toolu_01", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }]
+        tool_calls: [{ id: "call_01", type: "function", function: { name: "weather", arguments: "{\"city\":\"Paris\"}" } }],
+        // Thinking as OpenAI-compatible servers return reasoning; its signature stays behind.
+        reasoning_content: "private"
       },
       logprobs: null,
       finish_reason: "tool_calls"
@@ -112,7 +114,7 @@ describe("anthropicResponseToChat", () => {
       { model: "m", jsonMode: modeFor({ type: "json_object" }) }
     )
     expect(response.choices[0]).toMatchObject({
-      message: { content: "{\"a\":1}", tool_calls: [{ id: "toolu_1", function: { name: "search" } }] },
+      message: { content: "{\"a\":1}", tool_calls: [{ id: "call_1", function: { name: "search" } }] },
       finish_reason: "tool_calls"
     })
   })
@@ -141,7 +143,7 @@ describe("chatResponseToAnthropic", () => {
     })
   })
 
-  it("maps tool calls: ids kept when valid, sanitised otherwise, generated when missing; arguments parsed", () => {
+  it("maps tool calls: ids in Anthropic's toolu_ spelling, sanitised, generated when missing; arguments parsed", () => {
     const response = chatResponseToAnthropic(chat({
       content: "",
       tool_calls: [
@@ -152,7 +154,7 @@ describe("chatResponseToAnthropic", () => {
     }, "tool_calls"), { model: "m" })
     expect(response.stop_reason).toBe("tool_use")
     expect(response.content).toHaveLength(3)
-    expect(response.content[0]).toEqual({ type: "tool_use", id: "call_a", name: "f", input: { x: 1 } })
+    expect(response.content[0]).toEqual({ type: "tool_use", id: "toolu_a", name: "f", input: { x: 1 } })
     expect(response.content[1]).toMatchObject({ type: "tool_use", name: "f", input: {} })
     expect(response.content[2]).toMatchObject({ type: "tool_use", name: "f", input: {} })
     for (const block of response.content) expect((block as { id: string }).id).toMatch(/^[a-zA-Z0-9_-]+$/)

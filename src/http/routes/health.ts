@@ -85,7 +85,16 @@ export const metricsRoute = (token: string | undefined) =>
     })
   )
 
+/**
+ * Claude Code probes `HEAD /api/hello` on every start to see whether its base URL answers
+ * (Anthropic's servers do): a 404 there is noise in its log and in ours. Like `/healthz`, it
+ * says only that the process answers.
+ */
+const hello = Effect.succeed(json({ status: "ok" }))
+
 export const healthRoutes = [
   route("GET", "/healthz", Effect.succeed(json({ status: "ok" }))),
-  route("GET", "/readyz", readiness)
+  route("GET", "/readyz", readiness),
+  route("GET", "/api/hello", hello),
+  route("HEAD", "/api/hello", hello)
 ]

@@ -22,6 +22,7 @@ import type { Headers } from "effect/http/Headers"
 import type { ApiError } from "../../domain/errors.ts"
 import type { ResolvedModel } from "../../services/catalog/ModelCatalog.ts"
 import type { ProviderClient } from "../../services/providers/clients.ts"
+import type { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import type { UpstreamFailure } from "../../services/providers/upstream-http.ts"
 import type { DecodeResult } from "../../wire/decode.ts"
 import type { RequestState } from "../request.ts"
@@ -41,6 +42,8 @@ export interface AdapterContext {
   readonly headers: Headers
   /** The body as the client sent it, for a passthrough to forward fields the gateway does not model. */
   readonly raw: Record<string, unknown>
+  /** The count_tokens estimator, for a translated stream that must announce input tokens before the upstream counts them. */
+  readonly tokens: TokenEstimator["Service"]
 }
 
 export interface Adapter<Request, Client extends ProviderClient> {

@@ -9,6 +9,7 @@ import type { ApiError } from "../../domain/errors.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { ProviderClient } from "../../services/providers/clients.ts"
 import { Providers } from "../../services/providers/Providers.ts"
+import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest, type RequestState } from "../request.ts"
@@ -36,11 +37,12 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const { raw, request, resolved } = yield* admitModelRequest(format.decode)
     const providers = yield* Providers
     const headers = (yield* HttpServerRequest).headers
+    const tokens = yield* TokenEstimator
     const plan = yield* makePlan(resolved, "chat")
     const clientOf = (target: Target) => providers.client(target.deployment.provider.name)
     // The table is keyed by the client's own kind, so the pair always matches.
     const adapterOf = (client: ProviderClient) => format.adapters[client.kind] as Adapter<Request, typeof client>
-    const contextOf = (target: Target, body = raw, on: RequestState = state): AdapterContext => ({ state: on, resolved: target.resolved, raw: body, headers })
+    const contextOf = (target: Target, body = raw, on: RequestState = state): AdapterContext => ({ state: on, resolved: target.resolved, raw: body, headers, tokens })
     // The session belongs to an attempt: whether a Responses body is forwarded or translated
     // depends on the provider that attempt reaches, so each attempt opens its own.
     const services = yield* Effect.context<R>()

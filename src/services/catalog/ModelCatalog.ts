@@ -50,6 +50,8 @@ export interface CatalogModel {
   readonly fallbacks?: ReadonlyArray<string> | undefined
   /** Reachable as a fallback by a key whose allow-list does not cover it. */
   readonly allow_via_fallback?: boolean | undefined
+  /** `models[].reasoning` as configured; absent = decided from the id (reasoning.ts). */
+  readonly reasoning?: boolean | undefined
 }
 
 /** A `match:` entry of the config. */
@@ -64,6 +66,7 @@ export interface ModelRoute {
   readonly deployments?: ReadonlyArray<DeploymentSpec> | undefined
   readonly fallbacks?: ReadonlyArray<string> | undefined
   readonly allow_via_fallback?: boolean | undefined
+  readonly reasoning?: boolean | undefined
 }
 
 export interface ResolvedModel {
@@ -133,7 +136,8 @@ export const makeCatalog = (
         credits: entry.credits,
         max_tokens: entry.max_tokens,
         endpoints: entry.endpoints,
-        ...routingOf(entry)
+        ...routingOf(entry),
+        reasoning: entry.reasoning
       })
     } else if (entry.id !== undefined) {
       models.push({
@@ -143,7 +147,8 @@ export const makeCatalog = (
         credits: entry.credits,
         max_tokens: entry.max_tokens,
         endpoints: entry.endpoints,
-        ...routingOf(entry)
+        ...routingOf(entry),
+        reasoning: entry.reasoning
       })
     }
   }
@@ -182,7 +187,8 @@ export const makeCatalog = (
           endpoints: route.endpoints,
           deployments: route.deployments,
           fallbacks: route.fallbacks,
-          allow_via_fallback: route.allow_via_fallback
+          allow_via_fallback: route.allow_via_fallback,
+          reasoning: route.reasoning
         },
         provider: candidate.provider,
         route,

@@ -123,7 +123,13 @@ export const ModelConfig = Schema.Struct({
    * responses, count_tokens) and/or `embeddings`. Asking a model for what it does not serve is
    * a 400 naming the model.
    */
-  endpoints: def(Schema.Array(Schema.Literals(["chat", "embeddings"])), ["chat"])
+  endpoints: def(Schema.Array(Schema.Literals(["chat", "embeddings"])), ["chat"]),
+  /**
+   * Whether the model reasons, so takes reasoning fields (`reasoning_effort`, Anthropic
+   * `thinking`/`output_config.effort`) when a request is translated for it. Absent: decided
+   * from the id (catalog/reasoning.ts).
+   */
+  reasoning: Schema.optional(Schema.Boolean)
 })
 export type ModelConfig = typeof ModelConfig.Type
 export type ModelEndpoint = ModelConfig["endpoints"][number]

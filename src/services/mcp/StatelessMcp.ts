@@ -121,7 +121,10 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
               body
             }).kind !== "legacy"),
         serve: (request) =>
-          Effect.flatMap(sdkHandler, (handler) => Effect.promise((signal) => {
+          // Interruptible, so that a client that leaves aborts the SDK's request (the HTTP server
+          // runs handlers uninterruptibly): the signal reaches the tool call, whose statement the
+          // driver then cancels on the database.
+          Effect.flatMap(sdkHandler, (handler) => Effect.interruptible(Effect.promise((signal) => {
             const headers = new Headers()
             for (const [name, value] of Object.entries(request.headers)) {
               if (value !== undefined && forwarded(name)) headers.set(name, value)
@@ -137,7 +140,7 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
               parsedBody: request.body,
               authInfo
             })
-          }))
+          })))
       })
     })
   )

@@ -395,7 +395,9 @@ export const makeAnthropicClient = (
       tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {
         let stopped = false
         return sseEvents(provider.name, response).pipe(
-          Stream.filter((event) => event.data !== "" && event.event !== "ping"),
+          // Pings are kept: a passthrough forwards them (they keep idle proxies from cutting a long
+          // stream, and clients expect them); translators ignore them.
+          Stream.filter((event) => event.data !== ""),
           mapEventsOrFail((event): EventOutcome<AnthropicStreamEvent, ProviderError> => {
             let parsed: AnthropicStreamEvent
             try {

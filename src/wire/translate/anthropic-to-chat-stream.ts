@@ -7,7 +7,10 @@
  *   with the first content (message_start alone says nothing the client can use).
  * - With `includeUsage`, every chunk has `usage: null` and one last chunk with `choices: []`
  *   carries the totals.
- * - Thinking blocks are dropped: chat completions has no standard field for them.
+ * - Thinking is streamed as `reasoning_content` deltas, the de facto field of OpenAI-compatible
+ *   servers (the AI SDK and LangChain read it; others ignore it), which the Responses translator
+ *   turns into a reasoning item. Signatures and redacted thinking have no place there and are
+ *   dropped: a Chat or Responses client cannot replay them to Anthropic anyway.
  * - In JSON mode the forced tool's input is streamed as content. A wrapped schema (`{values}`)
  *   can only be unwrapped once complete, so that case is sent in one piece when the block ends.
  * - `error` events are ignored: the pipeline writes the error envelope itself.
@@ -19,6 +22,7 @@ import type {
   MessageDeltaEvent,
   MessageStartEvent
 } from "../anthropic-messages.ts"
+import { openAIToolId } from "../ids.ts"
 import type { ChatChunk, ChatDelta, ChatFinishReason } from "../openai-chat.ts"
 import { type JsonMode, jsonTextFromRaw } from "./json-mode.ts"
 import { finishReasonFromStopReason, finishReasonWithTools } from "./reasons.ts"
@@ -39,6 +43,7 @@ type Block =
   | { readonly kind: "text" }
   | { readonly kind: "tool"; readonly toolIndex: number; sawArguments: boolean }
   | { readonly kind: "json"; raw: string; streamed: boolean }
+  | { readonly kind: "thinking" }
   | { readonly kind: "ignored" }
 
 export class AnthropicToChatStream {
@@ -126,6 +131,10 @@ export class AnthropicToChatStream {
       this.#blocks.set(event.index, { kind: "text" })
       return block.text === "" ? [] : this.#emit({ content: block.text })
     }
+    if (block.type === "thinking") {
+      this.#blocks.set(event.index, { kind: "thinking" })
+      return block.thinking === "" ? [] : this.#emit({ reasoning_content: block.thinking })
+    }
     if (block.type !== "tool_use") {
       this.#blocks.set(event.index, { kind: "ignored" })
       return []
@@ -140,7 +149,7 @@ export class AnthropicToChatStream {
     const toolIndex = this.#toolCalls++
     this.#blocks.set(event.index, { kind: "tool", toolIndex, sawArguments: initial !== "" })
     return this.#emit({
-      tool_calls: [{ index: toolIndex, id: block.id, type: "function", function: { name: block.name, arguments: initial } }]
+      tool_calls: [{ index: toolIndex, id: openAIToolId(block.id), type: "function", function: { name: block.name, arguments: initial } }]
     })
   }
 
@@ -163,6 +172,8 @@ export class AnthropicToChatStream {
         return delta.type === "input_json_delta" && delta.partial_json !== ""
           ? this.#jsonFragment(event.index, delta.partial_json)
           : []
+      case "thinking":
+        return delta.type === "thinking_delta" && delta.thinking !== "" ? this.#emit({ reasoning_content: delta.thinking }) : []
       case "ignored":
         return []
     }

@@ -44,7 +44,7 @@ import type {
   MessagesToolResultBlock,
   MessagesUserBlock
 } from "../anthropic-messages.ts"
-import { sanitizeToolId } from "../ids.ts"
+import { anthropicToolId } from "../ids.ts"
 import type {
   ChatAssistantContent,
   ChatFunctionTool,
@@ -61,6 +61,11 @@ export interface ChatToAnthropicOptions {
   readonly model: string
   /** The model's output-token cap: larger requests are clamped to it, requests without a limit get it. */
   readonly maxTokensCap: number
+  /**
+   * Whether the model reasons (`models[].reasoning`). When false `reasoning_effort` is left out:
+   * a model that cannot reason answers without it rather than refusing the request.
+   */
+  readonly reasoning?: boolean
 }
 
 export const chatRequestToAnthropic = (
@@ -77,7 +82,7 @@ export const chatRequestToAnthropic = (
     const stopSequences = anthropicStopSequences(request.stop)
     const user = request.safety_identifier ?? request.user
     const userId = user == null || user === "" ? undefined : opaqueUserId(user)
-    const effort = anthropicEffort(request.reasoning_effort)
+    const effort = options.reasoning === false ? undefined : anthropicEffort(request.reasoning_effort)
     return {
       model: options.model,
       max_tokens: maxTokens(request, options.maxTokensCap),
@@ -425,7 +430,7 @@ const assistantBlocks = (message: AssistantChatMessage, path: string): Array<Mes
     }
     return {
       type: "tool_use",
-      id: sanitizeToolId(call.id),
+      id: anthropicToolId(call.id),
       name: call.function.name,
       input: parseArguments(call.function.arguments, `${path}.tool_calls.${index}.function.arguments`)
     }
@@ -445,7 +450,7 @@ const parseArguments = (text: string, path: string): Readonly<Record<string, unk
 }
 
 const toolResult = (message: ToolChatMessage): MessagesToolResultBlock => {
-  const base = { type: "tool_result" as const, tool_use_id: sanitizeToolId(message.tool_call_id) }
+  const base = { type: "tool_result" as const, tool_use_id: anthropicToolId(message.tool_call_id) }
   if (typeof message.content === "string") return hasText(message.content) ? { ...base, content: message.content } : base
   const blocks = textBlocks(message.content)
   return blocks.length === 0 ? base : { ...base, content: blocks }

@@ -17,7 +17,7 @@
  * are dropped: without an Anthropic signature a thinking block could not be replayed.
  */
 import type { AnthropicStopReason, AnthropicStreamEvent } from "../anthropic-messages.ts"
-import { newMessageId, newToolUseId, sanitizeToolId } from "../ids.ts"
+import { anthropicToolId, newMessageId, newToolUseId } from "../ids.ts"
 import type { ChatChunk, ChatDelta, ChatToolCallDelta } from "../openai-chat.ts"
 import { stopReasonFromFinishReason, stopReasonWithTools } from "./reasons.ts"
 import { matchedStopSequence } from "./responses.ts"
@@ -33,6 +33,13 @@ export interface ChatToAnthropicStreamOptions {
    * finish reason: hold `message_delta` until it comes (or the stream ends). Default true.
    */
   readonly awaitUsage?: boolean
+  /**
+   * Input tokens to announce in `message_start` (the count_tokens estimate of the request): the
+   * upstream counts them only at the end, and clients that size their context from
+   * `message_start` (Claude Code's `/context`) would otherwise see 0. `message_delta` carries
+   * the upstream's own count, which corrects it.
+   */
+  readonly estimatedInputTokens?: number
 }
 
 type Open =
@@ -49,6 +56,7 @@ export class ChatToAnthropicStream {
   readonly #model: string
   readonly #id: string
   readonly #awaitUsage: boolean
+  readonly #estimatedInput: number
   #started = false
   #done = false
   #nextIndex = 0
@@ -68,6 +76,7 @@ export class ChatToAnthropicStream {
     this.#model = options.model
     this.#id = options.id ?? newMessageId()
     this.#awaitUsage = options.awaitUsage ?? true
+    this.#estimatedInput = options.estimatedInputTokens ?? 0
   }
 
   push(chunk: ChatChunk): Array<AnthropicStreamEvent> {
@@ -121,7 +130,7 @@ export class ChatToAnthropicStream {
         stop_reason: null,
         stop_sequence: null,
         // The real counts only arrive with the last chunk; message_delta carries them.
-        usage: { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
+        usage: { input_tokens: this.#estimatedInput, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
       }
     })
   }
@@ -160,7 +169,7 @@ export class ChatToAnthropicStream {
     const name = call.function?.name ?? undefined
     switch (this.#tools.get(toolIndex)) {
       case undefined: {
-        const id = call.id ? sanitizeToolId(call.id) : newToolUseId()
+        const id = call.id ? anthropicToolId(call.id) : newToolUseId()
         this.#blankText = ""
         if (name !== undefined && name !== "" && this.#canSwitch()) {
           this.#closeOpen(out)
@@ -271,7 +280,8 @@ export class ChatToAnthropicStream {
       type: "message_delta",
       delta: { stop_reason: stopReason, stop_sequence: stopReason === "stop_sequence" ? this.#matchedStop : null },
       usage: {
-        input_tokens: this.#usage.input_tokens,
+        // An upstream that never reported usage leaves the estimate standing rather than a 0.
+        input_tokens: this.#usageSeen ? this.#usage.input_tokens : this.#estimatedInput,
         output_tokens: this.#usage.output_tokens,
         cache_creation_input_tokens: this.#usage.cache_write_tokens,
         cache_read_input_tokens: this.#usage.cache_read_tokens

@@ -54,9 +54,11 @@ export const anthropicUsageFromConverse = (usage: ConverseUsage | undefined): An
 export const auditUsageFromConverse = (usage: ConverseUsage | undefined): AuditUsage => auditUsageFromAnthropic(anthropicUsageFromConverse(usage))
 
 export interface ConverseToAnthropicOptions {
-  /** Model name reported to the client (what it asked for). */
+  /** Model name reported to the client (the provider's model id: README "The model an answer names"). */
   readonly model: string
   readonly id?: string
+  /** Input tokens announced in a stream's `message_start` (an estimate); `message_delta` corrects it. */
+  readonly estimatedInputTokens?: number
 }
 
 export const converseResponseToAnthropic = (response: ConverseResponse, options: ConverseToAnthropicOptions): AnthropicResponse => {
@@ -114,6 +116,7 @@ export class ConverseToAnthropicStream {
   #stopReason: string | undefined
   #stopped = false
   #finished = false
+  #usageSeen = false
   #usage: AnthropicUsage = { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
 
   constructor(options: ConverseToAnthropicOptions) {
@@ -155,7 +158,10 @@ export class ConverseToAnthropicStream {
         this.#stopped = true
         return [...out, ...this.#closeAll()]
       case "metadata":
-        if (event.payload.usage !== undefined) this.#usage = anthropicUsageFromConverse(event.payload.usage)
+        if (event.payload.usage !== undefined) {
+          this.#usage = anthropicUsageFromConverse(event.payload.usage)
+          this.#usageSeen = true
+        }
         return [...out, ...this.#finish()]
     }
   }
@@ -180,7 +186,7 @@ export class ConverseToAnthropicStream {
         stop_reason: null,
         stop_sequence: null,
         // Converse tells the input tokens only at the end; message_delta carries them.
-        usage: { input_tokens: 0, output_tokens: 0 }
+        usage: { input_tokens: this.#options.estimatedInputTokens ?? 0, output_tokens: 0 }
       }
     }]
   }
@@ -258,7 +264,7 @@ export class ConverseToAnthropicStream {
         type: "message_delta",
         delta: { stop_reason: stopReasonFromConverse(this.#stopReason), stop_sequence: null },
         usage: {
-          input_tokens: this.#usage.input_tokens,
+          input_tokens: this.#usageSeen ? this.#usage.input_tokens : this.#options.estimatedInputTokens ?? 0,
           output_tokens: this.#usage.output_tokens,
           cache_creation_input_tokens: this.#usage.cache_creation_input_tokens ?? 0,
           cache_read_input_tokens: this.#usage.cache_read_input_tokens ?? 0

@@ -48,6 +48,7 @@ import type {
   MessagesToolChoice,
   MessagesToolResultBlock
 } from "../anthropic-messages.ts"
+import { openAIToolId } from "../ids.ts"
 import type { ChatMessage, ChatRequest, ChatToolChoice, ChatUserPart } from "../openai-chat.ts"
 import { refuse, type Translation, translating } from "./untranslatable.ts"
 
@@ -253,7 +254,7 @@ const userMessages = (
       case "tool_result": {
         const { text, images } = toolResultContent(block, blockPath)
         const name = toolNames.get(block.tool_use_id)
-        toolMessages.push({ role: "tool", tool_call_id: block.tool_use_id, content: text, ...(name === undefined ? {} : { name }) })
+        toolMessages.push({ role: "tool", tool_call_id: openAIToolId(block.tool_use_id), content: text, ...(name === undefined ? {} : { name }) })
         toolImages.push(...images)
         return
       }
@@ -393,7 +394,7 @@ const assistantMessages = (
           refuse(`${blockPath}.caller`, "programmatic tool calls run on Anthropic's servers; this model has no equivalent")
         }
         toolNames.set(block.id, block.name)
-        toolCalls.push({ id: block.id, type: "function", function: { name: block.name, arguments: JSON.stringify(block.input) } })
+        toolCalls.push({ id: openAIToolId(block.id), type: "function", function: { name: block.name, arguments: JSON.stringify(block.input) } })
         return
       case "tool_result":
         return refuse(`${blockPath}.type`, "tool_result blocks belong in user messages")

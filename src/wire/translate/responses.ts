@@ -4,7 +4,7 @@
  */
 import { Predicate } from "effect"
 import type { AnthropicContentBlock, AnthropicResponse, AnthropicStopReason } from "../anthropic-messages.ts"
-import { newChatCompletionId, newMessageId, newToolUseId, sanitizeToolId } from "../ids.ts"
+import { anthropicToolId, newChatCompletionId, newMessageId, newToolUseId, openAIToolId } from "../ids.ts"
 import type { ChatResponse, ChatToolCall } from "../openai-chat.ts"
 import { type JsonMode, jsonTextFromInput } from "./json-mode.ts"
 import { finishReasonFromStopReason, finishReasonWithTools, stopReasonFromFinishReason, stopReasonWithTools } from "./reasons.ts"
@@ -27,9 +27,12 @@ export const anthropicResponseToChat = (
 ): ChatResponse => {
   const texts: Array<string> = []
   const toolCalls: Array<ChatToolCall> = []
+  const thinking: Array<string> = []
   let json: string | undefined
   for (const block of response.content) {
     if (block.type === "text") texts.push(block.text)
+    // Thinking as OpenAI-compatible servers return reasoning (see anthropic-to-chat-stream.ts).
+    if (block.type === "thinking" && block.thinking !== "") thinking.push(block.thinking)
     if (block.type !== "tool_use") continue
     if (options.jsonMode !== undefined && block.name === options.jsonMode.tool) {
       json = jsonTextFromInput(block.input, options.jsonMode)
@@ -48,7 +51,13 @@ export const anthropicResponseToChat = (
     model: options.model,
     choices: [{
       index: 0,
-      message: { role: "assistant", content, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+      message: {
+        role: "assistant",
+        content,
+        refusal: null,
+        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+        ...(thinking.length > 0 ? { reasoning_content: thinking.join("\n\n") } : {})
+      },
       logprobs: null,
       finish_reason: finish
     }],
@@ -57,7 +66,7 @@ export const anthropicResponseToChat = (
 }
 
 const chatToolCall = (block: Extract<AnthropicContentBlock, { type: "tool_use" }>): ChatToolCall => ({
-  id: block.id,
+  id: openAIToolId(block.id),
   type: "function",
   function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) }
 })
@@ -84,7 +93,7 @@ export const chatResponseToAnthropic = (
   for (const call of message?.tool_calls ?? []) {
     content.push({
       type: "tool_use",
-      id: call.id ? sanitizeToolId(call.id) : newToolUseId(),
+      id: call.id ? anthropicToolId(call.id) : newToolUseId(),
       name: call.function.name,
       input: toolInput(call.function.arguments)
     })

@@ -3,6 +3,7 @@
  * are translated (src/wire/translate); what cannot be translated is a 400 naming the field.
  */
 import { Effect, Result, Stream } from "effect"
+import { modelReasons } from "../../../services/catalog/reasoning.ts"
 import type { AnthropicClient } from "../../../services/providers/clients.ts"
 import { newChatCompletionId } from "../../../wire/ids.ts"
 import type { ChatRequest } from "../../../wire/openai-chat.ts"
@@ -16,7 +17,7 @@ import { recordAuditUsage, untranslatable } from "../usage.ts"
 import { flattenEach } from "../stream-chunks.ts"
 
 const translated = (chat: ChatRequest, { resolved }: AdapterContext) => {
-  const result = chatRequestToAnthropic(chat, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
+  const result = chatRequestToAnthropic(chat, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens, reasoning: modelReasons(resolved.model) })
   return Result.isFailure(result)
     ? Effect.fail(untranslatable(result.failure))
     : Effect.succeed(result.success as unknown as Record<string, unknown>)
@@ -28,7 +29,7 @@ export const chatToAnthropic: Adapter<ChatRequest, AnthropicClient> = {
       Effect.flatMap(client.complete),
       Effect.map((response) => {
         recordAuditUsage(context.state, auditUsageFromAnthropic(response.usage))
-        return anthropicResponseToChat(response, { model: chat.model, jsonMode: jsonModeOf(chat) })
+        return anthropicResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
       })
     ),
   stream: (client, chat, context) =>
@@ -37,7 +38,7 @@ export const chatToAnthropic: Adapter<ChatRequest, AnthropicClient> = {
       Effect.map((upstream) => {
         const machine = new AnthropicToChatStream({
           id: newChatCompletionId(),
-          model: chat.model,
+          model: context.resolved.model.id,
           created: nowSeconds(),
           includeUsage: chat.stream_options?.include_usage === true,
           jsonMode: jsonModeOf(chat)

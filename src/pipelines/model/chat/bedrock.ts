@@ -28,7 +28,7 @@ export const chatToBedrock: Adapter<ChatRequest, BedrockClient> = {
       Effect.flatMap((body) => client.converse(context.resolved.model.id, body)),
       Effect.map((response) => {
         recordAuditUsage(context.state, auditUsageFromConverse(response.usage))
-        return converseResponseToChat(response, { model: chat.model, jsonMode: jsonModeOf(chat) })
+        return converseResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
       })
     ),
   stream: (client, chat, context) =>
@@ -37,7 +37,7 @@ export const chatToBedrock: Adapter<ChatRequest, BedrockClient> = {
       Effect.map((upstream) => {
         const machine = new ConverseToChatStream({
           id: newChatCompletionId(),
-          model: chat.model,
+          model: context.resolved.model.id,
           created: nowSeconds(),
           includeUsage: chat.stream_options?.include_usage === true,
           jsonMode: jsonModeOf(chat)

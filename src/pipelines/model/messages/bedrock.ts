@@ -32,12 +32,12 @@ export const messagesToBedrock: Adapter<MessagesPassthroughRequest, BedrockClien
     Effect.flatMap(messagesAsConverse(context), ({ request, body }) =>
       Effect.map(client.converse(context.resolved.model.id, body), (response) => {
         recordAuditUsage(context.state, auditUsageFromConverse(response.usage))
-        return converseResponseToAnthropic(response, { model: request.model })
+        return converseResponseToAnthropic(response, { model: context.resolved.model.id })
       })),
   stream: (client, _, context) =>
-    Effect.flatMap(messagesAsConverse(context), ({ request, body }) =>
-      Effect.map(client.converseStream(context.resolved.model.id, body), (upstream) => {
-        const machine = new ConverseToAnthropicStream({ model: request.model })
+    Effect.flatMap(messagesAsConverse(context), ({ body }) =>
+      Effect.map(Effect.zip(client.converseStream(context.resolved.model.id, body), context.tokens.messagesInput(context.raw)), ([upstream, estimatedInputTokens]) => {
+        const machine = new ConverseToAnthropicStream({ model: context.resolved.model.id, estimatedInputTokens })
         return upstream.pipe(
           Stream.map((event) => machine.push(event).map(eventOf)),
           Stream.concat(Stream.suspend(() => Stream.make(machine.end().map(eventOf)))),

@@ -3,6 +3,7 @@
  * Completions, the answer and the stream back to Messages (src/wire/translate).
  */
 import { Effect, Result, Stream } from "effect"
+import { modelReasons } from "../../../services/catalog/reasoning.ts"
 import type { OpenAIClient } from "../../../services/providers/clients.ts"
 import { decodedOrFail } from "../../../domain/validation.ts"
 import { decodeMessagesRequest, type MessagesPassthroughRequest } from "../../../wire/anthropic-messages.ts"
@@ -18,7 +19,11 @@ import { flattenEach } from "../stream-chunks.ts"
 /** Translation needs every field known: the client's body is decoded strictly, then translated. */
 const translated = ({ raw, resolved }: AdapterContext) =>
   Effect.flatMap(decodedOrFail(decodeMessagesRequest(raw)), (request) => {
-    const result = messagesRequestToChat(request, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
+    const result = messagesRequestToChat(request, {
+      model: resolved.model.id,
+      maxTokensCap: resolved.model.max_tokens,
+      reasoning: modelReasons(resolved.model)
+    })
     return Result.isFailure(result)
       ? Effect.fail(untranslatable(result.failure))
       : Effect.succeed(result.success as unknown as Record<string, unknown>)
@@ -30,14 +35,15 @@ export const messagesToOpenAI: Adapter<MessagesPassthroughRequest, OpenAIClient>
       Effect.flatMap(client.complete),
       Effect.map((completion) => {
         if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
-        return chatResponseToAnthropic(completion, { model: request.model })
+        return chatResponseToAnthropic(completion, { model: context.resolved.model.id })
       })
     ),
   stream: (client, request, context) =>
     translated(context).pipe(
       Effect.flatMap(client.stream),
-      Effect.map((upstream) => {
-        const machine = new ChatToAnthropicStream({ model: request.model })
+      Effect.zip(context.tokens.messagesInput(context.raw)),
+      Effect.map(([upstream, estimatedInputTokens]) => {
+        const machine = new ChatToAnthropicStream({ model: context.resolved.model.id, estimatedInputTokens })
         return upstream.pipe(
           Stream.map((item) => machine.push(item.chunk).map(eventOf)),
           Stream.concat(Stream.suspend(() => Stream.make(machine.end().map(eventOf)))),

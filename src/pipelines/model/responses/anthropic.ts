@@ -4,6 +4,7 @@
  * wire package's pairwise translators through Chat Completions (see ../adapter.ts).
  */
 import { Effect, Result, Stream } from "effect"
+import { modelReasons } from "../../../services/catalog/reasoning.ts"
 import type { AnthropicClient } from "../../../services/providers/clients.ts"
 import { newChatCompletionId } from "../../../wire/ids.ts"
 import type { ResponsesPassthroughRequest } from "../../../wire/openai-responses.ts"
@@ -23,7 +24,11 @@ import { flattenEach } from "../stream-chunks.ts"
 const asMessages = (context: AdapterContext) =>
   Effect.gen(function*() {
     const { request, chat } = yield* responsesAsChat(context)
-    const translated = chatRequestToAnthropic(chat, { model: context.resolved.model.id, maxTokensCap: context.resolved.model.max_tokens })
+    const translated = chatRequestToAnthropic(chat, {
+      model: context.resolved.model.id,
+      maxTokensCap: context.resolved.model.max_tokens,
+      reasoning: modelReasons(context.resolved.model)
+    })
     if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
     return { request, chat, body: translated.success as unknown as Record<string, unknown> }
   })
@@ -34,8 +39,8 @@ export const responsesToAnthropic: Adapter<ResponsesPassthroughRequest, Anthropi
       const { request, chat, body } = yield* asMessages(context)
       const response = yield* client.complete(body)
       recordAuditUsage(context.state, auditUsageFromAnthropic(response.usage))
-      const completion = anthropicResponseToChat(response, { model: request.model, jsonMode: jsonModeOf(chat) })
-      return chatResponseToResponses(completion, { model: request.model, request })
+      const completion = anthropicResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
+      return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
     }),
   stream: (client, _, context) =>
     Effect.gen(function*() {
@@ -43,12 +48,12 @@ export const responsesToAnthropic: Adapter<ResponsesPassthroughRequest, Anthropi
       const upstream = yield* client.stream(body)
       const toChat = new AnthropicToChatStream({
         id: newChatCompletionId(),
-        model: request.model,
+        model: context.resolved.model.id,
         created: nowSeconds(),
         includeUsage: true,
         jsonMode: jsonModeOf(chat)
       })
-      const toResponses = new ChatToResponsesStream({ model: request.model, request })
+      const toResponses = new ChatToResponsesStream({ model: context.resolved.model.id, request })
       const events = (chunks: ReadonlyArray<unknown>) =>
         chunks.flatMap((chunk) => toResponses.push(chunk as ChatChunk)).map((event): ClientEvent => ({
           event: event.type,

@@ -33,8 +33,8 @@ export const responsesToBedrock: Adapter<ResponsesPassthroughRequest, BedrockCli
       const { request, chat, body } = yield* asConverse(context)
       const response = yield* client.converse(context.resolved.model.id, body)
       recordAuditUsage(context.state, auditUsageFromConverse(response.usage))
-      const completion = converseResponseToChat(response, { model: request.model, jsonMode: jsonModeOf(chat) })
-      return chatResponseToResponses(completion, { model: request.model, request })
+      const completion = converseResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
+      return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
     }),
   stream: (client, _, context) =>
     Effect.gen(function*() {
@@ -42,12 +42,12 @@ export const responsesToBedrock: Adapter<ResponsesPassthroughRequest, BedrockCli
       const upstream = yield* client.converseStream(context.resolved.model.id, body)
       const toChat = new ConverseToChatStream({
         id: newChatCompletionId(),
-        model: request.model,
+        model: context.resolved.model.id,
         created: nowSeconds(),
         includeUsage: true,
         jsonMode: jsonModeOf(chat)
       })
-      const toResponses = new ChatToResponsesStream({ model: request.model, request })
+      const toResponses = new ChatToResponsesStream({ model: context.resolved.model.id, request })
       const events = (chunks: ReadonlyArray<ChatChunk>) =>
         chunks.flatMap((chunk) => toResponses.push(chunk)).map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
       const finalEvents = () => [

@@ -33,7 +33,7 @@ const forwarded = (responses: NonNullable<OpenAIClient["responses"]>): Adapter<R
     }),
   stream: (_, request, context) =>
     Effect.map(responses.stream(passthroughBody(context)), (upstream) => {
-      const followed = new ResponsesPassthroughStream({ model: request.model })
+      const followed = new ResponsesPassthroughStream({ model: context.resolved.model.id })
       return upstream.pipe(
         Stream.map((item): ClientEvent => {
           followed.observe(item.event)
@@ -50,13 +50,13 @@ const translated: Adapter<ResponsesPassthroughRequest, OpenAIClient> = {
       const { request, chat } = yield* responsesAsChat(context)
       const completion = yield* client.complete(chat)
       if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
-      return chatResponseToResponses(completion, { model: request.model, request })
+      return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
     }),
   stream: (client, _, context) =>
     Effect.gen(function*() {
       const { request, chat } = yield* responsesAsChat(context)
       const upstream = yield* client.stream(chat)
-      const machine = new ChatToResponsesStream({ model: request.model, request })
+      const machine = new ChatToResponsesStream({ model: context.resolved.model.id, request })
       const events = (list: ReadonlyArray<{ readonly type: string }>) =>
         list.map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
       return upstream.pipe(

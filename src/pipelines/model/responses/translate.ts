@@ -13,6 +13,7 @@ import { Effect, Result } from "effect"
 import { decodedOrFail } from "../../../domain/validation.ts"
 import { decodeResponsesRequest, type ResponsesRequest } from "../../../wire/openai-responses.ts"
 import { type ChatRequestFromResponses, responsesRequestToChat } from "../../../wire/translate/responses-request-to-chat.ts"
+import { modelReasons } from "../../../services/catalog/reasoning.ts"
 import type { AdapterContext } from "../adapter.ts"
 import { untranslatable } from "../usage.ts"
 
@@ -23,9 +24,12 @@ export const responsesAsChat = (context: AdapterContext) =>
     if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
     const cap = context.resolved.model.max_tokens
     // Always a limit (issue 22, finding 2): none named, or one above the cap, is the cap.
-    const chat: ChatRequestFromResponses = typeof translated.success.max_tokens === "number" && translated.success.max_tokens <= cap
+    const capped: ChatRequestFromResponses = typeof translated.success.max_tokens === "number" && translated.success.max_tokens <= cap
       ? translated.success
       : { ...translated.success, max_tokens: cap }
+    // A model that does not reason gets no reasoning fields (services/catalog/reasoning.ts).
+    const { reasoning_effort: _, ...withoutEffort } = capped
+    const chat: ChatRequestFromResponses = modelReasons(context.resolved.model) ? capped : withoutEffort
     const dropped = (request.tools ?? []).filter((tool) => tool.type !== "function").map((tool) => ("name" in tool && typeof tool.name === "string" ? tool.name : tool.type))
     if (dropped.length > 0) context.state.audit.details = { ...context.state.audit.details, dropped_tools: dropped }
     return { request, chat }
