@@ -310,3 +310,16 @@ describe("count_tokens -> Gemini", () => {
   })
 })
 
+describe("embeddings -> Gemini", () => {
+  it("go up as :batchEmbedContents, in input order, with the dimensions asked for", async () => {
+    const embedded = await openai().embeddings.create({ model: "embed", input: ["alpha", "beta gamma"], dimensions: 4 })
+    expect(embedded.data.map((item) => [item.index, item.embedding.length])).toEqual([[0, 4], [1, 4]])
+    expect(fake.requests[0]!.path).toBe(`/v1beta/models/${EMBED}:batchEmbedContents`)
+    expect(sent().requests).toEqual([
+      { model: `models/${EMBED}`, content: { parts: [{ text: "alpha" }] }, outputDimensionality: 4 },
+      { model: `models/${EMBED}`, content: { parts: [{ text: "beta gamma" }] }, outputDimensionality: 4 }
+    ])
+    expect(embedded.usage.prompt_tokens).toBeGreaterThan(0)
+  })
+})
+
