@@ -299,3 +299,27 @@ describe("Anthropic SDK on /v1/messages -> Gemini", () => {
     expect((failed as InstanceType<typeof Anthropic.APIError>).status).toBe(502)
   })
 })
+
+describe("count_tokens -> Gemini", () => {
+  it("counts through :countTokens with the translated request", async () => {
+    const counted = await anthropic().messages.countTokens({ model: "flash", system: "Be brief.", messages: [{ role: "user", content: "three little words" }] })
+    // The fake counts words: the system prompt's two and the message's three.
+    expect(counted.input_tokens).toBe(5)
+    expect(fake.requests[0]!.path).toBe(`/v1beta/models/${FLASH}:countTokens`)
+    expect(sent().generateContentRequest).toMatchObject({ model: `models/${FLASH}`, contents: [{ role: "user", parts: [{ text: "three little words" }] }] })
+  })
+})
+
+describe("embeddings -> Gemini", () => {
+  it("go up as :batchEmbedContents, in input order, with the dimensions asked for", async () => {
+    const embedded = await openai().embeddings.create({ model: "embed", input: ["alpha", "beta gamma"], dimensions: 4 })
+    expect(embedded.data.map((item) => [item.index, item.embedding.length])).toEqual([[0, 4], [1, 4]])
+    expect(fake.requests[0]!.path).toBe(`/v1beta/models/${EMBED}:batchEmbedContents`)
+    expect(sent().requests).toEqual([
+      { model: `models/${EMBED}`, content: { parts: [{ text: "alpha" }] }, outputDimensionality: 4 },
+      { model: `models/${EMBED}`, content: { parts: [{ text: "beta gamma" }] }, outputDimensionality: 4 }
+    ])
+    expect(embedded.usage.prompt_tokens).toBeGreaterThan(0)
+  })
+})
+

@@ -178,3 +178,18 @@ describe("Gemini on Vertex, from every client format", () => {
     expect((throttled as InstanceType<typeof OpenAI.APIError>).status).toBe(502)
   })
 })
+
+describe("count_tokens -> Vertex", () => {
+  it("a Claude model through count-tokens:rawPredict, a Gemini model through :countTokens", async () => {
+    const claude = await anthropic().messages.countTokens({ model: "claude-vx", messages: [{ role: "user", content: "three little words" }] })
+    expect(claude.input_tokens).toBeGreaterThan(0)
+    const [call] = predictions()
+    expect(call!.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/anthropic/models/count-tokens:rawPredict`)
+    expect(call!.body).toMatchObject({ model: CLAUDE, anthropic_version: "vertex-2023-10-16" })
+    const gemini = await anthropic().messages.countTokens({ model: "gemini-vx", messages: [{ role: "user", content: "three little words" }] })
+    expect(gemini.input_tokens).toBe(3)
+    expect(predictions()[1]!.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/google/models/${GEMINI}:countTokens`)
+    expect(predictions()[1]!.body).toEqual({ contents: [{ role: "user", parts: [{ text: "three little words" }] }] })
+  })
+})
+

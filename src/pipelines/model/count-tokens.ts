@@ -1,7 +1,8 @@
 /**
  * `POST /v1/messages/count_tokens`: Anthropic-kind providers count (the body is forwarded as
  * sent, with the model id replaced, and the client's version and beta headers), Bedrock-kind ones
- * through Bedrock's CountTokens where the model offers it; for other providers the gateway estimates with a tokenizer (services/tokens) in the same response shape.
+ * through Bedrock's CountTokens where the model offers it, Gemini and Vertex models through
+ * Gemini's `:countTokens` or Vertex's Claude count-tokens endpoint; for other providers the gateway estimates with a tokenizer (services/tokens) in the same response shape.
  * Authenticated, rate limited, scoped and audited like any model request; it costs
  * `count_tokens.credits` (0 unless configured) and counts against a key's request budget.
  * The count is not consumption: it goes in the record's details (`input_tokens`), never in its
@@ -20,6 +21,8 @@ import { json } from "../respond.ts"
 import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
 import { tokenCount } from "./usage.ts"
+import { geminiCountTokens } from "./messages/gemini-count-tokens.ts"
+import { isVertexClaude } from "./vertex.ts"
 
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -27,14 +30,28 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits })
   state.audit.details = { operation: "count_tokens" }
   const client = (yield* Providers).client(resolved.provider.name)
-  if (client.kind === "anthropic") {
+  // A Claude model on Vertex counts through Vertex's count-tokens endpoint, as an Anthropic-kind model does.
+  const anthropic = client.kind === "anthropic"
+    ? client
+    : client.kind === "vertex" && isVertexClaude(resolved.model.id)
+    ? client.anthropicFor(resolved.model.id)
+    : undefined
+  if (anthropic !== undefined) {
     const headers = (yield* HttpServerRequest).headers
-    const counted = yield* client.countTokens({ ...raw, model: resolved.model.id }, forwardedAnthropicHeaders(headers))
+    const counted = yield* anthropic.countTokens({ ...raw, model: resolved.model.id }, forwardedAnthropicHeaders(headers))
     state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted.input_tokens) }
     return json(counted)
   }
   if (client.kind === "bedrock") {
     const counted = yield* bedrockCountTokens(client, raw, resolved, (yield* HttpServerRequest).headers["anthropic-beta"])
+    if (counted !== undefined) {
+      state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted) }
+      return json({ input_tokens: counted })
+    }
+  }
+  const gemini = client.kind === "gemini" ? client : client.kind === "vertex" ? client.gemini : undefined
+  if (gemini !== undefined) {
+    const counted = yield* geminiCountTokens(gemini, raw, resolved)
     if (counted !== undefined) {
       state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted) }
       return json({ input_tokens: counted })

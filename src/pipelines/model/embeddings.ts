@@ -1,6 +1,7 @@
 /**
  * `POST /v1/embeddings` (OpenAI): forwarded to OpenAI-kind providers (the body as sent, the
- * model id replaced, the answer relayed as it arrives), translated for Bedrock's Titan and Cohere embedding models, and answered
+ * model id replaced, the answer relayed as it arrives), translated for Bedrock's Titan and Cohere
+ * embedding models and Gemini's `:batchEmbedContents` (the Gemini API's), and answered
  * by the echo provider with deterministic vectors offline.
  * Anthropic has no embeddings API, so an Anthropic-kind model is a 400 naming the model, as is
  * any model whose entry does not list `embeddings`. Admitted, charged and audited like any
@@ -16,6 +17,7 @@ import { CurrentRequest } from "../request.ts"
 import { json, relayedJsonResponse } from "../respond.ts"
 import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
 import { tokenCount } from "./usage.ts"
+import { geminiEmbeddings } from "./gemini-embeddings.ts"
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -24,6 +26,12 @@ export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   if (client.kind === "bedrock") {
     const response = yield* bedrockEmbeddings(client, request, resolved)
     state.audit.prompt_tokens = tokenCount(response.usage.prompt_tokens)
+    state.audit.completion_tokens = 0
+    return json(response)
+  }
+  if (client.kind === "gemini" && client.batchEmbed !== undefined) {
+    const response = yield* geminiEmbeddings(client, client.batchEmbed, request, resolved)
+    state.audit.prompt_tokens = response.usage.prompt_tokens
     state.audit.completion_tokens = 0
     return json(response)
   }

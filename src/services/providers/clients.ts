@@ -17,7 +17,6 @@ import type {
 import type {
   GeminiBatchEmbedRequest,
   GeminiBatchEmbedResponse,
-  GeminiCountTokensRequest,
   GeminiCountTokensResponse,
   GenerateContentRequest,
   GenerateContentResponse
@@ -143,7 +142,8 @@ export interface GeminiClient {
     model: string,
     body: GenerateContentRequest
   ) => Effect.Effect<Stream.Stream<GenerateContentResponse, UpstreamFailure>, UpstreamFailure>
-  readonly countTokens: (model: string, body: GeminiCountTokensRequest) => Effect.Effect<GeminiCountTokensResponse, UpstreamFailure>
+  /** `:countTokens` of a whole request (its contents, system instruction and tools). */
+  readonly countTokens: (model: string, body: GenerateContentRequest) => Effect.Effect<GeminiCountTokensResponse, UpstreamFailure>
   /** `:batchEmbedContents`; `undefined` where the endpoint has none (Vertex). */
   readonly batchEmbed: ((model: string, body: GeminiBatchEmbedRequest) => Effect.Effect<GeminiBatchEmbedResponse, UpstreamFailure>) | undefined
 }

@@ -11,6 +11,7 @@ import type { Agent } from "undici"
 import { NotFound, ProviderError, ValidationFailed } from "../../domain/errors.ts"
 import type {
   GeminiBatchEmbedResponse,
+  GeminiCountTokensRequest,
   GeminiCountTokensResponse,
   GenerateContentRequest,
   GenerateContentResponse
@@ -34,6 +35,8 @@ export interface GeminiEndpoint {
   readonly server: string
   /** Whether `:batchEmbedContents` exists there (the Gemini API's; Vertex has none). */
   readonly batchEmbed: boolean
+  /** The body of `:countTokens` for a request: the Gemini API wraps it with the model, Vertex takes its fields flat. */
+  readonly countBody: (model: string, request: GenerateContentRequest) => GeminiCountTokensRequest | GenerateContentRequest
 }
 
 export const geminiApiEndpoint = (provider: ProviderConfig, env: Readonly<Record<string, string | undefined>>): GeminiEndpoint => {
@@ -44,7 +47,8 @@ export const geminiApiEndpoint = (provider: ProviderConfig, env: Readonly<Record
     headers: Effect.succeed<Record<string, string>>(key ? { "x-goog-api-key": key } : {}),
     redact: makeRedactor([key]),
     server: new URL(base).host,
-    batchEmbed: true
+    batchEmbed: true,
+    countBody: (model, request) => ({ generateContentRequest: { model: `models/${model}`, ...request } })
   }
 }
 
@@ -107,7 +111,7 @@ export const makeGeminiClient = (
     kind: "gemini",
     name: provider.name,
     generate: (model, body) => json<GenerateContentResponse>(model, "generateContent", body),
-    countTokens: (model, body) => json<GeminiCountTokensResponse>(model, "countTokens", body),
+    countTokens: (model, body) => json<GeminiCountTokensResponse>(model, "countTokens", endpoint.countBody(model, body)),
     batchEmbed: endpoint.batchEmbed ? (model, body) => json<GeminiBatchEmbedResponse>(model, "batchEmbedContents", body) : undefined,
     streamGenerate: (model, body: GenerateContentRequest) =>
       tracedStream(call(body, true), Effect.map(post(`${endpoint.url(model, "streamGenerateContent")}?alt=sse`, body), (response) => {

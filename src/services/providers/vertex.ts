@@ -130,7 +130,13 @@ export const makeVertexClient = (provider: ProviderConfig, agent: Agent, firstBy
     headers: bearer,
     redact,
     server,
-    batchEmbed: false
+    batchEmbed: false,
+    // Vertex counts with the request's own fields; generation settings are not counted.
+    countBody: (_, { contents, systemInstruction, tools }) => ({
+      contents,
+      ...(systemInstruction === undefined ? {} : { systemInstruction }),
+      ...(tools === undefined ? {} : { tools })
+    })
   }
   const anthropicEndpoint = (model: string): AnthropicEndpoint => ({
     server,

@@ -1,0 +1,79 @@
+/**
+ * The Gemini wire types against @google/genai's, checked by the compiler: what the gateway
+ * sends fits the SDK's types of the same objects, and what the SDK says Gemini answers fits what
+ * the gateway reads. Then the two Gemini rules: the schema subset, and call ids carrying the
+ * thoughtSignature.
+ */
+import type * as Sdk from "@google/genai"
+import { describe, expect, it } from "vitest"
+import {
+  type GeminiContent,
+  type GeminiFunctionDeclaration,
+  type GeminiGenerationConfig,
+  geminiSchema,
+  geminiToolCallId,
+  type GeminiToolConfig,
+  type GenerateContentResponse,
+  thoughtSignatureOfId
+} from "../../src/wire/gemini.ts"
+
+type Fits<A extends B, B> = [A, B]
+/** The SDK's enums as the strings they are on the wire. */
+type Wire<T> = T extends string ? string : T extends ReadonlyArray<infer U> ? ReadonlyArray<Wire<U>> : T extends object ? { readonly [K in keyof T]: Wire<T[K]> } : T
+
+export type ContentFits = Fits<GeminiContent, Wire<Sdk.Content>>
+export type DeclarationFits = Fits<GeminiFunctionDeclaration, Wire<Sdk.FunctionDeclaration>>
+export type ToolConfigFits = Fits<GeminiToolConfig, Wire<Sdk.ToolConfig>>
+export type GenerationFits = Fits<GeminiGenerationConfig, Wire<Sdk.GenerationConfig>>
+// Answers: the usage and a candidate's finish as the SDK reads them (the parts the gateway reads are the request's Part, above).
+export type UsageFits = Fits<Wire<Pick<Sdk.GenerateContentResponse, "usageMetadata" | "modelVersion" | "responseId">>, Omit<GenerateContentResponse, "candidates" | "promptFeedback">>
+export type CandidateFits = Fits<Wire<Pick<Sdk.Candidate, "finishReason" | "index">>, Omit<NonNullable<GenerateContentResponse["candidates"]>[number], "content">>
+
+describe("geminiSchema", () => {
+  it("keeps Gemini's keywords, inlines local refs, and leaves out what Gemini refuses", () => {
+    expect(geminiSchema({
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      additionalProperties: false,
+      $defs: { Unit: { type: "string", enum: ["c", "f"] } },
+      properties: {
+        unit: { $ref: "#/$defs/Unit" },
+        days: { type: "integer", minimum: 1, maxItems: 3, exclusiveMaximum: 10 },
+        tags: { type: "array", items: { type: "string" }, minItems: 1, uniqueItems: true },
+        note: { anyOf: [{ type: "string" }, { type: "null" }] },
+        mode: { const: "fast" }
+      },
+      required: ["unit", "missing"]
+    })).toEqual({
+      type: "OBJECT",
+      properties: {
+        unit: { type: "STRING", enum: ["c", "f"] },
+        days: { type: "INTEGER", minimum: 1, maxItems: "3" },
+        tags: { type: "ARRAY", items: { type: "STRING" }, minItems: "1" },
+        note: { type: "STRING", nullable: true },
+        mode: { type: "STRING", enum: ["fast"] }
+      },
+      required: ["unit"]
+    })
+  })
+
+  it("cuts a recursive schema at a bounded depth", () => {
+    const node = geminiSchema({ $defs: { N: { type: "object", properties: { next: { $ref: "#/$defs/N" } } } }, $ref: "#/$defs/N" })
+    let depth = 0
+    for (let at: any = node; at?.properties?.next !== undefined; at = at.properties.next) depth++
+    expect(depth).toBeGreaterThan(3)
+    expect(depth).toBeLessThan(30)
+  })
+})
+
+describe("Gemini tool call ids", () => {
+  it("carry the thoughtSignature there is, and nothing when there is none", () => {
+    const signature = Buffer.from("some opaque signature bytes \u00ff").toString("base64")
+    const id = geminiToolCallId(signature)
+    expect(id).toMatch(/^call_[A-Za-z0-9]{12}_ts_[A-Za-z0-9_-]+$/)
+    expect(thoughtSignatureOfId(id)).toBe(signature)
+    expect(geminiToolCallId(undefined)).toMatch(/^call_[A-Za-z0-9]{12}$/)
+    expect(thoughtSignatureOfId("call_abc")).toBeUndefined()
+    expect(thoughtSignatureOfId("toolu_01ABC")).toBeUndefined()
+  })
+})
