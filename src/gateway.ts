@@ -39,6 +39,7 @@ import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { ConfigReload } from "./services/config/ConfigReload.ts"
 import { adminReloadRoutes } from "./http/routes/admin-reload.ts"
+import { openApiRoutes } from "./http/routes/openapi.ts"
 import type { ConfigInvalid } from "./services/config/load.ts"
 import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
@@ -96,6 +97,7 @@ export const httpLayer = (config: GatewayConfig) =>
       ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
       ...adminSubjectRoutes({ auth }),
       ...adminReloadRoutes({ auth }),
+      ...openApiRoutes(SERVER_INFO.version),
       ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
       ...signInRoutes
     ]
