@@ -1,6 +1,6 @@
 /** GET /openapi.json: the admin API described from the schemas the handlers decode with, every route of it. */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import Ajv2020 from "ajv/dist/2020.js"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import { adminRoutes } from "../../src/http/routes/admin.ts"
 import { makeAdminAuth } from "../../src/http/routes/admin-auth.ts"
 import { adminReloadRoutes } from "../../src/http/routes/admin-reload.ts"
