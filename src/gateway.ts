@@ -19,7 +19,7 @@ import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
 import { modelRoutes } from "./http/routes/models.ts"
 import { completionRoutes } from "./http/routes/completions.ts"
 import { AppConfig } from "./services/config/AppConfig.ts"
-import { Providers } from "./services/providers/Providers.ts"
+import { Providers, ProvidersSwitchSlot } from "./services/providers/Providers.ts"
 import { Router } from "./services/routing/Router.ts"
 import { Credits } from "./services/credits/Credits.ts"
 import { RateLimiter } from "./services/limits/RateLimiter.ts"
@@ -38,6 +38,10 @@ import { SERVER_INFO } from "./services/mcp/advertised.ts"
 import { tracingLayer } from "./services/tracing/Tracing.ts"
 import { Auth } from "./services/auth/Auth.ts"
 import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
+import { ConfigReload } from "./services/config/ConfigReload.ts"
+import { adminReloadRoutes } from "./http/routes/admin-reload.ts"
+import { openApiRoutes } from "./http/routes/openapi.ts"
+import type { ConfigInvalid } from "./services/config/load.ts"
 import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
@@ -58,6 +62,8 @@ export interface GatewayOverrides extends CoreOverrides {
   readonly clock?: Clock.Clock | undefined
   /** Where `api_key_env` names are looked up; main passes the process environment. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** Reads the configuration again as at start, for a reload (SIGHUP, POST /admin/reload); none: reloads are refused. */
+  readonly reload?: Effect.Effect<GatewayConfig, ConfigInvalid> | undefined
 }
 
 /**
@@ -98,6 +104,8 @@ export const httpLayer = (config: GatewayConfig) =>
       ...completionRoutes,
       ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
       ...adminSubjectRoutes({ auth }),
+      ...adminReloadRoutes({ auth }),
+      ...openApiRoutes(SERVER_INFO.version),
       ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
       ...signInRoutes
     ]
@@ -138,6 +146,16 @@ export const dataDirOf = (config: GatewayConfig): string | undefined => {
   return file === "" || file === ":memory:" ? undefined : dirname(file)
 }
 
+/** The model catalog and the provider clients, which a config reload replaces, and the reload itself. */
+const reloadableLayer = (config: GatewayConfig, overrides: GatewayOverrides) => {
+  const slot = Layer.succeed(ProvidersSwitchSlot, ProvidersSwitchSlot.make())
+  const parts = Layer.mergeAll(
+    ModelCatalog.layerReloadable(config),
+    overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {})
+  ).pipe(Layer.provideMerge(slot))
+  return ConfigReload.layer(config, overrides.reload).pipe(Layer.provideMerge(parts))
+}
+
 export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides = {}) => {
   const dataDir = dataDirOf(config)
   const audit = overrides.audit ??
@@ -150,10 +168,9 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer.pipe(Layer.provideMerge(IdentityTokens.layer(config.auth.oidc))),
     config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
-    ModelCatalog.layer(config),
+    reloadableLayer(config, overrides),
     TokenEstimator.layer,
     StoredResponses.layer,
-    overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
     routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
     Drain.layer

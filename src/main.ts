@@ -98,9 +98,13 @@ const serve = Command.make(
     port: Flag.Int("port").pipe(Flag.withDescription("Port to bind, 0 for any free port (overrides server.port)"), Flag.optional)
   },
   Effect.fn(function*({ host, port }) {
-    const config = yield* readConfig({ flags: { host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) }, serving: true })
+    const flags = { host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) }
+    const config = yield* readConfig({ flags, serving: true })
+    // A reload (SIGHUP, POST /admin/reload) reads the configuration again exactly this way.
+    const { config: path } = yield* root
+    const reload = loadConfig({ path: Option.getOrUndefined(path), env: process.env, flags })
     const { serve } = yield* load(() => import("./commands/serve.ts"))
-    return yield* serve(config)
+    return yield* serve(config, reload)
   })
 ).pipe(Command.withDescription("Run the gateway"))
 

@@ -13,9 +13,13 @@ interface Filters {
   endpoint: string
   since: string
   until: string
+  /** The app's own pages and session checks, and health probes: off by default, they flood the trail. */
+  app_and_health: boolean
+  /** Only requests that change something (admin actions, model calls), not reads. */
+  writes_only: boolean
 }
 
-const empty: Filters = { key_id: "", status: "", error: "", endpoint: "", since: "", until: "" }
+const empty: Filters = { key_id: "", status: "", error: "", endpoint: "", since: "", until: "", app_and_health: false, writes_only: false }
 
 const toQuery = (f: Filters) => ({
   key_id: f.key_id,
@@ -23,7 +27,9 @@ const toQuery = (f: Filters) => ({
   error: f.error,
   endpoint: f.endpoint,
   since: f.since ? fromLocalInput(f.since) : undefined,
-  until: f.until ? fromLocalInput(f.until) : undefined
+  until: f.until ? fromLocalInput(f.until) : undefined,
+  exclude: f.app_and_health ? undefined : "app,health",
+  writes_only: f.writes_only ? "true" : undefined
 })
 
 const endpoints = [
@@ -54,9 +60,12 @@ export const AuditPage = () => {
         `/audit${query({ ...toQuery(f), limit: PAGE, cursor: after })}`
       )
       setRows((current) => (after === null ? page.data : [...(current ?? []), ...page.data]))
+      setError(undefined)
       setCursor(page.next_cursor)
       setError(undefined)
     } catch (e) {
+      // Rows of the previous filter under an error about this one would read as its answer.
+      if (after === null) setRows([])
       setError(e instanceof Error ? e.message : String(e))
     }
   }
@@ -139,6 +148,14 @@ export const AuditPage = () => {
         </Field>
         <Field label="From">{(id) => <input id={id} type="datetime-local" value={filters.since} onInput={set("since")} />}</Field>
         <Field label="Until">{(id) => <input id={id} type="datetime-local" value={filters.until} onInput={set("until")} />}</Field>
+        <label class="check">
+          <input type="checkbox" checked={filters.app_and_health} onChange={(e) => setFilters({ ...filters, app_and_health: (e.target as HTMLInputElement).checked })} />
+          App and health traffic
+        </label>
+        <label class="check">
+          <input type="checkbox" checked={filters.writes_only} onChange={(e) => setFilters({ ...filters, writes_only: (e.target as HTMLInputElement).checked })} />
+          Changes only
+        </label>
         <button type="submit">Apply filters</button>
         <button type="button" onClick={() => { setFilters(empty); setApplied(empty) }}>Clear</button>
       </form>

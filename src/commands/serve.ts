@@ -9,11 +9,26 @@ import { randomBytes } from "node:crypto"
 import * as HttpServer from "effect/http/HttpServer"
 import { gatewayLayer, loggingLayer } from "../gateway.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
+import { ConfigReload } from "../services/config/ConfigReload.ts"
+import type { ConfigInvalid } from "../services/config/load.ts"
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
 
+/**
+ * SIGHUP reloads the configuration (services/config/ConfigReload) instead of ending the process,
+ * Node's default; the outcome is logged either way, and a refused reload changes nothing.
+ */
+const reloadOnSighup = Layer.effectDiscard(Effect.gen(function*() {
+  const reloader = yield* ConfigReload
+  const context = yield* Effect.context<never>()
+  const onHangup = () => {
+    Effect.runForkWith(context)(Effect.ignore(Effect.andThen(Effect.logInfo("SIGHUP: reloading the configuration"), reloader.reload)))
+  }
+  yield* Effect.acquireRelease(Effect.sync(() => process.on("SIGHUP", onHangup)), () => Effect.sync(() => process.off("SIGHUP", onHangup)))
+}))
+
 /** Serves until interrupted (SIGTERM/SIGINT), then drains and runs the finalizers. */
-export const serve = (configured: GatewayConfig) => {
+export const serve = (configured: GatewayConfig, reload?: Effect.Effect<GatewayConfig, ConfigInvalid>) => {
   // With no admin token and only this machine able to connect (the embedded default), a
   // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
   // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled.
@@ -36,7 +51,14 @@ export const serve = (configured: GatewayConfig) => {
       )
     })
   )
-  return Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
+  // A reload keeps the one-time admin token: the file never had one to reload.
+  const reloadWithToken = reload === undefined || oneTimeToken === undefined
+    ? reload
+    : Effect.map(reload, (next) => next.admin.token === undefined ? { ...next, admin: { ...next.admin, token: oneTimeToken } } : next)
+  const launched = Layer.mergeAll(announce, reloadOnSighup).pipe(
+    Layer.provideMerge(gatewayLayer(config, { env: process.env, reload: reloadWithToken }))
+  )
+  return Layer.launch(launched).pipe(
     // The gateway's own layer applies these too; here they also cover the announcement.
     Effect.provide(loggingLayer(config))
   )

@@ -94,7 +94,8 @@ export const auditMessage = (message: string): string =>
  * body, a message or a statement, so the log is safe to ship wherever logs go.
  */
 const logRequest = (record: AuditRecord, span: Tracer.Span | undefined) =>
-  Effect.logInfo("request").pipe(Effect.annotateLogs({
+  // A 5xx is the gateway's or a provider's failure: at error, so an operator filtering on level sees it.
+  (record.status >= 500 ? Effect.logError("request") : Effect.logInfo("request")).pipe(Effect.annotateLogs({
     request_id: record.request_id,
     // The way from a log line to its trace.
     ...(span?.sampled ? { trace_id: span.traceId } : {}),
@@ -102,8 +103,12 @@ const logRequest = (record: AuditRecord, span: Tracer.Span | undefined) =>
     method: record.method,
     route: record.endpoint,
     model: record.model,
+    provider: record.provider,
     status: record.status,
     slug: record.error,
+    prompt_tokens: record.prompt_tokens,
+    completion_tokens: record.completion_tokens,
+    ...(typeof record.details?.upstream_status === "number" ? { upstream_status: record.details.upstream_status } : {}),
     duration_ms: record.duration_ms
   }))
 

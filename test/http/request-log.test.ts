@@ -81,6 +81,9 @@ describe("the request log", () => {
       slug: null
     })
     expect(ok.annotations.key_id).toMatch(/^key_/)
+    expect(ok.annotations).toMatchObject({ provider: "echo" })
+    expect(typeof ok.annotations.prompt_tokens).toBe("number")
+    expect(typeof ok.annotations.completion_tokens).toBe("number")
     expect(typeof ok.annotations.duration_ms).toBe("number")
 
     const bad = requests.find((line) => line.annotations.request_id === refusedId)!

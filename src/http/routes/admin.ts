@@ -30,6 +30,46 @@ export interface AdminOptions {
   readonly maxBodyBytes: number
 }
 
+/** The admin API's query and body schemas: the handlers decode with them and GET /openapi.json describes them. */
+export const AuditQuery = Schema.Struct({
+  key_id: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.FiniteFromString),
+  error: Schema.optional(Schema.String),
+  endpoint: Schema.optional(Schema.String),
+  since: Schema.optional(Schema.String),
+  until: Schema.optional(Schema.String),
+  cursor: Schema.optional(Schema.FiniteFromString),
+  limit: Schema.optional(Schema.FiniteFromString),
+  format: Schema.optional(Schema.Literals(["json", "jsonl"])),
+  include: Schema.optional(Schema.String),
+  exclude: Schema.optional(Schema.String),
+  writes_only: Schema.optional(Schema.Literals(["true", "false"])),
+  target_kind: Schema.optional(Schema.String.check(Schema.isMaxLength(50))),
+  target_id: Schema.optional(Schema.String.check(Schema.isMaxLength(200)))
+})
+
+export const UsageQuery = Schema.Struct({
+  key_id: Schema.optional(Schema.String),
+  group_by: Schema.optional(Schema.String),
+  since: Schema.optional(Schema.String),
+  until: Schema.optional(Schema.String)
+})
+
+export const TopUp = Schema.Struct({
+  credits: Schema.Int.check(Schema.isGreaterThan(0)),
+  note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
+})
+
+export const LedgerQuery = Schema.Struct({
+  cursor: Schema.optional(Schema.FiniteFromString),
+  limit: Schema.optional(Schema.FiniteFromString),
+  request_id: Schema.optional(Schema.String),
+  key_id: Schema.optional(Schema.String),
+  kind: Schema.optional(Schema.Literals(["initial", "charge", "refund", "topup"]))
+})
+
+export const GrantInput = Schema.Struct({ role: Schema.Literals(["read", "edit"]) })
+
 export const adminRoutes = (options: AdminOptions) => {
   const requireAdmin = options.auth.requireAdmin
 
@@ -46,22 +86,6 @@ export const adminRoutes = (options: AdminOptions) => {
 
   const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.andThen(requireAdmin, effect)
 
-  const AuditQuery = Schema.Struct({
-    key_id: Schema.optional(Schema.String),
-    status: Schema.optional(Schema.FiniteFromString),
-    error: Schema.optional(Schema.String),
-    endpoint: Schema.optional(Schema.String),
-    since: Schema.optional(Schema.String),
-    until: Schema.optional(Schema.String),
-    cursor: Schema.optional(Schema.FiniteFromString),
-    limit: Schema.optional(Schema.FiniteFromString),
-    format: Schema.optional(Schema.Literals(["json", "jsonl"])),
-    include: Schema.optional(Schema.String),
-    exclude: Schema.optional(Schema.String),
-    writes_only: Schema.optional(Schema.Literals(["true", "false"])),
-    target_kind: Schema.optional(Schema.String.check(Schema.isMaxLength(50))),
-    target_id: Schema.optional(Schema.String.check(Schema.isMaxLength(200)))
-  })
 
   /** `include=admin,app` / `exclude=app,health`: a comma-separated list of traffic kinds. */
   const kindsParam = (name: string, value: string | undefined) => {
@@ -76,12 +100,6 @@ export const adminRoutes = (options: AdminOptions) => {
       : Effect.succeed(parts as ReadonlyArray<TrafficKind>)
   }
 
-  const UsageQuery = Schema.Struct({
-    key_id: Schema.optional(Schema.String),
-    group_by: Schema.optional(Schema.String),
-    since: Schema.optional(Schema.String),
-    until: Schema.optional(Schema.String)
-  })
 
   const isoParam = (name: string, value: string | undefined) =>
     value === undefined
@@ -90,18 +108,7 @@ export const adminRoutes = (options: AdminOptions) => {
       ? Effect.fail(new ValidationFailed({ message: `${name}: expected an ISO-8601 timestamp`, details: { field: name } }))
       : Effect.succeed(new Date(value).toISOString())
 
-  const TopUp = Schema.Struct({
-    credits: Schema.Int.check(Schema.isGreaterThan(0)),
-    note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
-  })
 
-  const LedgerQuery = Schema.Struct({
-    cursor: Schema.optional(Schema.FiniteFromString),
-    limit: Schema.optional(Schema.FiniteFromString),
-    request_id: Schema.optional(Schema.String),
-    key_id: Schema.optional(Schema.String),
-    kind: Schema.optional(Schema.Literals(["initial", "charge", "refund", "topup"]))
-  })
 
   /** `group_by=day,key,model` (any subset, any order); the default is key and model. */
   const groupByParam = (value: string | undefined) => {
@@ -132,7 +139,6 @@ export const adminRoutes = (options: AdminOptions) => {
     }
     return { target: { kind: "connection" as const, id: String((after ?? before)!.id) }, before: was, after: now }
   }
-  const GrantInput = Schema.Struct({ role: Schema.Literals(["read", "edit"]) })
 
   const connectionIdParam = Effect.gen(function*() {
     const raw = (yield* CurrentRequest).params.connection_id ?? ""

@@ -226,4 +226,41 @@ export class ModelCatalog extends Context.Service<ModelCatalog, ModelCatalogShap
 
   static readonly layer = (config: Parameters<typeof makeCatalog>[0]) =>
     Layer.succeed(ModelCatalog, makeCatalog(config))
+
+  /**
+   * A catalog a config reload can replace (ConfigReload): every read goes to the current one, so
+   * a request resolves its model against one catalog, and the next request sees the new one.
+   */
+  static readonly layerReloadable = (config: Pick<GatewayConfig, "models" | "providers">) => {
+    let current = makeCatalog(config)
+    const shape: ModelCatalogShape = {
+      get models() {
+        return current.models
+      },
+      get routes() {
+        return current.routes
+      },
+      lookup: (name) => current.lookup(name),
+      resolve: (name) => current.resolve(name),
+      checkScope: (key, resolved) => current.checkScope(key, resolved),
+      isAllowed: (key, model) => current.isAllowed(key, model)
+    }
+    return Layer.mergeAll(
+      Layer.succeed(ModelCatalog, shape),
+      Layer.succeed(ModelCatalogSwitch, {
+        // Built first (it throws on a config the loader would have refused), swapped in one step.
+        prepare: (next) => {
+          const made = makeCatalog(next)
+          return () => {
+            current = made
+          }
+        }
+      })
+    )
+  }
 }
+
+/** Replaces the reloadable catalog: `prepare` builds the new one, the function it returns puts it in place. */
+export class ModelCatalogSwitch extends Context.Service<ModelCatalogSwitch, {
+  readonly prepare: (config: Pick<GatewayConfig, "models" | "providers">) => () => void
+}>()("modelgate/ModelCatalogSwitch") {}

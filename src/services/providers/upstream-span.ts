@@ -18,6 +18,16 @@ export interface UpstreamCall {
 
 const SPAN = "Provider.request"
 
+/**
+ * OpenTelemetry's `server.address` is the host alone, the port goes in `server.port`: `host:port`
+ * (or `[v6]:port`) split in two.
+ */
+export const serverAttributes = (server: string): Record<string, string | number> => {
+  const match = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(server)
+  if (match === null) return { "server.address": server }
+  return { "server.address": match[1]!.replace(/^\[|\]$/g, ""), "server.port": Number(match[2]) }
+}
+
 const spanOptions = (call: UpstreamCall) => ({
   kind: "client" as const,
   attributes: {
@@ -25,7 +35,7 @@ const spanOptions = (call: UpstreamCall) => ({
     ...(typeof call.body.model === "string" ? { "gen_ai.request.model": call.body.model.slice(0, 200) } : {}),
     "modelgate.stream": call.stream,
     "http.request.method": "POST",
-    "server.address": call.server
+    ...serverAttributes(call.server)
   }
 })
 

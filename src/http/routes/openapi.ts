@@ -1,0 +1,133 @@
+/**
+ * `GET /openapi.json`: the admin API as an OpenAPI 3.1 document, its bodies and query parameters
+ * compiled from the very schemas the handlers decode with (Schema.toJsonSchemaDocument), so the
+ * description cannot drift from what is enforced. A test checks every admin route is described.
+ *
+ * Public, like /healthz: it names routes and fields, never data, and tools (code generators,
+ * API explorers) fetch it before they hold a token. Every operation in it requires the admin
+ * token (`bearerAuth`).
+ */
+import { Effect, Schema } from "effect"
+import { ConnectionChange, ConnectionInput } from "../../services/sql/Connections.ts"
+import { CreateKeyInput, RotateKeyInput, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
+import { json } from "../../pipelines/respond.ts"
+import { route } from "../router.ts"
+import { AuditQuery, GrantInput, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
+
+type Json = Record<string, unknown>
+
+interface Operation {
+  readonly method: "get" | "post" | "put" | "patch" | "delete"
+  /** OpenAPI's spelling: `{id}`, not the router's `:id`. */
+  readonly path: string
+  readonly summary: string
+  readonly body?: Schema.Top | undefined
+  readonly query?: Schema.Struct<any> | undefined
+  /** The success status: 200 with a JSON body unless said otherwise. */
+  readonly status?: 200 | 201 | 204
+}
+
+const OPERATIONS: ReadonlyArray<Operation> = [
+  { method: "get", path: "/api-keys", summary: "List keys with their connection grants" },
+  { method: "post", path: "/api-keys", summary: "Create a key (the full key is in this answer only)", body: CreateKeyInput, status: 201 },
+  { method: "get", path: "/api-keys/{id}", summary: "One key" },
+  { method: "patch", path: "/api-keys/{id}", summary: "Change a key's fields", body: UpdateKeyInput },
+  { method: "delete", path: "/api-keys/{id}", summary: "Delete a key", status: 204 },
+  { method: "post", path: "/api-keys/{id}/rotate", summary: "Replace a key's secret (optional grace for the old one)", body: RotateKeyInput },
+  { method: "post", path: "/api-keys/{id}/revoke", summary: "Deactivate a key" },
+  { method: "post", path: "/api-keys/{id}/budget/reset", summary: "Set a key's used request budget back to 0" },
+  { method: "put", path: "/api-keys/{id}/connections/{connection_id}", summary: "Grant a key a role on a connection (roles only go up)", body: GrantInput },
+  { method: "delete", path: "/api-keys/{id}/connections/{connection_id}", summary: "Revoke a key's grant on a connection", status: 204 },
+  { method: "get", path: "/connections", summary: "List database connections (passwords masked)" },
+  { method: "post", path: "/connections", summary: "Add a database connection", body: ConnectionInput, status: 201 },
+  { method: "patch", path: "/connections/{connection_id}", summary: "Change a connection added through this API", body: ConnectionChange },
+  { method: "delete", path: "/connections/{connection_id}", summary: "Delete a connection added through this API, with its grants", status: 204 },
+  { method: "post", path: "/connections/{connection_id}/test", summary: "Connect with each of the connection's URLs and report" },
+  { method: "get", path: "/models", summary: "The configured models with their providers and credits" },
+  { method: "get", path: "/workspace", summary: "The workspace and its credit pool" },
+  { method: "post", path: "/workspace/credits", summary: "Top up the credit pool", body: TopUp },
+  { method: "get", path: "/workspace/ledger", summary: "Credit movements, newest first", query: LedgerQuery },
+  { method: "get", path: "/usage", summary: "Request, token and credit totals from the audit trail", query: UsageQuery },
+  { method: "get", path: "/audit", summary: "The audit trail, newest first, filtered", query: AuditQuery },
+  { method: "get", path: "/subjects", summary: "Identity-provider subjects seen" },
+  { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },
+  { method: "post", path: "/subjects/{id}/budget/reset", summary: "Set a subject's used request budget back to 0" },
+  { method: "post", path: "/admin/reload", summary: "Reload models and providers from the configuration (as SIGHUP does)" }
+]
+
+/** The router's pattern of an operation's path (`{id}` -> `:id`), for the test that compares the two. */
+export const DESCRIBED_ROUTES: ReadonlyArray<string> = OPERATIONS.map((o) => `${o.method.toUpperCase()} ${o.path.replace(/\{(\w+)\}/g, ":$1")}`)
+
+/** A schema as OpenAPI 3.1 wants it: JSON Schema 2020-12, its definitions under components. */
+const compile = (schema: Schema.Top, components: Json): Json => {
+  const document = Schema.toJsonSchemaDocument(schema as never, { onExcessProperty: "error" }) as unknown as { schema: Json; definitions?: Json }
+  const moveRefs = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(moveRefs)
+      : typeof value === "object" && value !== null
+      ? Object.fromEntries(Object.entries(value).map(([k, v]) =>
+        [k, k === "$ref" && typeof v === "string" ? v.replace(/^#\/\$defs\//, "#/components/schemas/") : moveRefs(v)]
+      ))
+      : value
+  for (const [name, definition] of Object.entries(document.definitions ?? {})) components[name] = moveRefs(definition)
+  return moveRefs(document.schema) as Json
+}
+
+const ERROR_ENVELOPE: Json = {
+  type: "object",
+  required: ["status", "error", "message", "request_id"],
+  properties: {
+    status: { type: "integer" },
+    error: { type: "string", description: "The error slug (validation_failed, not_found, conflict, ...)" },
+    message: { type: "string" },
+    request_id: { type: "string" },
+    details: { type: "object" }
+  }
+}
+
+export const openApiDocument = (version: string): Json => {
+  const schemas: Json = { Error: ERROR_ENVELOPE }
+  const paths: Record<string, Json> = {}
+  for (const operation of OPERATIONS) {
+    const parameters: Array<Json> = [...operation.path.matchAll(/\{(\w+)\}/g)].map((m) => ({
+      name: m[1],
+      in: "path",
+      required: true,
+      schema: m[1] === "connection_id" ? { type: "integer", minimum: 1 } : { type: "string" }
+    }))
+    if (operation.query !== undefined) {
+      const compiled = compile(operation.query, schemas) as { properties?: Record<string, Json>; required?: Array<string> }
+      for (const [name, schema] of Object.entries(compiled.properties ?? {})) {
+        parameters.push({ name, in: "query", required: compiled.required?.includes(name) ?? false, schema })
+      }
+    }
+    const status = operation.status ?? 200
+    paths[operation.path] = {
+      ...paths[operation.path],
+      [operation.method]: {
+        summary: operation.summary,
+        ...(parameters.length > 0 ? { parameters } : {}),
+        ...(operation.body === undefined
+          ? {}
+          : { requestBody: { required: true, content: { "application/json": { schema: compile(operation.body, schemas) } } } }),
+        responses: {
+          [status]: status === 204 ? { description: "Done" } : { description: "OK", content: { "application/json": { schema: { type: "object" } } } },
+          default: { description: "An error, in the gateway's one envelope", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } }
+        }
+      }
+    }
+  }
+  return {
+    openapi: "3.1.0",
+    info: { title: "modelgate admin API", version, description: "Keys, connections, credits, usage and the audit trail. Every operation wants `Authorization: Bearer <admin token>`." },
+    security: [{ bearerAuth: [] }],
+    paths,
+    components: { schemas, securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } } }
+  }
+}
+
+export const openApiRoutes = (version: string) => {
+  // Built once: the schemas do not change while the process runs.
+  const document = openApiDocument(version)
+  return [route("GET", "/openapi.json", Effect.sync(() => json(document)))]
+}

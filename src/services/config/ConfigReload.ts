@@ -1,0 +1,120 @@
+/**
+ * Config reload (issue 26): SIGHUP or `POST /admin/reload` reads the configuration again, the
+ * way the process read it at start (same file, same environment, same command-line flags), and
+ * puts the new models and providers in place without a restart and without dropping a request:
+ * a request resolves its model and provider client once, so one under way finishes on what it
+ * started with, and the next one sees the new ones. A provider whose entry did not change keeps
+ * its client and pooled connections; a changed or removed one's connections close once their
+ * requests finish.
+ *
+ * Everything else (the listen address, TLS, the store, Redis, limits, policies, the admin
+ * settings...) is built into long-lived parts at start: a reload that changes any of it is
+ * refused as a whole, naming each changed setting, and nothing is applied. A file that does not
+ * load is refused the same way, and the running configuration stays.
+ */
+import { Context, Effect, Layer, Option, Semaphore } from "effect"
+import { Conflict, ValidationFailed } from "../../domain/errors.ts"
+import { ModelCatalogSwitch } from "../catalog/ModelCatalog.ts"
+import { ProvidersSwitchSlot } from "../providers/Providers.ts"
+import type { ConfigInvalid } from "./load.ts"
+import type { GatewayConfig } from "./schema.ts"
+
+/** The settings a reload applies; every other one needs a restart. */
+export const LIVE_SETTINGS = ["models", "providers"] as const
+
+export interface ReloadResult {
+  /** The live settings that changed (empty: the file said what was already running). */
+  readonly changed: ReadonlyArray<string>
+  readonly models: number
+  readonly providers: number
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
+
+/** The dotted names of the settings that differ, two levels deep at most (`server.port`, `store`). */
+export const changedSettings = (before: GatewayConfig, after: GatewayConfig): Array<string> => {
+  const out: Array<string> = []
+  const was = before as unknown as Record<string, unknown>
+  const now = after as unknown as Record<string, unknown>
+  for (const name of new Set([...Object.keys(was), ...Object.keys(now)])) {
+    if (same(was[name], now[name])) continue
+    const a = was[name]
+    const b = now[name]
+    const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+    if (isObject(a) && isObject(b)) {
+      for (const inner of new Set([...Object.keys(a), ...Object.keys(b)])) {
+        if (!same(a[inner], b[inner])) out.push(`${name}.${inner}`)
+      }
+    } else out.push(name)
+  }
+  return out
+}
+
+export class ConfigReload extends Context.Service<ConfigReload, {
+  readonly reload: Effect.Effect<ReloadResult, Conflict | ValidationFailed>
+}>()("modelgate/ConfigReload") {
+  /**
+   * `load` reads the configuration as at start; none: the gateway was built from a value (a test,
+   * an embedding), and a reload is refused as having nothing to read.
+   */
+  static readonly layer = (initial: GatewayConfig, load: Effect.Effect<GatewayConfig, ConfigInvalid> | undefined) =>
+    Layer.effect(
+      ConfigReload,
+      Effect.gen(function*() {
+        const catalog = Option.getOrUndefined(yield* Effect.serviceOption(ModelCatalogSwitch))
+        const providers = Option.getOrUndefined(yield* Effect.serviceOption(ProvidersSwitchSlot))
+        let running = initial
+        // One reload at a time: two SIGHUPs in a row must not interleave their swaps.
+        const lock = yield* Semaphore.make(1)
+
+        const reload = Effect.gen(function*() {
+          if (load === undefined) {
+            return yield* new Conflict({ message: "reload is not available: this gateway was not started from a configuration file" })
+          }
+          const next = yield* load.pipe(
+            Effect.mapError((error) =>
+              new ValidationFailed({ message: `the configuration does not load, nothing changed: ${error.message}`, status: 422 })
+            )
+          )
+          const changed = changedSettings(running, next)
+          const live = changed.filter((name) => (LIVE_SETTINGS as ReadonlyArray<string>).includes(name.split(".")[0]!))
+          const restart = changed.filter((name) => !live.includes(name))
+          if (restart.length > 0) {
+            return yield* new Conflict({
+              message: `reload refused, nothing changed: ${restart.join(", ")} cannot change while running (restart for that); ` +
+                `a reload applies ${LIVE_SETTINGS.join(" and ")}`,
+              details: { restart_required: restart }
+            })
+          }
+          const providersChanged = live.some((name) => name.startsWith("providers"))
+          if (providersChanged && providers?.prepare === undefined) {
+            return yield* new Conflict({ message: "reload refused, nothing changed: this gateway's providers are fixed (not built from the configuration)" })
+          }
+          if (live.length > 0 && catalog === undefined) {
+            return yield* new Conflict({ message: "reload refused, nothing changed: this gateway's model catalog is fixed" })
+          }
+          // Everything is built before anything is swapped; the swaps then run without a pause
+          // in between, so no request sees the new catalog with the old providers.
+          const swapProviders = providersChanged ? yield* providers!.prepare!(next.providers) : () => {}
+          const swapCatalog = live.length > 0 ? catalog!.prepare(next) : () => {}
+          swapProviders()
+          swapCatalog()
+          running = next
+          return { changed: live, models: next.models.length, providers: next.providers.length }
+        })
+        return ConfigReload.of({
+          reload: lock.withPermits(1)(reload).pipe(
+            Effect.tap((result) =>
+              Effect.logInfo(
+                result.changed.length === 0
+                  ? "config reloaded: nothing changed"
+                  : `config reloaded: ${result.changed.join(", ")} (${result.models} model entries, ${result.providers} providers)`
+              )
+            ),
+            Effect.tapError((error) => Effect.logWarning(error.message)),
+            Effect.withSpan("ConfigReload.reload")
+          )
+        })
+      })
+    )
+}
