@@ -4,22 +4,25 @@
  * crash mid-write never leaves a half file that the next start would misread; lines that do not
  * parse are skipped (and counted) rather than failing the start.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs"
+import { appendFileSync, existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
+import { ensurePrivateDir, PRIVATE_FILE_MODE, tighten } from "./private-files.ts"
 
 export const spoolPath = (dir: string, name: string) => join(dir, name)
 
 /** Adds `items` to the spool at `path` (after anything already there). */
 export const writeSpool = (path: string, items: ReadonlyArray<unknown>): void => {
   if (items.length === 0) return
-  mkdirSync(dirname(path), { recursive: true })
+  ensurePrivateDir(dirname(path))
   const text = items.map((item) => JSON.stringify(item)).join("\n") + "\n"
   if (existsSync(path)) {
-    appendFileSync(path, text)
+    tighten(path)
+    appendFileSync(path, text, { mode: PRIVATE_FILE_MODE })
     return
   }
   const temporary = `${path}.${process.pid}.tmp`
-  writeFileSync(temporary, text)
+  // 600 whatever the umask (issue 22, finding 6): spools hold audit records and credit movements.
+  writeFileSync(temporary, text, { mode: PRIVATE_FILE_MODE })
   renameSync(temporary, path)
 }
 
