@@ -19,7 +19,7 @@ export interface CoreOverrides {
 /** Store plus the services every entry point (server and CLI) shares. */
 export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) => {
   const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store))
+    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store, { key: config.secrets.key, previousKeys: config.secrets.previous_keys }))
   )
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

@@ -17,6 +17,7 @@ import { McpSessionsRepo } from "./McpSessionsRepo.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
+import { noSecrets, StoreSecrets, type StoreSecretsShape } from "./secrets.ts"
 import { SubjectsRepo } from "./SubjectsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
@@ -58,9 +59,11 @@ const postgres = (url: string) => onClient("postgres", pgClient(url))
 export const StoreLayer = {
   sqlite,
   postgres,
-  /** `sqlite:<path>` or `postgres://...`, as written in the config's `store` key. */
-  fromUrl: (url: string) =>
-    url.startsWith("sqlite:") ? sqlite(url.slice("sqlite:".length) || ":memory:") : postgres(url),
+  /** `sqlite:<path>` or `postgres://...`, as written in the config's `store` key; `secrets`: how DSNs are kept at rest (secrets.ts). */
+  fromUrl: (url: string, secrets: StoreSecretsShape = noSecrets) =>
+    (url.startsWith("sqlite:") ? sqlite(url.slice("sqlite:".length) || ":memory:") : postgres(url)).pipe(
+      Layer.provide(Layer.succeed(StoreSecrets, secrets))
+    ),
   /** A private in-memory SQLite store: the real queries, nothing on disk. */
   memory: Layer.suspend(() => sqlite(":memory:"))
 }
