@@ -32,7 +32,10 @@ export const storeDeadlineLayer = (config: GatewayConfig) =>
 /** Store plus the services every entry point (server and CLI) shares. */
 export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) => {
   const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
-    Layer.provideMerge(overrides.store ?? StoreLayer.fromUrl(config.store, config.store_timeouts))
+    Layer.provideMerge(
+      overrides.store ??
+        StoreLayer.fromUrl(config.store, config.store_timeouts, { key: config.secrets.key, previousKeys: config.secrets.previous_keys })
+    )
   )
   return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

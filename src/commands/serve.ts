@@ -31,8 +31,10 @@ const reloadOnSighup = Layer.effectDiscard(Effect.gen(function*() {
 export const serve = (configured: GatewayConfig, reload?: Effect.Effect<GatewayConfig, ConfigInvalid>) => {
   // With no admin token and only this machine able to connect (the embedded default), a
   // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
-  // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled.
-  const oneTimeToken = configured.admin.token === undefined && isLoopback(configured.server.host)
+  // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled;
+  // so does trust_proxy, even on loopback: the proxy in front makes the admin API reachable from
+  // wherever the proxy is (issue 22).
+  const oneTimeToken = configured.admin.token === undefined && isLoopback(configured.server.host) && !configured.server.trust_proxy
     ? randomBytes(24).toString("base64url")
     : undefined
   const config = oneTimeToken === undefined ? configured : { ...configured, admin: { ...configured.admin, token: oneTimeToken } }

@@ -40,6 +40,7 @@ import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
 import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { forwardedClient } from "./forwarded.ts"
+import { makeNoiseSampler } from "./audit-noise.ts"
 import { protocolRefusal } from "./protocol.ts"
 import { clientParent } from "../services/tracing/propagation.ts"
 import { endRequestSpan, startRequestSpan } from "../services/tracing/request-span.ts"
@@ -156,6 +157,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     }
 
     const context = yield* Effect.context<never>()
+    // Unauthenticated probes and refusals write a bounded number of audit rows (audit-noise.ts).
+    const sampleNoise = makeNoiseSampler()
 
     /** The answer is ready: a plain one ends its request now, a streamed one when its stream ends. */
     const finish = (request: HttpServerRequest, state: RequestState, response: HttpServerResponse, error: ApiError | undefined) => {
@@ -208,7 +211,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         Effect.suspend(() => {
           const outcome = outcomeOf(exit)
           const record = toAuditRecord(state, outcome.status, outcome.slug)
-          audit.append(record)
+          const kept = sampleNoise(record, Date.now())
+          if (kept !== undefined) audit.append(kept)
           metrics.observe(record, patterns.has(record.endpoint) ? record.endpoint : UNMATCHED_ROUTE, state.admittedModel)
           const logged = logsRequests ? logRequest(record, span) : Effect.void
           return span === undefined ? logged : Effect.andThen(logged, endRequestSpan(span, record))

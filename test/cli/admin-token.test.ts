@@ -23,6 +23,19 @@ describe("modelgate serve and the admin token", () => {
     }
   }, 60_000)
 
+  it("behind trust_proxy mints no one-time token: the proxy makes the admin API reachable from afar (issue 22)", async () => {
+    const config = writeConfig(tempDir(), { store: "sqlite::memory:", server: { host: "127.0.0.1", port: 0, trust_proxy: true } })
+    const gw = await spawnGateway(config)
+    try {
+      expect(gw.output()).not.toContain("one-time")
+      const refused = await fetch(`${gw.url}/workspace`, { headers: { "x-forwarded-proto": "https", authorization: "Bearer anything-at-all" } })
+      expect(refused.status).toBe(401)
+      expect(((await refused.json()) as { message: string }).message).toContain("admin API is disabled")
+    } finally {
+      await gw.stop()
+    }
+  }, 60_000)
+
   it("keeps a configured token and prints none", async () => {
     const config = writeConfig(tempDir(), { store: "sqlite::memory:", admin: { token: "configured-admin-token" } })
     const gw = await spawnGateway(config)

@@ -33,6 +33,20 @@ import { AdminThrottle } from "../../services/limits/AdminThrottle.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
 
 export const SESSION_COOKIE = "mg_session"
+/**
+ * The session cookie's name when the gateway is reached over HTTPS (TLS or trust_proxy): the
+ * `__Host-` prefix makes browsers refuse it unless it is Secure, Path=/ and without Domain, so a
+ * sibling subdomain or a plain-HTTP page cannot plant or overwrite it (issue 22). Browsers also
+ * refuse such a cookie over plain HTTP, so a loopback development gateway keeps the plain name.
+ */
+export const SECURE_SESSION_COOKIE = "__Host-mg_session"
+
+/**
+ * Admin answers (above all `POST /api-keys`, which carries a full key) are never stored by a
+ * cache or sniffed into another type (issue 22); set on every answer of a route that asks for
+ * the admin, errors included.
+ */
+export const ADMIN_RESPONSE_HEADERS = { "cache-control": "no-store", "x-content-type-options": "nosniff" } as const
 export const CSRF_HEADER = "x-csrf-token"
 export const SESSION_SECONDS = 8 * 60 * 60
 
@@ -163,6 +177,13 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
     return { session: { nonce, expiresAt, csrfToken: csrfFor(sessionKey, nonce), admin }, forged: false }
   }
 
+  const cookieName = options.secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE
+
+  /** Marks the current answer as an admin answer (ADMIN_RESPONSE_HEADERS). */
+  const adminAnswer = Effect.map(CurrentRequest, (state) => {
+    Object.assign(state.headers, ADMIN_RESPONSE_HEADERS)
+  })
+
   const cookieAttributes = (maxAge: number) =>
     `Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${options.secure ? "; Secure" : ""}`
 
@@ -174,11 +195,11 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
     const payload = admin === undefined ? `v1.${expiresAt}.${nonce}` : `v2.${expiresAt}.${nonce}.${encodeAdmin(admin)}`
     return {
       session: { nonce, expiresAt, csrfToken: csrfFor(key, nonce), admin },
-      setCookie: `${SESSION_COOKIE}=${payload}.${mac(key, payload)}; ${cookieAttributes(SESSION_SECONDS)}`
+      setCookie: `${cookieName}=${payload}.${mac(key, payload)}; ${cookieAttributes(SESSION_SECONDS)}`
     }
   }
 
-  const clearCookie = `${SESSION_COOKIE}=; ${cookieAttributes(0)}`
+  const clearCookie = `${cookieName}=; ${cookieAttributes(0)}`
 
   /**
    * Same-origin proof for a cookie-authenticated call that changes something (and for sign-in,
@@ -211,7 +232,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
   /** The session the request's cookie carries, if valid; a forged one counts as a failed guess. */
   const currentSession = Effect.gen(function*() {
     const request = yield* HttpServerRequest
-    const cookie = readCookie(request.headers["cookie"], SESSION_COOKIE)
+    const cookie = readCookie(request.headers["cookie"], cookieName)
     if (cookie === undefined || cookie === "") return undefined
     yield* throttled
     const { session, forged } = verifySession(cookie)
@@ -247,6 +268,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
     Unauthorized | ScopeViolation | CsrfRejected | DependencyUnavailable | RateLimited,
     HttpServerRequest | CurrentRequest | AdminThrottle
   > = Effect.gen(function*() {
+    yield* adminAnswer
     const request = yield* HttpServerRequest
     if (options.token === undefined) return yield* disabled()
     const header = request.headers["authorization"]
@@ -275,6 +297,7 @@ export const makeAdminAuth = (options: AdminAuthOptions) => {
   /** Sign-in: the admin token in exchange for a session; throttled like the admin API. */
   const signIn = (token: string) =>
     Effect.gen(function*() {
+      yield* adminAnswer
       if (options.token === undefined) return yield* disabled()
       yield* checkOrigin
       yield* throttled

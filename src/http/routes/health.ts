@@ -3,7 +3,8 @@
  * - `/healthz` is liveness: the process answers. No store round trip, nothing a client could abuse.
  * - `/readyz` is readiness: 503 `dependency_unavailable` while the store or Redis does not
  *   answer or the server is draining, so traffic goes to another replica; 200 otherwise, listing
- *   the deployments that cool down (`cooling`) when there are any.
+ *   the deployments that cool down (`cooling`) when there are any. The dependencies are probed
+ *   at most once a second per gateway; calls in between share the result.
  * - `/metrics` is the Prometheus exposition, behind `telemetry.metrics_token` when one is set.
  */
 import { Duration, Effect, Option } from "effect"
@@ -13,7 +14,9 @@ import { DependencyUnavailable, Unauthorized } from "../../domain/errors.ts"
 import { Drain } from "../../pipelines/drain.ts"
 import { json } from "../../pipelines/respond.ts"
 import { Audit } from "../../services/audit/Audit.ts"
+import { AdminThrottle } from "../../services/limits/AdminThrottle.ts"
 import { RedisClient } from "../../services/limits/RedisClient.ts"
+import { CurrentRequest } from "../../pipelines/request.ts"
 import { Metrics } from "../../services/metrics/Metrics.ts"
 import { Router } from "../../services/routing/Router.ts"
 import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
@@ -32,6 +35,10 @@ const answers = <A, E, R>(probe: Effect.Effect<A, E, R>, onError: () => void) =>
     Effect.tap((ok) => Effect.sync(() => ok || onError()))
   )
 
+/** How long one readiness probe's result answers /readyz. */
+const PROBE_CACHE_MS = 1_000
+const probes = new WeakMap<object, { readonly expires: number; readonly result: Effect.Effect<readonly [boolean, boolean]> }>()
+
 const readiness = Effect.gen(function*() {
   const drain = yield* Effect.serviceOption(Drain)
   if (Option.isSome(drain) && drain.value.draining()) {
@@ -44,10 +51,20 @@ const readiness = Effect.gen(function*() {
   const redis = yield* Effect.serviceOption(RedisClient)
   const metrics = yield* Effect.serviceOption(Metrics)
   const failed = (dependency: "store" | "redis") => () => Option.map(metrics, (m) => m.dependencyError(dependency))
-  const [storeUp, redisUp] = yield* Effect.all([
-    answers(store.getWorkspace, failed("store")),
-    Option.isNone(redis) ? Effect.succeed(true) : answers(redis.value.command(["PING"]), failed("redis"))
-  ], { concurrency: "unbounded" })
+  // One probe per gateway (its store) per PROBE_CACHE: concurrent and later calls in that time
+  // share its result, so unauthenticated /readyz traffic is not a store query and a Redis PING
+  // each (an amplifier; issue 22). A probe in flight is shared, not repeated.
+  const now = Date.now()
+  let cached = probes.get(store)
+  if (cached === undefined || now >= cached.expires) {
+    const probe = Effect.all([
+      answers(store.getWorkspace, failed("store")),
+      Option.isNone(redis) ? Effect.succeed(true) : answers(redis.value.command(["PING"]), failed("redis"))
+    ], { concurrency: "unbounded" })
+    cached = { expires: now + PROBE_CACHE_MS, result: yield* Effect.cached(probe) }
+    probes.set(store, cached)
+  }
+  const [storeUp, redisUp] = yield* cached.result
   const down = [...(storeUp ? [] : ["store"]), ...(redisUp ? [] : ["redis"])]
   if (down.length > 0) {
     return yield* new DependencyUnavailable({
@@ -70,7 +87,13 @@ export const metricsRoute = (token: string | undefined) =>
         const request = yield* HttpServerRequest
         const header = request.headers["authorization"] ?? ""
         const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : ""
+        // Guessing is throttled like the admin token (issue 22, finding 11), under its own count
+        // so a misconfigured scraper cannot lock the operator out of the admin API.
+        const throttle = yield* AdminThrottle
+        const address = `metrics:${(yield* CurrentRequest).clientAddr ?? "unknown"}`
+        yield* throttle.check(address)
         if (!sameSecret(given, token)) {
+          if (request.headers["authorization"] !== undefined) yield* throttle.fail(address)
           return yield* new Unauthorized({
             message: "GET /metrics wants `Authorization: Bearer <telemetry.metrics_token>`",
             // No credential at all gets the bare challenge (RFC 6750 section 3.1), a wrong one names the error.

@@ -258,6 +258,18 @@ export const GatewayConfig = Schema.Struct({
     message: "expected sqlite:<path> or postgres://..."
   })), "sqlite:./data/modelgate.db"),
   redis: Schema.optional(Schema.String.check(Schema.isPattern(/^rediss?:\/\//, { message: "expected redis://..." }))),
+  /**
+   * Seals connection DSNs stored through the admin API (services/store/secrets.ts): `key` (or
+   * MODELGATE_SECRETS_KEY), at least 16 characters of random text; `previous_keys` during a
+   * rotation. Unset: DSNs are stored as given.
+   */
+  secrets: def(
+    Schema.Struct({
+      key: Schema.optional(Schema.String.check(Schema.isMinLength(16))),
+      previous_keys: def(Schema.Array(Schema.String), [])
+    }),
+    {}
+  ),
   admin: def(
     Schema.Struct({
       token: Schema.optional(Schema.String.check(Schema.isMinLength(8))),

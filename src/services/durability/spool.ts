@@ -15,8 +15,9 @@
  * Lines that do not parse are skipped (and counted) rather than failing the start.
  */
 import { randomBytes } from "node:crypto"
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs"
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs"
 import { join } from "node:path"
+import { ensurePrivateDir, PRIVATE_FILE_MODE, tighten } from "./private-files.ts"
 
 export const spoolPath = (dir: string, name: string) => join(dir, name)
 
@@ -32,17 +33,19 @@ export const ownSpool = (dir: string, name: string) => join(dir, `${stem(name)}.
 export const writeSpool = (path: string, items: ReadonlyArray<unknown>): void => {
   if (items.length === 0) return
   const dir = join(path, "..")
-  mkdirSync(dir, { recursive: true })
+  // 700 and 600 whatever the umask (issue 22, finding 6): spools hold audit records and credit movements.
+  ensurePrivateDir(dir)
   const before = existsSync(path) ? readFileSync(path, "utf8") : ""
   const text = before + items.map((item) => JSON.stringify(item)).join("\n") + "\n"
   const temporary = `${path}.tmp`
-  const fd = openSync(temporary, "w")
+  const fd = openSync(temporary, "w", PRIVATE_FILE_MODE)
   try {
     writeSync(fd, text)
     fsyncSync(fd)
   } finally {
     closeSync(fd)
   }
+  tighten(temporary)
   renameSync(temporary, path)
   // The rename itself is durable only once the directory is.
   try {

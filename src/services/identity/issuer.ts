@@ -17,7 +17,7 @@
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import { createRemoteJWKSet, decodeProtectedHeader, type JWTPayload, jwtVerify, type RemoteJWKSetOptions } from "jose"
+import { createRemoteJWKSet, customFetch, decodeProtectedHeader, type JWTPayload, jwtVerify, type RemoteJWKSetOptions } from "jose"
 import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "./issuer-rules.ts"
 
 export { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "./issuer-rules.ts"
@@ -33,6 +33,22 @@ const FETCH_TIMEOUT_MS = 5_000
 const DISCOVERY_RETRY_MS = 1_000
 /** Largest discovery document read. */
 const MAX_DISCOVERY_BYTES = 256 * 1024
+/** Largest key set read, like discovery (issue 22, finding 8: a 300 MB key set took the process to 2 GB). */
+export const MAX_JWKS_BYTES = 256 * 1024
+
+/**
+ * jose's key-set fetch, with the body read no further than MAX_JWKS_BYTES: a larger key set is
+ * refused (the issuer counts as unavailable) instead of being held whole and parsed.
+ */
+const boundedJwksFetch = async (url: string, options: RequestInit): Promise<Response> => {
+  const response = await fetch(url, options)
+  if (response.status !== 200) {
+    await response.body?.cancel()
+    return new Response(null, { status: response.status })
+  }
+  const text = await readBoundedText(response, MAX_JWKS_BYTES, "key set")
+  return new Response(text, { status: 200, headers: { "content-type": "application/json" } })
+}
 
 export interface IssuerSettings {
   readonly issuer: string
@@ -180,7 +196,8 @@ export const makeIssuerVerifier = (settings: IssuerSettings): IssuerVerifier => 
     timeoutDuration: FETCH_TIMEOUT_MS,
     cooldownDuration: 30_000,
     cacheMaxAge: 600_000,
-    ...settings.jwks_options
+    ...settings.jwks_options,
+    [customFetch]: boundedJwksFetch
   }
 
   let discovered: Readonly<Record<string, unknown>> | undefined

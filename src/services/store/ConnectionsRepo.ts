@@ -2,11 +2,13 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Num, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
+import { isSealed, noSecrets, openStored, openWith, seal, StoreSecrets, toStored } from "./secrets.ts"
 
 const ConnectionRow = Schema.Struct({
   id: Num,
@@ -43,17 +45,35 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
     ConnectionsRepo,
     Effect.gen(function*() {
       const sql = yield* SqlClient
+      const secrets = Option.getOrElse(yield* Effect.serviceOption(StoreSecrets), () => noSecrets)
       // A grant changes what a key may do, so replicas' key caches must notice it like a key edit.
       const bump = bumpKeyVersion(sql)
+      const open = (row: typeof ConnectionRow.Type) => ({
+        ...row,
+        url: openStored(row.url, secrets),
+        read_url: row.read_url === null ? null : openStored(row.read_url, secrets)
+      })
+      // DSNs at rest are sealed with the current key (secrets.ts): rows stored in plain text or
+      // under a previous key are sealed again at start, which is how a key is rotated.
+      if (secrets.key !== undefined) {
+        const current = secrets.key
+        const stale = (value: string | null) => value !== null && (!isSealed(value) || openWith(value, current) === undefined)
+        const rows = yield* sql`SELECT * FROM connections ORDER BY id`.pipe(decodeConnections, Effect.orDie)
+        for (const row of rows) {
+          if (!stale(row.url) && !stale(row.read_url)) continue
+          const plain = open(row)
+          yield* sql`UPDATE connections SET url = ${seal(plain.url, current)}, read_url = ${plain.read_url === null ? null : seal(plain.read_url, current)} WHERE id = ${row.id}`.pipe(Effect.orDie)
+        }
+      }
       return ConnectionsRepo.of({
         listConnections: sql`SELECT * FROM connections ORDER BY id`.pipe(
           decodeConnections,
-          Effect.map((rows) => rows.map((row): ConnectionRecord => ({ ...row, source: "admin" }))),
+          Effect.map((rows) => rows.map((row): ConnectionRecord => ({ ...open(row), source: "admin" }))),
           storeOp("ConnectionsRepo.listConnections")
         ),
         insertConnection: (c) =>
           sql`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
-              VALUES (${c.id}, ${c.name}, ${c.dialect}, ${c.url}, ${c.read_url}, ${c.default_schema}, ${new Date().toISOString()})
+              VALUES (${c.id}, ${c.name}, ${c.dialect}, ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema}, ${new Date().toISOString()})
               ON CONFLICT (id) DO NOTHING RETURNING id`.pipe(
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.insertConnection")

@@ -21,6 +21,7 @@ import { ResponsesRepo } from "./ResponsesRepo.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
+import { noSecrets, StoreSecrets, type StoreSecretsShape } from "./secrets.ts"
 import { SubjectsRepo } from "./SubjectsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
@@ -116,9 +117,14 @@ const postgres = (url: string, session: StoreSession = DEFAULT_STORE_SESSION) =>
 export const StoreLayer = {
   sqlite,
   postgres,
-  /** `sqlite:<path>` or `postgres://...`, as written in the config's `store` key. */
-  fromUrl: (url: string, session?: StoreSession) =>
-    url.startsWith("sqlite:") ? sqlite(url.slice("sqlite:".length) || ":memory:") : postgres(url, session),
+  /**
+   * `sqlite:<path>` or `postgres://...`, as written in the config's `store` key; `session`: the
+   * Postgres sessions' bounds (issue 21); `secrets`: how DSNs are kept at rest (secrets.ts).
+   */
+  fromUrl: (url: string, session?: StoreSession, secrets: StoreSecretsShape = noSecrets) =>
+    (url.startsWith("sqlite:") ? sqlite(url.slice("sqlite:".length) || ":memory:") : postgres(url, session)).pipe(
+      Layer.provide(Layer.succeed(StoreSecrets, secrets))
+    ),
   /** A private in-memory SQLite store: the real queries, nothing on disk. */
   memory: Layer.suspend(() => sqlite(":memory:"))
 }

@@ -13,7 +13,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type { Connection } from "effect/sql/SqlConnection"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import * as Statement from "effect/sql/Statement"
-import { mkdirSync } from "node:fs"
+import { ensurePrivateDir, ensurePrivateFile, tighten } from "../durability/private-files.ts"
 import { dirname } from "node:path"
 import { DatabaseSync, type StatementSync } from "node:sqlite"
 
@@ -32,10 +32,17 @@ const fail = (cause: unknown, operation: string) =>
 
 export const makeSqliteConnection = (filename: string) =>
   Effect.sync(() => {
-    if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+    const onDisk = filename !== ":memory:" && filename !== ""
+    if (onDisk) {
+      // Directory 700, database 600 whatever the umask (issue 22, finding 6); SQLite gives its
+      // WAL and shared-memory files the database file's mode, and they are tightened below too.
+      ensurePrivateDir(dirname(filename))
+      ensurePrivateFile(filename)
+    }
     const db = new DatabaseSync(filename)
     // WAL lets the CLI write keys while a server holds the file; busy_timeout absorbs the overlap.
     db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+    if (onDisk) for (const suffix of ["-wal", "-shm"]) tighten(filename + suffix)
     // Only the hot, fixed statements are worth keeping prepared: multi-row inserts (audit batches)
     // differ in length every time and each would pin a large compiled statement.
     const cache = new Map<string, StatementSync>()
