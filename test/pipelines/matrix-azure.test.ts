@@ -220,8 +220,9 @@ describe("Anthropic SDK on /v1/messages -> Azure", () => {
     const messages: Array<Anthropic.MessageParam> = [{ role: "user", content: "Weather in Rome?" }]
     const first = await anthropic().messages.stream({ model: "gpt-az", max_tokens: 100, messages, tools }).finalMessage()
     expect(first.stop_reason).toBe("tool_use")
-    expect(first.content).toEqual([{ type: "tool_use", id: "call_m1", name: "get_weather", input: { city: "Rome" } }])
-    messages.push({ role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: "call_m1", content: "warm" }] })
+    // The Messages client sees its own vendor's prefix; the next turn gives the upstream its own id back.
+    expect(first.content).toEqual([{ type: "tool_use", id: "toolu_m1", name: "get_weather", input: { city: "Rome" } }])
+    messages.push({ role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_m1", content: "warm" }] })
     const second = await anthropic().messages.create({ model: "gpt-az", max_tokens: 100, messages, tools })
     expect(second.content).toEqual([{ type: "text", text: "Warm." }])
 

@@ -141,8 +141,9 @@ describe("openai SDK on /v1/responses -> Claude on Vertex (Codex's path)", () =>
       return done!
     })
     const call = first.output.find((item) => item.type === "function_call")!
-    expect(call).toMatchObject({ name: "shell", call_id: "toolu_cx1" })
-    const second = await openai().responses.create({ model: "claude-vx", input: [{ role: "user", content: "List" }, call, { type: "function_call_output", call_id: "toolu_cx1", output: "a b" }], tools })
+    // Codex sees an OpenAI-style call id; the next turn gives Claude its own id back.
+    expect(call).toMatchObject({ name: "shell", call_id: "call_cx1" })
+    const second = await openai().responses.create({ model: "claude-vx", input: [{ role: "user", content: "List" }, call, { type: "function_call_output", call_id: "call_cx1", output: "a b" }], tools })
     expect(second.output_text).toBe("Done.")
   })
 })
