@@ -56,6 +56,8 @@ import {
 } from "./report.ts"
 
 const QUICK = process.argv.includes("--quick")
+/** `--ladder`: only the cost ladder (a minute or two), for judging a hot-path change rung by rung. */
+const LADDER_ONLY = process.argv.includes("--ladder")
 const n = (count: number) => Math.max(2, Math.round(count * (QUICK ? 0.1 : 1)))
 
 const UPSTREAM_DELAY_MS = 20
@@ -263,6 +265,27 @@ const loadNote = () => {
   return `load average ${one!.toFixed(2)} (1 min), ${five!.toFixed(2)} (5 min)`
 }
 
+/** The cost ladder: its own gateways, one per configuration, against the hop in the same rounds. */
+const printLadder = async (upstream: string, dir: string, sides: Sides, proxySide: ProxySide) => {
+  const ladder = await runLadder({
+    upstream,
+    dir,
+    concurrency: CONCURRENCY,
+    quick: QUICK,
+    direct: directChat(sides, 0, 1, false),
+    hop: viaProxy(proxySide, directChat(sides, 0, 1, false)),
+    log
+  })
+  print(section("Cost ladder (non-streaming, upstream 0 ms)", ladderTable(ladder.rows), [
+    "Each rung adds one thing to the rung above it; all rows were measured in the same interleaved rounds, so compare",
+    "them with each other and with the hop (the reference proxy, row 2), not with other runs. Floor rows: bench/floor/.",
+    "The two lowest gateway rungs run bench/serve-variant.ts (the gateway with its audit trail and metrics swapped for",
+    "layers that do nothing); every other gateway rung is `modelgate serve` as shipped. CPU per request: user + system",
+    "time of the server process over the concurrency-32 windows. p99: the median of the rounds' p99s.",
+    ...ladder.notes
+  ]))
+}
+
 const main = async () => {
   installSignalHandlers()
   const started = performance.now()
@@ -291,6 +314,12 @@ const main = async () => {
   const proxy = await startReferenceProxy(upstream.url)
   const proxySide: ProxySide = { pool: makePool(proxy.url, CONCURRENCY), pid: proxy.pid }
   onCleanup(() => proxySide.pool.destroy())
+
+  if (LADDER_ONLY) {
+    await printLadder(upstream.url, dir, sides, proxySide)
+    print(`Run time ${((performance.now() - started) / 1000).toFixed(1)} s; ${loadNote()} at the end.`)
+    return
+  }
 
   // ---- Gateway 1: the embedded default's stores (SQLite, in-process limits), full pipeline ----
   log("starting the gateway (SQLite store, in-process limits)")
@@ -403,24 +432,7 @@ const main = async () => {
   await sqliteSide.pool.close()
   await sqliteGateway.stop()
 
-  // The cost ladder: its own gateways, one per configuration, against the hop in the same rounds.
-  const ladder = await runLadder({
-    upstream: upstream.url,
-    dir,
-    concurrency: CONCURRENCY,
-    quick: QUICK,
-    direct: directChat(sides, 0, 1, false),
-    hop: viaProxy(proxySide, directChat(sides, 0, 1, false)),
-    log
-  })
-  print(section("Cost ladder (non-streaming, upstream 0 ms)", ladderTable(ladder.rows), [
-    "Each rung adds one thing to the rung above it; all rows were measured in the same interleaved rounds, so compare",
-    "them with each other and with the hop (the reference proxy, row 2), not with other runs. Floor rows: bench/floor/.",
-    "The two lowest gateway rungs run bench/serve-variant.ts (the gateway with its audit trail and metrics swapped for",
-    "layers that do nothing); every other gateway rung is `modelgate serve` as shipped. CPU per request: user + system",
-    "time of the server process over the concurrency-32 windows. p99: the median of the rounds' p99s.",
-    ...ladder.notes
-  ]))
+  await printLadder(upstream.url, dir, sides, proxySide)
 
   memoryRows.push(["reference proxy (every section it ran in)", "", mib(peakRssMiB(proxy.pid))])
   print(section("Memory", table(["process", `idle RSS (${IDLE_SETTLE_MS / 1000} s after start)`, "peak RSS (VmHWM)"], memoryRows), [
