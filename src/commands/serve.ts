@@ -1,5 +1,5 @@
 /**
- * `modelgate serve`: the whole gateway. Loaded by main.ts only when this command runs, so the
+ * `modelgate serve`: the whole gateway. Loaded by cli/program.ts only when this command runs, so the
  * other commands never load the HTTP server, the providers, MCP or the metrics.
  */
 import * as Console from "effect/Console"
@@ -13,7 +13,7 @@ import type { GatewayConfig } from "../services/config/schema.ts"
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
 
 /** Serves until interrupted (SIGTERM/SIGINT), then drains and runs the finalizers. */
-export const serve = (configured: GatewayConfig) => {
+export const serve = (configured: GatewayConfig, env: Readonly<Record<string, string | undefined>>) => {
   // With no admin token and only this machine able to connect (the embedded default), a
   // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
   // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled.
@@ -36,7 +36,7 @@ export const serve = (configured: GatewayConfig) => {
       )
     })
   )
-  return Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env: process.env })))).pipe(
+  return Layer.launch(announce.pipe(Layer.provideMerge(gatewayLayer(config, { env })))).pipe(
     // The gateway's own layer applies these too; here they also cover the announcement.
     Effect.provide(loggingLayer(config))
   )

@@ -1,7 +1,7 @@
 /** The `modelgate` CLI against a real store file, and a key it creates working on a running server. */
 import { describe, expect, it } from "@effect/vitest"
 import { join } from "node:path"
-import { runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { runCli, runCliProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 
 describe("modelgate keys", () => {
   it("creates, lists, rotates, revokes and deletes keys in the configured store", { timeout: 90_000 }, async () => {
@@ -54,10 +54,11 @@ describe("modelgate keys", () => {
     expect(refused.stderr).toContain("credits must be a positive integer")
   })
 
+  // A real process: main.ts turns the command line's status into the process's exit code.
   it("refuses a bad config with a message naming the field and exit code 1", async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { server: { port: "eighty" } })
-    const result = await runCli(["--config", config, "keys", "list"])
+    const result = await runCliProcess(["--config", config, "keys", "list"])
     expect(result.code).toBe(1)
     expect(result.stderr).toContain("server.port")
   })

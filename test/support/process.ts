@@ -4,6 +4,12 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { stringify } from "yaml"
+import * as TerminalCapabilities from "effect/cli/TerminalCapabilities"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import { Console as NodeConsole } from "node:console"
+import { Writable } from "node:stream"
+import { runCommandLine } from "../../src/cli/program.ts"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const NODE = process.execPath
@@ -69,9 +75,43 @@ export const spawnGateway = (configPath: string, env: Record<string, string> = {
     })
   })
 
-/** Runs the CLI to completion. */
-export const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolvePromise) => {
+export interface CliResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Runs a command line to completion in this process: the same command tree as `node src/main.ts`
+ * (src/cli/program.ts), with the test's environment plus `env`, and stdout and stderr captured
+ * through a console of its own (Node's, so a line is formatted as the real process prints it).
+ * A child Node per command used to be most of the suite's time; `runCliProcess` remains for the
+ * tests of the process boundary itself (exit status, module loading).
+ */
+export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> => {
+  let stdout = ""
+  let stderr = ""
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk: Buffer | string, _encoding, callback) {
+        append(chunk.toString())
+        callback()
+      }
+    })
+  const console = new NodeConsole({ stdout: sink((t) => (stdout += t)), stderr: sink((t) => (stderr += t)), colorMode: false })
+  const code = await Effect.runPromise(
+    runCommandLine(args, { env: { ...process.env, ...env } }).pipe(
+      Effect.provideService(Console.Console, console),
+      // What the real process detects on a pipe: no colours, no prompts.
+      Effect.provideService(TerminalCapabilities.TerminalCapabilities, { canColor: false, canAnimate: false, canPrompt: false })
+    )
+  )
+  return { code, stdout, stderr }
+}
+
+/** Runs `node src/main.ts` as a child process to completion (for what only a real process shows). */
+export const runCliProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  new Promise<CliResult>((resolvePromise) => {
     const child = spawn(NODE, ["src/main.ts", ...args], { cwd: ROOT, env: childEnv(env) })
     let stdout = ""
     let stderr = ""
