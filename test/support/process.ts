@@ -11,7 +11,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { Console as NodeConsole } from "node:console"
 import { Writable } from "node:stream"
-import { runCommandLine } from "../../src/cli/program.ts"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const NODE = process.execPath
@@ -77,6 +76,12 @@ export const spawnGateway = (configPath: string, env: Record<string, string> = {
     })
   })
 
+/**
+ * The command line's module, loaded by the first test that runs a command: most files import this
+ * one for `tempDir` or `spawnGateway` only, and need not load the CLI's grammar.
+ */
+const commandLine = () => import("../../src/cli/program.ts")
+
 export interface CliResult {
   readonly code: number | null
   readonly stdout: string
@@ -91,13 +96,14 @@ export interface CliResult {
  * tests of the process boundary itself (exit status, module loading).
  */
 export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> => {
-  const run = inProcess(args, env)
+  const run = await inProcess(args, env)
   const code = await Effect.runPromise(run.program)
   return { code, stdout: run.stdout(), stderr: run.stderr() }
 }
 
 /** A command line ready to run in this process, its output captured as a pipe would take it. */
-const inProcess = (args: ReadonlyArray<string>, env: Record<string, string>) => {
+const inProcess = async (args: ReadonlyArray<string>, env: Record<string, string>) => {
+  const { runCommandLine } = await commandLine()
   let stdout = ""
   let stderr = ""
   const sink = (append: (text: string) => void) =>
@@ -138,6 +144,7 @@ export const serveInProcess = async (args: ReadonlyArray<string>, env: Record<st
     }
   })
   const console = new NodeConsole({ stdout: sink, stderr: sink, colorMode: false })
+  const { runCommandLine } = await commandLine()
   const fiber = Effect.runFork(
     runCommandLine(args, { env: { ...process.env, ...env } }).pipe(
       Effect.provideService(Console.Console, console),
