@@ -2,7 +2,7 @@
  * `modelgate connections ...`: the SQL tools' database connections in the configured store, for
  * an operator without the admin API (a rotated DSN password, a connection gone). The same
  * service and the same input schema as `PATCH`/`DELETE /connections/:id`, so the CLI accepts
- * exactly what the admin API accepts. Loaded by main.ts only when a connections command runs.
+ * exactly what the admin API accepts. Loaded by cli/program.ts only when a connections command runs.
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -13,14 +13,14 @@ import { decodeStrict } from "../domain/validation.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
 import { ConnectionChange, Connections, toConnectionView } from "../services/sql/Connections.ts"
 import { printJson } from "./print.ts"
+import { Refused } from "./refused.ts"
 
 const withConnections = <A, E>(config: GatewayConfig, f: (connections: Connections["Service"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(Connections, f).pipe(Effect.provide(Connections.layer(config.connections).pipe(Layer.provideMerge(coreLayer(config)))))
 
 /** A refusal the admin API would answer 4xx: one line on stderr, exit status 1. */
 const refused = <A, R>(effect: Effect.Effect<A, { readonly _tag: string; readonly message: string }, R>) =>
-  Effect.catch(effect, (error) =>
-    Effect.andThen(Console.error(`modelgate: ${error.message}`), Effect.sync(() => process.exit(1))))
+  Effect.catch(effect, (error) => Effect.fail(new Refused({ message: error.message })))
 
 export const listConnections = (config: GatewayConfig) =>
   withConnections(config, (connections) => connections.list).pipe(
@@ -49,8 +49,7 @@ export const updateConnection = (config: GatewayConfig, id: number, flags: Updat
     put("read_url", clearable(flags.readUrl))
     put("default_schema", clearable(flags.defaultSchema))
     if (Object.keys(fields).length === 0) {
-      yield* Console.error("modelgate: nothing to update: give at least one of --name, --dialect, --url, --read-url, --default-schema")
-      return yield* Effect.sync(() => process.exit(1))
+      return yield* new Refused({ message: "nothing to update: give at least one of --name, --dialect, --url, --read-url, --default-schema" })
     }
     const change = yield* decodeStrict(ConnectionChange)(fields)
     const { after } = yield* withConnections(config, (connections) => connections.update(id, change))

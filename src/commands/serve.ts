@@ -1,5 +1,5 @@
 /**
- * `modelgate serve`: the whole gateway. Loaded by main.ts only when this command runs, so the
+ * `modelgate serve`: the whole gateway. Loaded by cli/program.ts only when this command runs, so the
  * other commands never load the HTTP server, the providers, MCP or the metrics.
  */
 import * as Console from "effect/Console"
@@ -28,7 +28,11 @@ const reloadOnSighup = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 /** Serves until interrupted (SIGTERM/SIGINT), then drains and runs the finalizers. */
-export const serve = (configured: GatewayConfig, reload?: Effect.Effect<GatewayConfig, ConfigInvalid>) => {
+export const serve = (
+  configured: GatewayConfig,
+  env: Readonly<Record<string, string | undefined>>,
+  reload?: Effect.Effect<GatewayConfig, ConfigInvalid>
+) => {
   // With no admin token and only this machine able to connect (the embedded default), a
   // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
   // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled;
@@ -58,7 +62,7 @@ export const serve = (configured: GatewayConfig, reload?: Effect.Effect<GatewayC
     ? reload
     : Effect.map(reload, (next) => next.admin.token === undefined ? { ...next, admin: { ...next.admin, token: oneTimeToken } } : next)
   const launched = Layer.mergeAll(announce, reloadOnSighup).pipe(
-    Layer.provideMerge(gatewayLayer(config, { env: process.env, reload: reloadWithToken }))
+    Layer.provideMerge(gatewayLayer(config, { env, reload: reloadWithToken }))
   )
   return Layer.launch(launched).pipe(
     // The gateway's own layer applies these too; here they also cover the announcement.

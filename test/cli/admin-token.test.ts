@@ -3,7 +3,7 @@
  * token so the admin app can be opened at once; a configured token is never replaced.
  */
 import { describe, expect, it } from "vitest"
-import { spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { serveInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 
 const signIn = (url: string, token: string) =>
   fetch(`${url}/app/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token }) })
@@ -38,7 +38,8 @@ describe("modelgate serve and the admin token", () => {
 
   it("keeps a configured token and prints none", async () => {
     const config = writeConfig(tempDir(), { store: "sqlite::memory:", admin: { token: "configured-admin-token" } })
-    const gw = await spawnGateway(config)
+    // In this process: the same `serve` command line and output, without a child Node.
+    const gw = await serveInProcess(["--config", config, "serve", "--port", "0"])
     try {
       expect(gw.output()).not.toContain("one-time")
       expect((await signIn(gw.url, "configured-admin-token")).status).toBe(201)

@@ -1,7 +1,8 @@
 /** The `modelgate` CLI against a real store file, and a key it creates working on a running server. */
 import { describe, expect, it } from "@effect/vitest"
 import { join } from "node:path"
-import { runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { startGateway, testConfig } from "../support/gateway.ts"
+import { runCli, runCliProcess, tempDir, writeConfig } from "../support/process.ts"
 
 describe("modelgate keys", () => {
   it("creates, lists, rotates, revokes and deletes keys in the configured store", { timeout: 90_000 }, async () => {
@@ -13,7 +14,9 @@ describe("modelgate keys", () => {
     expect(key.key).toMatch(/^sk-mg-[0-9a-f]{32}$/)
     expect(key).toMatchObject({ name: "demo", allowed_models: ["echo"], budget: { max_requests: 5 } })
 
-    const gateway = await spawnGateway(config)
+    // A gateway of its own on the same store file (in this process: what is tested is the
+    // store's change counter between the CLI's connection and the server's, not a process).
+    const gateway = await startGateway(testConfig({ store: `sqlite:${join(dir, "store.db")}` }))
     try {
       const ok = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key.key}` } })
       expect(ok.status).toBe(200)
@@ -39,7 +42,7 @@ describe("modelgate keys", () => {
       expect(missing.code).toBe(1)
       expect(missing.stderr).toContain("no API key")
     } finally {
-      await gateway.stop()
+      await gateway.close()
     }
   })
 
@@ -54,10 +57,11 @@ describe("modelgate keys", () => {
     expect(refused.stderr).toContain("credits must be a positive integer")
   })
 
+  // A real process: main.ts turns the command line's status into the process's exit code.
   it("refuses a bad config with a message naming the field and exit code 1", async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { server: { port: "eighty" } })
-    const result = await runCli(["--config", config, "keys", "list"])
+    const result = await runCliProcess(["--config", config, "keys", "list"])
     expect(result.code).toBe(1)
     expect(result.stderr).toContain("server.port")
   })

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest"
 import { readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
-import { ROOT, runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { ROOT, runCliProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 
 const HOOK = resolve(import.meta.dirname, "../support/loaded-modules.ts")
 
@@ -37,7 +37,7 @@ describe("what a process loads", () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
     const modules = recording(dir, "keys-list")
-    const listed = await runCli(["--config", config, "keys", "list"], modules.env)
+    const listed = await runCliProcess(["--config", config, "keys", "list"], modules.env)
     expect(listed).toMatchObject({ code: 0, stdout: "[]\n" })
 
     const src = srcFilesOf(modules.loaded())

@@ -7,7 +7,7 @@ import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { join } from "node:path"
-import { childEnv, NODE, ROOT, runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { childEnv, NODE, ROOT, runCli, serveInProcess, tempDir, writeConfig } from "../support/process.ts"
 
 /** No line of a stack trace (`    at fn (file:...)`) in the output. */
 const expectNoStack = (text: string) => expect(text).not.toMatch(/^\s+at /m)
@@ -87,11 +87,11 @@ describe("modelgate help and --log-level", () => {
     } finally {
       await quiet.stop()
     }
-    const loud = await spawnGateway(config)
+    const loud = await serveInProcess(["--config", config, "serve", "--port", "0"])
     try {
       expect((await fetch(`${loud.url}/healthz`)).status).toBe(200)
       await waitFor(() => loud.output().includes(`"message":"request"`))
-      // SIGTERM's drain says what it does.
+      // The stop's drain (what SIGTERM runs: the command interrupted, its finalizers) says what it does.
     } finally {
       await loud.stop()
     }

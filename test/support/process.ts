@@ -4,6 +4,13 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { stringify } from "yaml"
+import * as TerminalCapabilities from "effect/cli/TerminalCapabilities"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import { Console as NodeConsole } from "node:console"
+import { Writable } from "node:stream"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const NODE = process.execPath
@@ -69,9 +76,99 @@ export const spawnGateway = (configPath: string, env: Record<string, string> = {
     })
   })
 
-/** Runs the CLI to completion. */
-export const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolvePromise) => {
+/**
+ * The command line's module, loaded by the first test that runs a command: most files import this
+ * one for `tempDir` or `spawnGateway` only, and need not load the CLI's grammar.
+ */
+const commandLine = () => import("../../src/cli/program.ts")
+
+export interface CliResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Runs a command line to completion in this process: the same command tree as `node src/main.ts`
+ * (src/cli/program.ts), with the test's environment plus `env`, and stdout and stderr captured
+ * through a console of its own (Node's, so a line is formatted as the real process prints it).
+ * A child Node per command used to be most of the suite's time; `runCliProcess` remains for the
+ * tests of the process boundary itself (exit status, module loading).
+ */
+export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> => {
+  const run = await inProcess(args, env)
+  const code = await Effect.runPromise(run.program)
+  return { code, stdout: run.stdout(), stderr: run.stderr() }
+}
+
+/** A command line ready to run in this process, its output captured as a pipe would take it. */
+const inProcess = async (args: ReadonlyArray<string>, env: Record<string, string>) => {
+  const { runCommandLine } = await commandLine()
+  let stdout = ""
+  let stderr = ""
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk: Buffer | string, _encoding, callback) {
+        append(chunk.toString())
+        callback()
+      }
+    })
+  const console = new NodeConsole({ stdout: sink((t) => (stdout += t)), stderr: sink((t) => (stderr += t)), colorMode: false })
+  const program = runCommandLine(args, { env: { ...process.env, ...env } }).pipe(
+    Effect.provideService(Console.Console, console),
+    // What the real process detects on a pipe: no colours, no prompts.
+    Effect.provideService(TerminalCapabilities.TerminalCapabilities, { canColor: false, canAnimate: false, canPrompt: false })
+  )
+  return { program, stdout: () => stdout, stderr: () => stderr }
+}
+
+export interface ServeInProcess {
+  readonly url: string
+  /** stdout and stderr so far, in the order written (as spawnGateway's `output`). */
+  readonly output: () => string
+  /** Stops it as SIGTERM does the process (the command is interrupted, its finalizers drain and flush). */
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * `modelgate --config <path> serve --port 0` run in this process: the same command line, config
+ * loading and announcement as `spawnGateway`, without a child Node. For tests of what `serve`
+ * prints and does, where the process boundary itself (signals, exit status) is not the point.
+ */
+export const serveInProcess = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<ServeInProcess> => {
+  let output = ""
+  const sink = new Writable({
+    write(chunk: Buffer | string, _encoding, callback) {
+      output += chunk.toString()
+      callback()
+    }
+  })
+  const console = new NodeConsole({ stdout: sink, stderr: sink, colorMode: false })
+  const { runCommandLine } = await commandLine()
+  const fiber = Effect.runFork(
+    runCommandLine(args, { env: { ...process.env, ...env } }).pipe(
+      Effect.provideService(Console.Console, console),
+      Effect.provideService(TerminalCapabilities.TerminalCapabilities, { canColor: false, canAnimate: false, canPrompt: false })
+    )
+  )
+  let ended: number | undefined
+  fiber.addObserver((exit) => (ended = Exit.isSuccess(exit) ? exit.value : -1))
+  const deadline = Date.now() + 45_000
+  for (;;) {
+    const match = /listening on (http:\/\/[^\s"]+)/.exec(output)
+    if (match) return { url: match[1]!, output: () => output, stop: () => Effect.runPromise(Fiber.interrupt(fiber)).then(() => undefined) }
+    if (ended !== undefined) throw new Error(`serve ended with ${ended}:\n${output}`)
+    if (Date.now() > deadline) {
+      await Effect.runPromise(Fiber.interrupt(fiber))
+      throw new Error(`serve did not start:\n${output}`)
+    }
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+/** Runs `node src/main.ts` as a child process to completion (for what only a real process shows). */
+export const runCliProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  new Promise<CliResult>((resolvePromise) => {
     const child = spawn(NODE, ["src/main.ts", ...args], { cwd: ROOT, env: childEnv(env) })
     let stdout = ""
     let stderr = ""

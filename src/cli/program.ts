@@ -1,0 +1,304 @@
+/**
+ * The `modelgate` command line as one function: `runCommandLine(argv, { env })` parses `argv`,
+ * runs the command and succeeds with the exit status; it never exits the process. stdout and
+ * stderr go through Effect's `Console`, so whoever runs it chooses where they go: main.ts runs it
+ * on the real process, the tests run it in-process with a console of their own (a child Node per
+ * command was most of the suite's time; only the tests of the process boundary still spawn one).
+ *
+ * Only the command line's grammar and the config loader load up front; each command imports its
+ * module (src/commands) when it runs, so `keys list` or a config error never loads the server
+ * (issue 14: a store command answers in a fraction of `serve`'s start-up time and memory).
+ * Effect modules are imported one by one (`effect/Effect`, not the `effect` index) for the
+ * same reason: the index loads every module of the library.
+ */
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import * as Cause from "effect/Cause"
+import * as Argument from "effect/cli/Argument"
+import * as CliError from "effect/cli/CliError"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as GlobalFlag from "effect/cli/GlobalFlag"
+import * as Console from "effect/Console"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import { Refused } from "../commands/refused.ts"
+import { ConfigInvalid } from "../services/config/load.ts"
+import type { GatewayConfig } from "../services/config/schema.ts"
+import { cliArgs } from "./args.ts"
+import { failureLine } from "./failure.ts"
+import { loadConfig } from "./load-config.ts"
+import { preflight } from "./preflight.ts"
+
+const configFlag = Flag.String("config").pipe(
+  Flag.withAlias("c"),
+  Flag.withDescription("YAML config file (default: $MODELGATE_CONFIG, else the embedded default)"),
+  Flag.optional
+)
+
+const root = Command.make("modelgate").pipe(
+  Command.withSharedFlags({ config: configFlag }),
+  Command.withDescription(
+    "Self-hostable model gateway: one API key, one base URL for OpenAI Chat Completions and Responses, " +
+      "Anthropic Messages, embeddings and MCP SQL tools. Config: a YAML file (--config, else $MODELGATE_CONFIG, " +
+      "else the embedded default), MODELGATE_* variables override it. --log-level overrides log.level."
+  )
+)
+
+/** `--log-level` (Effect's names) as `log.level` (the config's): the flag wins over the file and the environment. */
+const LEVEL_OF: Readonly<Record<string, GatewayConfig["log"]["level"]>> = {
+  All: "debug",
+  Trace: "debug",
+  Debug: "debug",
+  Info: "info",
+  Warn: "warn",
+  Error: "error",
+  Fatal: "error",
+  None: "none"
+}
+
+/**
+ * What one run of the command line sees of its process: the environment it reads the config's
+ * MODELGATE_* overrides from, and the store its command configured (a failure's one line names
+ * it). A service rather than the process's globals so that a run is self-contained: the tests
+ * run commands in-process, each with its own environment.
+ */
+class Invocation extends Context.Service<Invocation, {
+  readonly env: Readonly<Record<string, string | undefined>>
+  store: string | undefined
+}>()("modelgate/cli/Invocation") {}
+
+/** Where the config came from, as its messages name it. */
+const configSource = Effect.gen(function*() {
+  const { config } = yield* root
+  const { env } = yield* Invocation
+  return Option.getOrUndefined(config) ?? env.MODELGATE_CONFIG
+})
+
+/**
+ * The config every command runs with: loaded and checked, then the machine checked against it
+ * (cli/preflight.ts) before anything is opened. `serving` adds the checks only `serve` needs.
+ */
+const readConfig = (options: { flags?: { host?: string | undefined; port?: number | undefined }; serving?: boolean } = {}) =>
+  Effect.gen(function*() {
+    const path = yield* configSource
+    const invocation = yield* Invocation
+    const loaded = yield* loadConfig({ path, env: invocation.env, flags: options.flags })
+    const level = yield* GlobalFlag.LogLevel
+    const config: GatewayConfig = Option.isSome(level)
+      ? { ...loaded, log: { ...loaded.log, level: LEVEL_OF[level.value] ?? loaded.log.level } }
+      : loaded
+    const checked = preflight(config, { serving: options.serving ?? false })
+    if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
+    invocation.store = config.store
+    if (checked.createsStore !== undefined) yield* Console.error(`modelgate: no store at ${checked.createsStore} yet: creating a new SQLite store`)
+    return config
+  })
+
+/** A command's module, imported when the command runs (a failed import is a defect: a broken install). */
+const load = <M>(module: () => Promise<M>) => Effect.promise(module)
+
+const serve = Command.make(
+  "serve",
+  {
+    host: Flag.String("host").pipe(Flag.withDescription("Address to bind (overrides server.host)"), Flag.optional),
+    port: Flag.Int("port").pipe(Flag.withDescription("Port to bind, 0 for any free port (overrides server.port)"), Flag.optional)
+  },
+  Effect.fn(function*({ host, port }) {
+    const flags = { host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) }
+    const config = yield* readConfig({ flags, serving: true })
+    const { env } = yield* Invocation
+    // A reload (SIGHUP, POST /admin/reload) reads the configuration again exactly this way; the
+    // log settings stay as started (a --log-level given on the command line still wins).
+    const reload = Effect.map(loadConfig({ path: yield* configSource, env, flags }), (next): GatewayConfig => ({ ...next, log: config.log }))
+    const { serve } = yield* load(() => import("../commands/serve.ts"))
+    return yield* serve(config, env, reload)
+  })
+).pipe(Command.withDescription("Run the gateway"))
+
+const keysModule = load(() => import("../commands/keys.ts"))
+const idArgument = Argument.String("id").pipe(Argument.withDescription("Key id (key_...)"))
+
+const keysCreate = Command.make(
+  "create",
+  {
+    name: Flag.String("name").pipe(Flag.withDescription("A name to recognise the key by")),
+    models: Flag.String("models").pipe(Flag.withDescription("Comma-separated allowed models (default: all)"), Flag.optional),
+    tools: Flag.Boolean("tools").pipe(Flag.withDescription("Allow the MCP SQL tools"), Flag.withDefault(false)),
+    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key"), Flag.optional),
+    expires: Flag.String("expires").pipe(Flag.withDescription("Expiry, ISO-8601"), Flag.optional)
+  },
+  Effect.fn(function*(flags) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).createKey(config, flags)
+  })
+).pipe(Command.withDescription("Create an API key and print it (the only time the full key is shown)"))
+
+const keysList = Command.make(
+  "list",
+  {},
+  Effect.fn(function*() {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).listKeys(config)
+  })
+).pipe(Command.withDescription("List API keys"))
+
+const keysRotate = Command.make(
+  "rotate",
+  {
+    id: idArgument,
+    grace: Flag.Int("grace-seconds").pipe(Flag.withDescription("Keep the old key working this long"), Flag.withDefault(0))
+  },
+  Effect.fn(function*({ id, grace }) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).rotateKey(config, id, grace)
+  })
+).pipe(Command.withDescription("Replace a key's secret; prints the new key"))
+
+const keysRevoke = Command.make(
+  "revoke",
+  { id: idArgument },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).revokeKey(config, id)
+  })
+).pipe(Command.withDescription("Deactivate a key (it then gets 401 key_inactive)"))
+
+const keysDelete = Command.make(
+  "delete",
+  { id: idArgument },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).deleteKey(config, id)
+  })
+).pipe(Command.withDescription("Delete a key (it then gets 401 unauthorized)"))
+
+const keys = Command.make("keys").pipe(
+  Command.withDescription("Manage API keys in the configured store"),
+  Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke, keysDelete])
+)
+
+const creditsAdd = Command.make(
+  "add",
+  {
+    amount: Argument.Int("credits").pipe(Argument.withDescription("Credits to add to the workspace pool")),
+    note: Flag.String("note").pipe(Flag.withDescription("Why (kept in the ledger)"), Flag.optional)
+  },
+  Effect.fn(function*({ amount, note }) {
+    if (amount <= 0) return yield* new Refused({ message: "credits must be a positive integer" })
+    const config = yield* readConfig()
+    const { addCredits } = yield* load(() => import("../commands/credits.ts"))
+    return yield* addCredits(config, amount, note)
+  })
+).pipe(Command.withDescription("Top up the workspace credit pool"))
+
+const credits = Command.make("credits").pipe(
+  Command.withDescription("Manage the workspace credit pool"),
+  Command.withSubcommands([creditsAdd])
+)
+
+const connectionsModule = load(() => import("../commands/connections.ts"))
+const connectionId = Argument.Int("id").pipe(Argument.withDescription("Connection id"))
+
+const connectionsList = Command.make(
+  "list",
+  {},
+  Effect.fn(function*() {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).listConnections(config)
+  })
+).pipe(Command.withDescription("List database connections (passwords masked)"))
+
+const connectionsUpdate = Command.make(
+  "update",
+  {
+    id: connectionId,
+    name: Flag.String("name").pipe(Flag.withDescription("New name"), Flag.optional),
+    dialect: Flag.String("dialect").pipe(Flag.withDescription("postgres or mysql"), Flag.optional),
+    url: Flag.String("url").pipe(Flag.withDescription("New DSN (a rotated password, a new host)"), Flag.optional),
+    readUrl: Flag.String("read-url").pipe(Flag.withDescription("New read-only DSN; \"\" removes it"), Flag.optional),
+    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("New default schema; \"\" removes it"), Flag.optional)
+  },
+  Effect.fn(function*({ id, ...flags }) {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).updateConnection(config, id, flags)
+  })
+).pipe(Command.withDescription("Change a connection added through the admin API"))
+
+const connectionsDelete = Command.make(
+  "delete",
+  { id: connectionId },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).deleteConnection(config, id)
+  })
+).pipe(Command.withDescription("Delete a connection added through the admin API, with every grant on it"))
+
+const connections = Command.make("connections").pipe(
+  Command.withDescription("Manage the SQL tools' database connections in the configured store"),
+  Command.withSubcommands([connectionsList, connectionsUpdate, connectionsDelete])
+)
+
+const configCheck = Command.make(
+  "check",
+  {},
+  Effect.fn(function*() {
+    // The same loading and checks as every command, and nothing opened or created: no store,
+    // no port, no network (the existence of files is all it looks at).
+    const path = yield* configSource
+    const config = yield* loadConfig({ path, env: (yield* Invocation).env })
+    const checked = preflight(config, { serving: true })
+    if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
+    yield* Console.log(`${path ?? "the embedded default"}: valid`)
+  })
+).pipe(Command.withDescription("Check a config file (with MODELGATE_* variables applied) without opening or creating anything; exit 1 names the field"))
+
+const configCommand = Command.make("config").pipe(
+  Command.withDescription("Check the configuration"),
+  Command.withSubcommands([configCheck])
+)
+
+const VERSION = "0.1.0"
+const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, configCommand]))
+
+export interface CommandLineOptions {
+  /** The environment the config's MODELGATE_* overrides and the providers' key variables come from. */
+  readonly env: Readonly<Record<string, string | undefined>>
+}
+
+/**
+ * Runs one command line to its end and succeeds with its exit status: 0, or 1 with one line on
+ * stderr (a refused input, an invalid config, a store that cannot be opened). `serve` runs until
+ * interrupted; an interruption is left to the caller (main.ts exits 0 once the finalizers ran).
+ */
+export const runCommandLine = (argv: ReadonlyArray<string>, options: CommandLineOptions): Effect.Effect<number> => {
+  const invocation: Invocation["Service"] = { env: options.env, store: undefined }
+  const failed = (message: string) => Effect.as(Console.error(`modelgate: ${message}`), 1)
+  return Command.runWith(cli, { version: VERSION })(cliArgs(argv)).pipe(
+    Effect.as(0),
+    Effect.catchTag("ConfigInvalid", (error) => failed(`invalid configuration: ${error.message}`)),
+    Effect.catchTag("DependencyUnavailable", (error) => failed(error.message)),
+    Effect.catchTag("NotFound", (error) => failed(error.message)),
+    Effect.catchTag("ValidationFailed", (error) => failed(error.message)),
+    Effect.catchTag("Refused", (error) => failed(error.message)),
+    // Anything else that stops a command (an address in use, a database that does not exist, a
+    // file that cannot be read) is one line without a stack; `--log-level debug` adds the cause.
+    Effect.catchCause((cause) => {
+      // Only interruptions (no error in it): passed on as they are, for the caller to handle.
+      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const error = Cause.findErrorOption(cause)
+      // The parser already printed its help and what was wrong.
+      if (Option.isSome(error) && CliError.isCliError(error.value)) return Effect.succeed(1)
+      const debug = argv.some((arg, i, all) => arg === "--log-level=debug" || (arg === "--log-level" && /^(debug|trace|all)$/i.test(all[i + 1] ?? "")))
+      return Effect.gen(function*() {
+        yield* Console.error(`modelgate: ${failureLine(cause, { store: invocation.store })}`)
+        if (debug) yield* Console.error(Cause.pretty(cause))
+        return 1
+      })
+    }),
+    Effect.provideService(Invocation, invocation),
+    Effect.provide(NodeServices.layer),
+    Effect.provide(Logger.layer([Logger.consolePretty()]))
+  )
+}
