@@ -207,6 +207,24 @@ const checkUrl = (value: string, at: string, originOnly: boolean): string | unde
   return undefined
 }
 
+/** `admin.oidc.token_endpoint_auth_method` and the credentials each method needs. */
+const checkAdminOidcClientAuth = (oidc: NonNullable<GatewayConfig["admin"]["oidc"]>): string | undefined => {
+  const method = oidc.token_endpoint_auth_method
+  if ((method === "client_secret_basic" || method === "client_secret_post") && oidc.client_secret === undefined) {
+    return `admin.oidc.client_secret: required with token_endpoint_auth_method ${method}`
+  }
+  if (method === "private_key_jwt" && oidc.private_key === undefined) {
+    return "admin.oidc.private_key: required with token_endpoint_auth_method private_key_jwt (a PKCS#8 PEM)"
+  }
+  if (oidc.private_key !== undefined && method !== "private_key_jwt") {
+    return "admin.oidc.private_key: only used with token_endpoint_auth_method private_key_jwt"
+  }
+  if (method === "none" && oidc.client_secret !== undefined) {
+    return "admin.oidc.client_secret: a client with token_endpoint_auth_method none has no secret"
+  }
+  return undefined
+}
+
 /** `admin.oidc`: the rules between its fields, and what it needs from the rest of the file. */
 const checkAdminOidc = (config: GatewayConfig): string | undefined => {
   const oidc = config.admin.oidc
@@ -220,6 +238,8 @@ const checkAdminOidc = (config: GatewayConfig): string | undefined => {
     (oidc.public_url === undefined ? undefined : checkUrl(oidc.public_url, "admin.oidc.public_url", true))
   if (urlProblem) return urlProblem
   if (!oidc.scopes.includes("openid")) return "admin.oidc.scopes: must include openid"
+  const authProblem = checkAdminOidcClientAuth(oidc)
+  if (authProblem !== undefined) return authProblem
   if (oidc.public_url === undefined && !isLoopbackHost(config.server.host)) {
     return "admin.oidc.public_url: required when server.host is not loopback (the redirect URI is built from it, never from a request's Host header)"
   }
