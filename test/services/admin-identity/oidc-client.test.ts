@@ -16,13 +16,14 @@ describe("admin sign-in against the issuer, bounded", () => {
   let server: Server
   let issuer = ""
   let discovery: (response: ServerResponse) => void = () => {}
-  let token: (response: ServerResponse, request: IncomingMessage) => void = () => {}
+  let token: (response: ServerResponse, request: IncomingMessage, body: URLSearchParams) => void = () => {}
   beforeAll(async () => {
     server = createServer((request, response) => {
-      request.resume()
+      let text = ""
+      request.on("data", (chunk) => (text += chunk))
       request.on("end", () => {
         if (request.url === "/.well-known/openid-configuration") discovery(response)
-        else if (request.url === "/token") token(response, request)
+        else if (request.url === "/token") token(response, request, new URLSearchParams(text))
         else response.writeHead(404).end()
       })
     })
@@ -40,18 +41,18 @@ describe("admin sign-in against the issuer, bounded", () => {
     jwks_uri: `${issuer}/jwks`
   })
 
-  const identity = () => {
+  const identity = (auth: { client_secret?: string; token_endpoint_auth_method?: "client_secret_post" | "none" } = { client_secret: "the-client-secret-value" }) => {
     const settings = {
       issuer,
       client_id: "modelgate",
-      client_secret: "the-client-secret-value",
+      ...auth,
       admin_claim: { claim: "groups", includes: "admins" },
       scopes: ["openid"]
     }
     return makeAdminIdentity(settings, makeIssuerVerifier({ issuer, audience: "modelgate", jwks_url: undefined }))
   }
-  const complete = () =>
-    Effect.runPromiseExit(identity().completeSignIn({
+  const complete = (auth?: Parameters<typeof identity>[0]) =>
+    Effect.runPromiseExit(identity(auth).completeSignIn({
       callbackParams: new URLSearchParams({ code: "the-code", state: "s".repeat(43) }),
       redirectUri: "http://127.0.0.1:1/app/oidc/callback",
       state: "s".repeat(43),
@@ -105,5 +106,21 @@ describe("admin sign-in against the issuer, bounded", () => {
     expect(JSON.stringify(await complete())).toContain(`"reason":"unavailable"`)
     token = (response) => response.writeHead(200, { "content-type": "application/json" }).end(`{"id_token":"${"x".repeat(300 * 1024)}"}`)
     expect(JSON.stringify(await complete())).toContain(`"reason":"unavailable"`)
+  })
+
+  it("sends client_secret_post's secret and a public client's id in the body, with no Authorization", async () => {
+    discovery = json(200, document())
+    const seen: Array<{ authorization: string | undefined; body: Record<string, string> }> = []
+    token = (response, request, body) => {
+      seen.push({ authorization: request.headers.authorization, body: Object.fromEntries(body) })
+      json(400, { error: "invalid_grant" })(response)
+    }
+    await complete({ client_secret: "the-client-secret-value", token_endpoint_auth_method: "client_secret_post" })
+    await complete({ token_endpoint_auth_method: "none" })
+    expect(seen[0]!.authorization).toBeUndefined()
+    expect(seen[0]!.body).toMatchObject({ client_id: "modelgate", client_secret: "the-client-secret-value", code: "the-code", code_verifier: "v".repeat(43) })
+    expect(seen[1]!.authorization).toBeUndefined()
+    expect(seen[1]!.body).toMatchObject({ client_id: "modelgate", grant_type: "authorization_code" })
+    expect(seen[1]!.body.client_secret).toBeUndefined()
   })
 })
