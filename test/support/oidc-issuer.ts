@@ -173,6 +173,10 @@ export const signInWithDevPages = async (issuer: string, authorizeUrl: string, l
 export const startTestIssuer = async (options: {
   readonly audience?: string
   readonly redirectUris?: ReadonlyArray<string>
+  /** How the test client authenticates at the token endpoint; default client_secret_basic. */
+  readonly tokenEndpointAuthMethod?: "client_secret_basic" | "client_secret_post" | "private_key_jwt" | "none"
+  /** The client's public keys, for private_key_jwt. */
+  readonly clientJwks?: { readonly keys: ReadonlyArray<JWK> }
 } = {}): Promise<TestIssuer> => {
   const audience = options.audience ?? "modelgate-test"
   const server = http.createServer()
@@ -194,15 +198,19 @@ export const startTestIssuer = async (options: {
     if (typeof args[0] === "string" && args[0].startsWith("oidc-provider WARNING")) return
     warn(...args)
   }
+  const authMethod = options.tokenEndpointAuthMethod ?? "client_secret_basic"
+  const usesSecret = authMethod === "client_secret_basic" || authMethod === "client_secret_post"
   const provider = new Provider(issuer, {
     clients: [{
       client_id: client.client_id,
-      client_secret: client.client_secret,
+      ...(usesSecret ? { client_secret: client.client_secret } : {}),
       // A placeholder keeps the registration valid; the real list is read per request below.
       redirect_uris: ["http://127.0.0.1/callback"],
-      grant_types: ["authorization_code", "refresh_token", "client_credentials"],
+      // A public client (none) may not use the client credentials grant.
+      grant_types: authMethod === "none" ? ["authorization_code", "refresh_token"] : ["authorization_code", "refresh_token", "client_credentials"],
       response_types: ["code"],
-      token_endpoint_auth_method: "client_secret_basic"
+      token_endpoint_auth_method: authMethod,
+      ...(options.clientJwks === undefined ? {} : { jwks: options.clientJwks as any })
     }],
     jwks: { keys: [keys[0]!.privateJwk as any] },
     cookies: { keys: [randomBytes(16).toString("hex")] },

@@ -160,7 +160,8 @@ export const adminOidcRoutes = (options: AdminOidcRoutesOptions) => {
     const code = param("code")
     if (code === undefined) return yield* refuse("failed", "the identity provider's redirect carries no code")
     const { nonce, codeVerifier } = secretsOf(flowKey, flowId)
-    return yield* options.identity.completeSignIn({ code, redirectUri, nonce, codeVerifier }).pipe(
+    // The whole query goes on: openid-client checks state again and the issuer's `iss` (mix-up).
+    return yield* options.identity.completeSignIn({ callbackParams: query, redirectUri, state, nonce, codeVerifier }).pipe(
       Effect.flatMap((admin) =>
         Effect.gen(function*() {
           const issued = options.auth.signInAdmin(admin)

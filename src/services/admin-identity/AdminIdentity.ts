@@ -8,16 +8,20 @@
  *   `admin.oidc.audience`, default the client id).
  * - `authorizationUrl` / `completeSignIn`: the two halves of the app's authorization code flow
  *   with PKCE. The browser-facing half (cookies, state, redirects) is the HTTP layer's
- *   (http/routes/admin-oidc.ts); this service talks to the issuer: discovery, the code exchange
- *   and the ID token's checks (signature, `iss`, `aud` = client id, `azp`, `exp`, `nonce`).
+ *   (http/routes/admin-oidc.ts); this service talks to the issuer through openid-client
+ *   (oidc-client.ts): discovery, the authorization response's checks (state, `iss`), the code
+ *   exchange with the configured client authentication and the ID token's claims (`iss`,
+ *   `aud` = client id, `azp`, `exp`, `nonce`). The ID token's signature is then checked by the
+ *   shared issuer verifier against the issuer's keys (openid-client trusts the TLS channel for
+ *   it), and the admin rule applied to its claims.
  */
 import { Context, Data, Effect, Layer, Option } from "effect"
-import { createHash } from "node:crypto"
+import * as oidc from "openid-client"
 import type { AdminOidcConfig } from "../config/schema.ts"
-import { isAcceptableIssuerUrl, type IssuerVerifier, makeIssuerVerifier, TokenRejected, type VerifiedToken } from "../identity/issuer.ts"
+import { type IssuerVerifier, makeIssuerVerifier, TokenRejected, type VerifiedToken } from "../identity/issuer.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { describeRule, namesAdmin } from "./admin-claim.ts"
-import { exchangeCode } from "./token-endpoint.ts"
+import { describeIssuerError, discover, IssuerAnswerError } from "./oidc-client.ts"
 
 /** An identity-provider user the admin rule accepted. */
 export interface AdminPrincipal {
@@ -47,8 +51,10 @@ export interface AuthorizationRequest {
 }
 
 export interface CodeRedemption {
-  readonly code: string
+  /** The callback's query as the issuer sent it (code, state, iss): openid-client checks it whole. */
+  readonly callbackParams: URLSearchParams
   readonly redirectUri: string
+  readonly state: string
   readonly nonce: string
   readonly codeVerifier: string
 }
@@ -64,8 +70,8 @@ export interface AdminIdentityShape {
   readonly completeSignIn: (redemption: CodeRedemption) => Effect.Effect<AdminPrincipal, SignInRefused>
 }
 
-/** PKCE S256 (RFC 7636 section 4.2). */
-export const codeChallengeOf = (verifier: string) => createHash("sha256").update(verifier, "ascii").digest("base64url")
+/** How long a discovered configuration is used before the issuer is asked again. */
+const DISCOVERY_TTL_MS = 60 * 60 * 1000
 
 const MAX_SUBJECT_LENGTH = 255
 const DISPLAY_CLAIMS = ["preferred_username", "email", "name"] as const
@@ -74,11 +80,6 @@ const printable = /^[^\p{Cc}\p{Cf}]{1,100}$/u
 const principalOf = (token: VerifiedToken): AdminPrincipal => {
   const shown = DISPLAY_CLAIMS.map((claim) => token.claims[claim]).find((v): v is string => typeof v === "string" && printable.test(v))
   return { issuer: token.issuer, subject: token.subject, displayName: shown ?? token.subject.slice(0, 100) }
-}
-
-const endpointOf = (metadata: Readonly<Record<string, unknown>>, name: string): string | undefined => {
-  const value = metadata[name]
-  return typeof value === "string" && isAcceptableIssuerUrl(value) ? value : undefined
 }
 
 /**
@@ -103,20 +104,19 @@ export const makeAdminIdentity = (
       ? Effect.succeed(principalOf(token))
       : Effect.fail(new NotAnAdmin({ message: `the identity-provider user is not an admin (the admin rule wants the ${describeRule(rule)})` }))
 
-  const endpoints = Effect.gen(function*() {
-    const metadata = yield* verifier.metadata.pipe(
-      Effect.mapError((error) => new SignInRefused({ reason: "unavailable", message: error.message }))
-    )
-    const authorization = endpointOf(metadata, "authorization_endpoint")
-    const token = endpointOf(metadata, "token_endpoint")
-    if (authorization === undefined || token === undefined) {
-      return yield* new SignInRefused({
-        reason: "failed",
-        message: `the discovery document of ${settings.issuer} lacks a usable authorization_endpoint or token_endpoint`
-      })
-    }
-    return { authorization, token }
-  })
+  const refusal = (error: IssuerAnswerError) => new SignInRefused({ reason: error.unavailable ? "unavailable" : "failed", message: error.message })
+
+  // The discovered configuration, kept for an hour once it succeeds; a failure is not kept, so
+  // the next sign-in asks again.
+  let discovered: { readonly config: oidc.Configuration; readonly at: number } | undefined
+  const configuration = Effect.suspend(() =>
+    discovered !== undefined && Date.now() - discovered.at < DISCOVERY_TTL_MS
+      ? Effect.succeed(discovered.config)
+      : Effect.tryPromise({
+        try: () => discover(settings),
+        catch: (error) => refusal(describeIssuerError(`discovery of ${settings.issuer}`, error))
+      }).pipe(Effect.tap((config) => Effect.sync(() => (discovered = { config, at: Date.now() }))))
+  )
 
   return {
     name,
@@ -125,37 +125,43 @@ export const makeAdminIdentity = (
       return yield* requireAdmin(yield* verifier.verify(token).pipe(Effect.tapError(countUnavailable)))
     }),
     authorizationUrl: Effect.fn("AdminIdentity.authorizationUrl")(function*(request: AuthorizationRequest) {
-      const url = new URL((yield* endpoints.pipe(Effect.tapError(countUnavailable))).authorization)
-      url.searchParams.set("response_type", "code")
-      url.searchParams.set("client_id", settings.client_id)
-      url.searchParams.set("redirect_uri", request.redirectUri)
-      url.searchParams.set("scope", settings.scopes.join(" "))
-      url.searchParams.set("state", request.state)
-      url.searchParams.set("nonce", request.nonce)
-      url.searchParams.set("code_challenge", codeChallengeOf(request.codeVerifier))
-      url.searchParams.set("code_challenge_method", "S256")
-      return url.toString()
-    }),
+      const config = yield* configuration
+      return yield* Effect.tryPromise({
+        try: async () =>
+          oidc.buildAuthorizationUrl(config, {
+            redirect_uri: request.redirectUri,
+            scope: settings.scopes.join(" "),
+            state: request.state,
+            nonce: request.nonce,
+            code_challenge: await oidc.calculatePKCECodeChallenge(request.codeVerifier),
+            code_challenge_method: "S256"
+          }).toString(),
+        catch: (error) => refusal(describeIssuerError("authorization URL", error))
+      })
+    }, Effect.tapError(countUnavailable)),
     completeSignIn: Effect.fn("AdminIdentity.completeSignIn")(function*(redemption: CodeRedemption) {
-      const { token: tokenEndpoint } = yield* endpoints
-      const { idToken } = yield* exchangeCode({
-        tokenEndpoint,
-        clientId: settings.client_id,
-        clientSecret: settings.client_secret,
-        code: redemption.code,
-        redirectUri: redemption.redirectUri,
-        codeVerifier: redemption.codeVerifier
-      }).pipe(Effect.mapError((error) => new SignInRefused({ reason: error.unavailable ? "unavailable" : "failed", message: error.message })))
+      const config = yield* configuration
+      const callbackUrl = new URL(redemption.redirectUri)
+      callbackUrl.search = redemption.callbackParams.toString()
+      const tokens = yield* Effect.tryPromise({
+        try: () =>
+          oidc.authorizationCodeGrant(config, callbackUrl, {
+            pkceCodeVerifier: redemption.codeVerifier,
+            expectedState: redemption.state,
+            expectedNonce: redemption.nonce,
+            idTokenExpected: true
+          }),
+        catch: (error) => refusal(describeIssuerError("code exchange", error))
+      })
+      const idToken = tokens.id_token
+      if (idToken === undefined) {
+        return yield* new SignInRefused({ reason: "failed", message: "token endpoint answered without an id_token (is the openid scope granted?)" })
+      }
       const verified = yield* verifier.verify(idToken, { audience: settings.client_id, nonce: redemption.nonce }).pipe(
         Effect.mapError((error) =>
           new SignInRefused({ reason: error.reason === "unavailable" ? "unavailable" : "failed", message: `ID token refused: ${error.message}` })
         )
       )
-      // OpenID Connect Core 3.1.3.7: an ID token for several audiences names the client it was issued to.
-      const azp = verified.claims["azp"]
-      if (azp !== undefined && azp !== settings.client_id) {
-        return yield* new SignInRefused({ reason: "failed", message: "ID token refused: issued to another client (azp)" })
-      }
       return yield* requireAdmin(verified).pipe(
         Effect.mapError((error) => new SignInRefused({ reason: "not_admin", message: error.message }))
       )

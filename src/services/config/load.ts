@@ -2,6 +2,7 @@
  * Turns a YAML file, MODELGATE_* variables and CLI flags into a validated GatewayConfig.
  * Pure apart from reading the file, so every rule here is testable without a process.
  */
+import { createPrivateKey } from "node:crypto"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
@@ -207,6 +208,37 @@ const checkUrl = (value: string, at: string, originOnly: boolean): string | unde
   return undefined
 }
 
+/** Whether a PEM parses as a private key (checked here so a bad one fails at start, not at sign-in). */
+const isPrivateKeyPem = (pem: string): boolean => {
+  try {
+    createPrivateKey(pem)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** `admin.oidc.token_endpoint_auth_method` and the credentials each method needs. */
+const checkAdminOidcClientAuth = (oidc: NonNullable<GatewayConfig["admin"]["oidc"]>): string | undefined => {
+  const method = oidc.token_endpoint_auth_method
+  if ((method === "client_secret_basic" || method === "client_secret_post") && oidc.client_secret === undefined) {
+    return `admin.oidc.client_secret: required with token_endpoint_auth_method ${method}`
+  }
+  if (method === "private_key_jwt" && oidc.private_key === undefined) {
+    return "admin.oidc.private_key: required with token_endpoint_auth_method private_key_jwt (a PKCS#8 PEM)"
+  }
+  if (oidc.private_key !== undefined && !isPrivateKeyPem(oidc.private_key)) {
+    return "admin.oidc.private_key: not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----)"
+  }
+  if (oidc.private_key !== undefined && method !== "private_key_jwt") {
+    return "admin.oidc.private_key: only used with token_endpoint_auth_method private_key_jwt"
+  }
+  if (method === "none" && oidc.client_secret !== undefined) {
+    return "admin.oidc.client_secret: a client with token_endpoint_auth_method none has no secret"
+  }
+  return undefined
+}
+
 /** `admin.oidc`: the rules between its fields, and what it needs from the rest of the file. */
 const checkAdminOidc = (config: GatewayConfig): string | undefined => {
   const oidc = config.admin.oidc
@@ -220,6 +252,8 @@ const checkAdminOidc = (config: GatewayConfig): string | undefined => {
     (oidc.public_url === undefined ? undefined : checkUrl(oidc.public_url, "admin.oidc.public_url", true))
   if (urlProblem) return urlProblem
   if (!oidc.scopes.includes("openid")) return "admin.oidc.scopes: must include openid"
+  const authProblem = checkAdminOidcClientAuth(oidc)
+  if (authProblem !== undefined) return authProblem
   if (oidc.public_url === undefined && !isLoopbackHost(config.server.host)) {
     return "admin.oidc.public_url: required when server.host is not loopback (the redirect URI is built from it, never from a request's Host header)"
   }

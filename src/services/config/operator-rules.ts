@@ -80,6 +80,7 @@ export const placeholderSecret = (config: GatewayConfig): string | undefined => 
   const secrets: Array<readonly [string, string | undefined]> = [
     ["admin.token", config.admin.token],
     ["admin.oidc.client_secret", config.admin.oidc?.client_secret],
+    ["admin.oidc.private_key", config.admin.oidc?.private_key],
     ["telemetry.metrics_token", config.telemetry.metrics_token],
     ...config.providers.flatMap((p, i) => [
       [`providers.${i}.api_key`, p.api_key] as const,

@@ -220,7 +220,16 @@ export const AdminOidcConfig = Schema.Struct({
    */
   public_url: Schema.optional(Schema.NonEmptyString),
   /** Absent: from the issuer's discovery document. */
-  jwks_url: Schema.optional(Schema.NonEmptyString)
+  jwks_url: Schema.optional(Schema.NonEmptyString),
+  /**
+   * How the gateway authenticates at the token endpoint (issue 26, item 13). Absent:
+   * client_secret_basic with a client_secret, none (a public client, PKCE only) without one.
+   */
+  token_endpoint_auth_method: Schema.optional(Schema.Literals(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"])),
+  /** private_key_jwt's signing key: a PKCS#8 PEM (RSA, EC P-256/384/521 or Ed25519) whose public half the issuer holds. */
+  private_key: Schema.optional(Schema.NonEmptyString),
+  /** The `kid` of private_key's public key at the issuer, when it wants one. */
+  private_key_id: Schema.optional(Schema.NonEmptyString)
 })
 export type AdminOidcConfig = typeof AdminOidcConfig.Type
 
