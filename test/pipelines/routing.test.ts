@@ -13,6 +13,7 @@ import { ProviderError, UpstreamTimeout, ValidationFailed } from "../../src/doma
 import { scriptedProviders, type ScriptedAnswer, type ScriptedCall } from "../../src/services/providers/scripted.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
+import type { EmbeddingsResponse } from "../../src/wire/openai-embeddings.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
@@ -49,8 +50,9 @@ type AnthropicScript = (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse,
 /** Per provider name: what it answers. */
 const openaiScripts = new Map<string, OpenAIScript>()
 const anthropicScripts = new Map<string, AnthropicScript>()
+const embeddingScripts = new Map<string, (call: ScriptedCall) => ScriptedAnswer<EmbeddingsResponse, never>>()
 
-const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2", "w1", "w2", "cw1", "cwfb"]
+const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2", "w1", "w2", "cw1", "cwfb", "e1", "e2"]
 const ANTHROPIC = ["claude-down", "claude-cont"]
 
 const PRICE = 5
@@ -75,7 +77,8 @@ beforeAll(async () => {
     [...OPENAI.map((name) => ({ name, kind: "openai" as const })), ...ANTHROPIC.map((name) => ({ name, kind: "anthropic" as const }))],
     {
       openai: (call) => openaiScripts.get(call.provider)!(call),
-      anthropic: (call) => anthropicScripts.get(call.provider)!(call)
+      anthropic: (call) => anthropicScripts.get(call.provider)!(call),
+      openaiEmbeddings: (call) => embeddingScripts.get(call.provider)!(call)
     }
   )
   calls = scripted.calls
@@ -103,7 +106,8 @@ beforeAll(async () => {
         { alias: "mwait", id: "mwait-model", provider: "w1", credits: PRICE, max_tokens: 100 },
         { alias: "mwait-long", id: "mwait-long-model", provider: "w2", credits: PRICE, max_tokens: 100 },
         { alias: "small-window", id: "small-model", provider: "cw1", credits: PRICE, max_tokens: 100, fallbacks: ["big-window"] },
-        { alias: "big-window", id: "big-model", provider: "cwfb", credits: FALLBACK_PRICE, max_tokens: 100 }
+        { alias: "big-window", id: "big-model", provider: "cwfb", credits: FALLBACK_PRICE, max_tokens: 100 },
+        { ...duo("membed", "e1", "e2"), endpoints: ["embeddings"] }
       ]
     }),
     { providers: scripted.layer, audit: audit.layer }
@@ -261,6 +265,32 @@ describe("deployments, retries and cooldowns", () => {
     expect(refused.status).toBe(400)
     expect(((await refused.json()) as { error: string }).error).toBe("validation_failed")
     expect(callsTo("cwfb")).toBe(2)
+  })
+
+  it("embeddings are routed too: a deployment answering 503 is retried on the other and cooled", async () => {
+    embeddingScripts.set("e1", () => ({ fail: failure("e1", 503) }))
+    embeddingScripts.set("e2", (call) => ({
+      respond: { object: "list", data: [{ object: "embedding", index: 0, embedding: [0.5, 0.25] }], model: String(call.body.model), usage: { prompt_tokens: 4, total_tokens: 4 } }
+    }))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const ids: Array<string | null> = []
+    for (let i = 0; i < 5; i++) {
+      const response = await fetch(`${gateway.url}/v1/embeddings`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "membed", input: "hello" })
+      })
+      expect(response.status).toBe(200)
+      expect(((await response.json()) as EmbeddingsResponse).data[0]!.embedding).toEqual([0.5, 0.25])
+      ids.push(response.headers.get("x-request-id"))
+    }
+    // At most the first request met e1: it then cooled down.
+    expect(callsTo("e1")).toBeLessThanOrEqual(1)
+    expect(callsTo("e2")).toBe(5)
+    expect(await balance()).toBe(before - 5 * PRICE)
+    const records = (await Promise.all(ids.map((id) => audit.recordsOf(id)))).flat()
+    expect(records.every((r) => r.provider === "e2" && r.prompt_tokens === 4 && r.credits === PRICE)).toBe(true)
   })
 
   it("every deployment down: 502 provider_error, nothing charged, every attempt audited", async () => {
