@@ -53,7 +53,7 @@ const anthropicScripts = new Map<string, AnthropicScript>()
 const embeddingScripts = new Map<string, (call: ScriptedCall) => ScriptedAnswer<EmbeddingsResponse, never>>()
 
 const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2", "w1", "w2", "cw1", "cwfb", "e1", "e2"]
-const ANTHROPIC = ["claude-down", "claude-cont"]
+const ANTHROPIC = ["claude-down", "claude-cont", "k1", "k2"]
 
 const PRICE = 5
 const FALLBACK_PRICE = 2
@@ -78,7 +78,8 @@ beforeAll(async () => {
     {
       openai: (call) => openaiScripts.get(call.provider)!(call),
       anthropic: (call) => anthropicScripts.get(call.provider)!(call),
-      openaiEmbeddings: (call) => embeddingScripts.get(call.provider)!(call)
+      openaiEmbeddings: (call) => embeddingScripts.get(call.provider)!(call),
+      anthropicCount: (call) => (call.provider === "k1" ? { fail: failure("k1", 529) } : { respond: { input_tokens: 42 } })
     }
   )
   calls = scripted.calls
@@ -107,7 +108,8 @@ beforeAll(async () => {
         { alias: "mwait-long", id: "mwait-long-model", provider: "w2", credits: PRICE, max_tokens: 100 },
         { alias: "small-window", id: "small-model", provider: "cw1", credits: PRICE, max_tokens: 100, fallbacks: ["big-window"] },
         { alias: "big-window", id: "big-model", provider: "cwfb", credits: FALLBACK_PRICE, max_tokens: 100 },
-        { ...duo("membed", "e1", "e2"), endpoints: ["embeddings"] }
+        { ...duo("membed", "e1", "e2"), endpoints: ["embeddings"] },
+        duo("mcount", "k1", "k2")
       ]
     }),
     { providers: scripted.layer, audit: audit.layer }
@@ -291,6 +293,16 @@ describe("deployments, retries and cooldowns", () => {
     expect(await balance()).toBe(before - 5 * PRICE)
     const records = (await Promise.all(ids.map((id) => audit.recordsOf(id)))).flat()
     expect(records.every((r) => r.provider === "e2" && r.prompt_tokens === 4 && r.credits === PRICE)).toBe(true)
+  })
+
+  it("count_tokens is routed over the model's deployments: one answering 529 is retried on the other and cooled", async () => {
+    const { key } = await gateway.createKey()
+    for (let i = 0; i < 5; i++) {
+      const counted = await anthropic(key).messages.countTokens({ model: "mcount", messages: [{ role: "user", content: "hi" }] })
+      expect(counted.input_tokens).toBe(42)
+    }
+    expect(callsTo("k1")).toBeLessThanOrEqual(1)
+    expect(callsTo("k2")).toBe(5)
   })
 
   it("every deployment down: 502 provider_error, nothing charged, every attempt audited", async () => {
