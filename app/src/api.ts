@@ -159,6 +159,7 @@ export interface UsageRow {
   day?: string
   key_id?: string | null
   model?: string | null
+  provider?: string | null
   requests: number
   errors: number
   prompt_tokens: number

@@ -1,6 +1,7 @@
 /**
- * Usage: requests, errors, tokens and credits per UTC day, for the whole workspace, per key and
- * per model, as charts (Chart.js, bundled) and as a table, over a chosen date range.
+ * Usage: requests, errors, tokens and credits per UTC day, for the whole workspace, per key, per
+ * model and per provider (the one that answered: a routed model spreads over deployments), as
+ * charts (Chart.js, bundled) and as a table, over a chosen date range.
  */
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js"
 import { useEffect, useRef, useState } from "preact/hooks"
@@ -98,7 +99,7 @@ export const UsagePage = () => {
   const [to, setTo] = useState(today)
   const [range, setRange] = useState({ from: addDays(today, -13), to: today })
   const [metric, setMetric] = useState<Metric>("requests")
-  const [data, setData] = useState<{ byKey: Array<UsageRow>; byModel: Array<UsageRow>; totals: Array<UsageRow> }>()
+  const [data, setData] = useState<{ byKey: Array<UsageRow>; byModel: Array<UsageRow>; byProvider: Array<UsageRow>; totals: Array<UsageRow> }>()
   const [keys, setKeys] = useState<Array<KeyView>>([])
   const [error, setError] = useState<string>()
 
@@ -112,8 +113,9 @@ export const UsagePage = () => {
     // Requests without a key (admin API calls, unknown keys) are not usage of the gateway's
     // models; they stay in the audit trail. Per-model rows come per key too, to drop those.
     const keyed = (rows: Array<UsageRow>) => rows.filter((r) => r.key_id !== null)
-    Promise.all([get("day,key"), get("day,key,model"), get("key,model")]).then(
-      ([byKey, byModel, totals]) => setData({ byKey: keyed(byKey.data), byModel: keyed(byModel.data), totals: keyed(totals.data) }),
+    Promise.all([get("day,key"), get("day,key,model"), get("key,model"), get("day,key,provider")]).then(
+      ([byKey, byModel, totals, byProvider]) =>
+        setData({ byKey: keyed(byKey.data), byModel: keyed(byModel.data), byProvider: keyed(byProvider.data), totals: keyed(totals.data) }),
       (e) => setError(e instanceof Error ? e.message : String(e))
     )
   }, [range])
@@ -123,6 +125,7 @@ export const UsagePage = () => {
   const workspace = data ? seriesBy(data.byKey, days, metric, () => "workspace") : []
   const perKey = data ? seriesBy(data.byKey, days, metric, (r) => keyName(r.key_id)) : []
   const perModel = data ? seriesBy(data.byModel, days, metric, (r) => r.model ?? "no model") : []
+  const perProvider = data ? seriesBy(data.byProvider, days, metric, (r) => r.provider ?? "no provider") : []
 
   return (
     <section>
@@ -155,6 +158,7 @@ export const UsagePage = () => {
             <BarChart title={`${metricLabels[metric]} per day, workspace`} days={days} series={workspace} stacked={false} metric={metric} />
             <BarChart title={`${metricLabels[metric]} per day, by key`} days={days} series={perKey} stacked metric={metric} />
             <BarChart title={`${metricLabels[metric]} per day, by model`} days={days} series={perModel} stacked metric={metric} />
+            <BarChart title={`${metricLabels[metric]} per day, by provider`} days={days} series={perProvider} stacked metric={metric} />
           </div>
           <h2>Totals by key and model</h2>
           {data.totals.length === 0 ? <Empty>No requests in this range.</Empty> : (

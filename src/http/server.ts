@@ -10,6 +10,7 @@ import { Context, Duration, Effect, Layer, Option } from "effect"
 import { readFileSync } from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
+import * as Net from "node:net"
 import type { Socket } from "node:net"
 import type { Duplex } from "node:stream"
 import {
@@ -238,7 +239,10 @@ export const drainOnShutdown = (graceSeconds: number) =>
           // No new connections; idle keep-alive sockets are left open while requests finish: a
           // client may be sending on one this very moment, and closing it under that request
           // would reset it. Whatever arrives on them is answered with Connection: close.
-          if (server?.listening) server.close()
+          // Only the listening socket is closed: Node's http `close()` also closes every idle
+          // keep-alive socket at once (since Node 19), which reset (ECONNRESET) the requests
+          // clients were sending on them as the drain began (test/faults/drain.test.ts).
+          if (server?.listening) Net.Server.prototype.close.call(server)
           // Logged once the drain has begun: nothing may yield between the signal and the above.
           yield* Effect.logInfo(
             `shutting down: no new connections; waiting up to ${graceSeconds} s for ${drain.inFlight()} requests in flight`

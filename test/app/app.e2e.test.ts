@@ -257,7 +257,7 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await shot("07-credits")
   })
 
-  it("charts usage per day, key and model after the traffic", async () => {
+  it("charts usage per day, key, model and provider after the traffic", async () => {
     await go("usage", "Usage")
     const totals = page.getByRole("table", { name: "Usage totals by key and model" })
     const row = totals.locator("tr", { hasText: "e2e" }).filter({ hasText: "echo" })
@@ -265,7 +265,7 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     // 5 before rotation, 1 after, 1 after reactivation; refused ones carry no model.
     expect(await row.locator("td[data-label='Requests']").textContent()).toBe("7")
     const canvases = page.locator("canvas[role='img']")
-    expect(await canvases.count()).toBe(3)
+    expect(await canvases.count()).toBe(4)
     // Drawn, not blank: some pixel of the per-key chart has colour.
     const painted = await canvases.nth(1).evaluate((canvas: any) => {
       const data = canvas.getContext("2d")!.getImageData(0, 0, canvas.width, canvas.height).data
@@ -275,6 +275,8 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     expect(painted).toBe(true)
     // The 7 answered, and the key_inactive refusal, which is audited under the key it presented.
     expect(await canvases.nth(1).getAttribute("aria-label")).toContain("8 requests in total")
+    // By the provider that answered (issue 20), the refusal under "no provider".
+    expect(await canvases.nth(3).getAttribute("aria-label")).toContain("by provider: 8 requests in total")
     await expectLabelled()
     await shot("08-usage")
   })

@@ -47,7 +47,7 @@ describe("admin API for the app", () => {
     expect(chats.data).toHaveLength(3)
   })
 
-  it("groups usage by day, key and model as asked, keeping the old default", async () => {
+  it("groups usage by day, key, model and provider as asked, keeping the old default", async () => {
     const today = new Date().toISOString().slice(0, 10)
     const byDay = await jsonOf(await gw.admin("GET", "/usage?group_by=day"))
     expect(byDay.group_by).toEqual(["day"])
@@ -67,7 +67,14 @@ describe("admin API for the app", () => {
     const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)
     expect((await jsonOf(await gw.admin("GET", `/usage?group_by=day&since=${tomorrow}T00:00:00Z`))).data).toEqual([])
 
-    const bad = await gw.admin("GET", "/usage?group_by=day,provider")
+    // By the provider that answered (issue 20: a routed model's requests spread over deployments).
+    const byProvider = await jsonOf(await gw.admin("GET", `/usage?group_by=provider,day&key_id=${key.id}`))
+    expect(byProvider.group_by).toEqual(["provider", "day"])
+    expect(byProvider.data).toEqual([
+      { day: today, provider: "echo", requests: 3, errors: 0, prompt_tokens: 9, completion_tokens: 9, credits: 6 }
+    ])
+
+    const bad = await gw.admin("GET", "/usage?group_by=day,vendor")
     expect(bad.status).toBe(400)
     expect(await jsonOf(bad)).toMatchObject({ error: "validation_failed", details: { field: "group_by" } })
   })

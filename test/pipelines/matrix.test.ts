@@ -707,14 +707,24 @@ const VENDOR_ERRORS = {
       upstream_status: 429,
       upstream_error: { type: "requests", code: "rate_limit_exceeded", message: "Rate limit reached for requests. Please try again in 1s." }
     },
-    retryAfter: "7"
+    retryAfter: "7",
+    // Its Retry-After (7 s) is longer than routing's max_retry_wait_ms (2 s): the gateway answers at once.
+    attempts: 1
   },
   anthropic: {
     scenario: { kind: "error", status: 529 } as Scenario,
     upstream: { upstream_status: 529, upstream_error: { type: "overloaded_error", code: null, message: "Overloaded" } },
-    retryAfter: "1"
+    retryAfter: "1",
+    // Its Retry-After (1 s) is short: the one deployment is tried again after it, 1 + routing.retries times in all.
+    attempts: 3
   }
 } as const
+
+/** The vendor's error, once for every attempt the gateway makes of one client request. */
+const enqueueFailures = (provider: ProviderAxis, requests: number) => {
+  const vendor = VENDOR_ERRORS[provider.kind]
+  provider.fake().enqueue(...Array.from({ length: requests * vendor.attempts }, () => vendor.scenario))
+}
 
 const rawRequest = (client: ClientKind, key: string, body: JsonBody) =>
   fetch(`${gw.url}/v1/${client === "openai" ? "chat/completions" : "messages"}`, {
@@ -735,7 +745,7 @@ describe("upstream errors reach each client format as the envelope", () => {
     const cell = await openCell(client, provider)
     const vendor = VENDOR_ERRORS[provider.kind]
     for (const stream of [false, true]) {
-      provider.fake().enqueue(vendor.scenario)
+      enqueueFailures(provider, 1)
       const { key } = await gw.createKey()
       const response = await rawRequest(client, key, minimalBody(client, provider, stream))
       const text = await response.text()
@@ -756,7 +766,7 @@ describe("upstream errors reach each client format as the envelope", () => {
     }
 
     // The SDK surfaces it as its own API error carrying the gateway's status and request id.
-    provider.fake().enqueue(vendor.scenario, vendor.scenario)
+    enqueueFailures(provider, 2)
     if (client === "openai") {
       const params = minimalBody("openai", provider, false) as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming
       const attempts = [
@@ -782,7 +792,30 @@ describe("upstream errors reach each client format as the envelope", () => {
         expect(apiError.error).toMatchObject({ status: 502, error: "provider_error", request_id: apiError.requestID, details: { provider: provider.name } })
       }
     }
-    expect(provider.fake().requests).toHaveLength(4)
+    expect(provider.fake().requests).toHaveLength(4 * vendor.attempts)
+  })
+
+  it.each(CLIENT_PROVIDER_PAIRS)("$label <- $provider.kind-kind provider failing before its first event: the 502 envelope, not a 200", async ({ client, provider }) => {
+    // The upstream accepts the stream (200) and its first event is an in-band error: the gateway
+    // reads that first event inside the attempt, so the client is answered with a status.
+    provider.fake().enqueue({ kind: "mid_stream_error", afterChunks: 0 })
+    const { key } = await gw.createKey()
+    const response = await rawRequest(client, key, minimalBody(client, provider, true))
+    expect(response.status).toBe(502)
+    expect(response.headers.get("content-type")).toMatch(/^application\/json/)
+    expect(await response.json()).toMatchObject({
+      status: 502,
+      error: "provider_error",
+      message: expect.stringContaining("failed mid-stream"),
+      details: { provider: provider.name, upstream_status: null }
+    })
+    // An upstream whose first event is a real one streams as before.
+    const ok = await rawRequest(client, key, minimalBody(client, provider, true))
+    expect(ok.status).toBe(200)
+    expect(ok.headers.get("content-type")).toMatch(/^text\/event-stream/)
+    const streamed = await ok.text()
+    expect(streamed).toContain("hello")
+    expect(streamed).not.toContain("provider_error")
   })
 
   it.each(CLIENT_PROVIDER_PAIRS)("$label <- $provider.kind-kind provider answering with a proxy's HTML page", async ({ client, provider }) => {
@@ -901,7 +934,10 @@ describe("upstream timeouts reach each client format as the envelope", () => {
   // All four pairs at once: each waits out real timeouts, and waiting in turn would be slow.
   it("both client formats <- both provider kinds, silent before the headers (504) or mid-stream (in-band 504)", async () => {
     for (const fake of [openaiFake, anthropicFake]) {
-      fake.setDefault((body) => (body.stream === true ? { kind: "stall_after", chunks: 3 } : { kind: "hang" }))
+      // Four frames: the first words included (Anthropic's first three are message_start,
+      // content_block_start and a ping, which give a Chat client nothing yet; a stream that stalls
+      // before its first event is answered with the 504 status instead, like a plain request).
+      fake.setDefault((body) => (body.stream === true ? { kind: "stall_after", chunks: 4 } : { kind: "hang" }))
     }
     await Promise.all(CLIENT_PROVIDER_PAIRS.map(timeoutCell))
     expect(openaiFake.requests).toHaveLength(4)

@@ -13,6 +13,7 @@ import { ProviderError, UpstreamTimeout, ValidationFailed } from "../../src/doma
 import { scriptedProviders, type ScriptedAnswer, type ScriptedCall } from "../../src/services/providers/scripted.ts"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
+import type { EmbeddingsResponse } from "../../src/wire/openai-embeddings.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
@@ -49,9 +50,10 @@ type AnthropicScript = (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse,
 /** Per provider name: what it answers. */
 const openaiScripts = new Map<string, OpenAIScript>()
 const anthropicScripts = new Map<string, AnthropicScript>()
+const embeddingScripts = new Map<string, (call: ScriptedCall) => ScriptedAnswer<EmbeddingsResponse, never>>()
 
-const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2"]
-const ANTHROPIC = ["claude-down", "claude-cont"]
+const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2", "w1", "w2", "cw1", "cwfb", "e1", "e2"]
+const ANTHROPIC = ["claude-down", "claude-cont", "k1", "k2"]
 
 const PRICE = 5
 const FALLBACK_PRICE = 2
@@ -75,7 +77,9 @@ beforeAll(async () => {
     [...OPENAI.map((name) => ({ name, kind: "openai" as const })), ...ANTHROPIC.map((name) => ({ name, kind: "anthropic" as const }))],
     {
       openai: (call) => openaiScripts.get(call.provider)!(call),
-      anthropic: (call) => anthropicScripts.get(call.provider)!(call)
+      anthropic: (call) => anthropicScripts.get(call.provider)!(call),
+      openaiEmbeddings: (call) => embeddingScripts.get(call.provider)!(call),
+      anthropicCount: (call) => (call.provider === "k1" ? { fail: failure("k1", 529) } : { respond: { input_tokens: 42 } })
     }
   )
   calls = scripted.calls
@@ -99,7 +103,13 @@ beforeAll(async () => {
         duo("mcont", "cont1", "cont2"),
         { alias: "claude-cont", id: "claude-cont-model", deployments: [{ provider: "claude-cont" }, { provider: "cont2", id: "cont-on-openai" }], credits: PRICE, max_tokens: 100 },
         { alias: "restricted", id: "restricted-model", provider: "c1", credits: PRICE, max_tokens: 100, fallbacks: ["hidden"] },
-        { alias: "hidden", id: "hidden-model", provider: "c2", credits: PRICE, max_tokens: 100 }
+        { alias: "hidden", id: "hidden-model", provider: "c2", credits: PRICE, max_tokens: 100 },
+        { alias: "mwait", id: "mwait-model", provider: "w1", credits: PRICE, max_tokens: 100 },
+        { alias: "mwait-long", id: "mwait-long-model", provider: "w2", credits: PRICE, max_tokens: 100 },
+        { alias: "small-window", id: "small-model", provider: "cw1", credits: PRICE, max_tokens: 100, fallbacks: ["big-window"] },
+        { alias: "big-window", id: "big-model", provider: "cwfb", credits: FALLBACK_PRICE, max_tokens: 100 },
+        { ...duo("membed", "e1", "e2"), endpoints: ["embeddings"] },
+        duo("mcount", "k1", "k2")
       ]
     }),
     { providers: scripted.layer, audit: audit.layer }
@@ -195,6 +205,104 @@ describe("deployments, retries and cooldowns", () => {
       expect(((await response.json()) as ChatResponse).choices[0]!.message.content).toBe("from t2")
     }
     expect(callsTo("t1")).toBeLessThanOrEqual(1)
+  })
+
+  it("a single deployment asking for a short wait (Retry-After: 1) is tried again after it; a long wait is answered at once", async () => {
+    let w1Calls = 0
+    openaiScripts.set("w1", () => (++w1Calls === 1 ? { fail: failure("w1", 429, "1") } : answered("w1")))
+    const { key } = await gateway.createKey()
+    const started = Date.now()
+    const response = await chat(key, "mwait")
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as ChatResponse).choices[0]!.message.content).toBe("from w1")
+    // The second attempt waited the second the upstream asked for (a lower bound: never early).
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950)
+    expect(callsTo("w1")).toBe(2)
+    const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 200, provider: "w1", credits: PRICE })
+    expect(record!.details!.attempts).toMatchObject([
+      { deployment: "w1", status: 502, error: "provider_error", upstream_status: 429 },
+      { deployment: "w1", status: 200, error: null }
+    ])
+
+    // 30 s is longer than max_retry_wait_ms: no wait, the client has the 502 and the upstream's Retry-After.
+    openaiScripts.set("w2", () => ({ fail: failure("w2", 429, "30") }))
+    const long = await chat(key, "mwait-long")
+    expect(long.status).toBe(502)
+    expect(long.headers.get("retry-after")).toBe("30")
+    expect(callsTo("w2")).toBe(1)
+  })
+
+  it("a context-window refusal goes to the fallback with the larger window, charged at its price; another refusal is answered at once", async () => {
+    const refusal = (code: string | null, message: string) =>
+      new ValidationFailed({
+        message: `provider "cw1" refused the request (400): ${message}`,
+        details: { provider: "cw1", upstream_status: 400, upstream_error: { type: "invalid_request_error", code, message } }
+      })
+    openaiScripts.set("cw1", () => ({ fail: refusal("context_length_exceeded", "This model's maximum context length is 8192 tokens.") }))
+    openaiScripts.set("cwfb", () => answered("cwfb"))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const response = await chat(key, "small-window")
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as ChatResponse).choices[0]!.message.content).toBe("from cwfb")
+    // Not retried on its own deployment: the window does not grow.
+    expect(callsTo("cw1")).toBe(1)
+    expect(await balance()).toBe(before - FALLBACK_PRICE)
+    const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
+    expect(record).toMatchObject({ status: 200, model: "big-model", provider: "cwfb", credits: FALLBACK_PRICE })
+    expect(record!.details!.attempts).toMatchObject([
+      { deployment: "cw1", status: 400, error: "validation_failed", upstream_status: 400 },
+      { deployment: "cwfb", status: 200, error: null, fallback_of: "small-window" }
+    ])
+
+    // Anthropic's wording without a code counts too.
+    openaiScripts.set("cw1", () => ({ fail: refusal(null, "prompt is too long: 210000 tokens > 200000 maximum") }))
+    expect((await chat(key, "small-window")).status).toBe(200)
+    expect(callsTo("cwfb")).toBe(2)
+
+    // Any other refusal of the request is the client's to fix: answered as it is, no fallback.
+    openaiScripts.set("cw1", () => ({ fail: refusal("invalid_value", "temperature: must be at most 2") }))
+    const refused = await chat(key, "small-window")
+    expect(refused.status).toBe(400)
+    expect(((await refused.json()) as { error: string }).error).toBe("validation_failed")
+    expect(callsTo("cwfb")).toBe(2)
+  })
+
+  it("embeddings are routed too: a deployment answering 503 is retried on the other and cooled", async () => {
+    embeddingScripts.set("e1", () => ({ fail: failure("e1", 503) }))
+    embeddingScripts.set("e2", (call) => ({
+      respond: { object: "list", data: [{ object: "embedding", index: 0, embedding: [0.5, 0.25] }], model: String(call.body.model), usage: { prompt_tokens: 4, total_tokens: 4 } }
+    }))
+    const { key } = await gateway.createKey()
+    const before = await balance()
+    const ids: Array<string | null> = []
+    for (let i = 0; i < 5; i++) {
+      const response = await fetch(`${gateway.url}/v1/embeddings`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "membed", input: "hello" })
+      })
+      expect(response.status).toBe(200)
+      expect(((await response.json()) as EmbeddingsResponse).data[0]!.embedding).toEqual([0.5, 0.25])
+      ids.push(response.headers.get("x-request-id"))
+    }
+    // At most the first request met e1: it then cooled down.
+    expect(callsTo("e1")).toBeLessThanOrEqual(1)
+    expect(callsTo("e2")).toBe(5)
+    expect(await balance()).toBe(before - 5 * PRICE)
+    const records = (await Promise.all(ids.map((id) => audit.recordsOf(id)))).flat()
+    expect(records.every((r) => r.provider === "e2" && r.prompt_tokens === 4 && r.credits === PRICE)).toBe(true)
+  })
+
+  it("count_tokens is routed over the model's deployments: one answering 529 is retried on the other and cooled", async () => {
+    const { key } = await gateway.createKey()
+    for (let i = 0; i < 5; i++) {
+      const counted = await anthropic(key).messages.countTokens({ model: "mcount", messages: [{ role: "user", content: "hi" }] })
+      expect(counted.input_tokens).toBe(42)
+    }
+    expect(callsTo("k1")).toBeLessThanOrEqual(1)
+    expect(callsTo("k2")).toBe(5)
   })
 
   it("every deployment down: 502 provider_error, nothing charged, every attempt audited", async () => {

@@ -110,13 +110,13 @@ export const adminRoutes = (options: AdminOptions) => {
 
 
 
-  /** `group_by=day,key,model` (any subset, any order); the default is key and model. */
+  /** `group_by=day,key,model,provider` (any subset, any order); the default is key and model. */
   const groupByParam = (value: string | undefined) => {
     if (value === undefined) return Effect.succeed(undefined)
     const parts = value.split(",").map((p) => p.trim()).filter((p) => p !== "")
-    const bad = parts.find((p) => p !== "day" && p !== "key" && p !== "model")
+    const bad = parts.find((p) => p !== "day" && p !== "key" && p !== "model" && p !== "provider")
     return bad !== undefined
-      ? Effect.fail(new ValidationFailed({ message: `group_by: expected a comma-separated list of day, key, model; got "${bad.slice(0, 50)}"`, details: { field: "group_by" } }))
+      ? Effect.fail(new ValidationFailed({ message: `group_by: expected a comma-separated list of day, key, model, provider; got "${bad.slice(0, 50)}"`, details: { field: "group_by" } }))
       : Effect.succeed(parts as ReadonlyArray<UsageDimension>)
   }
 

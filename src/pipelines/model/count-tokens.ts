@@ -20,6 +20,7 @@ import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
 import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
+import { makePlan } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiCountTokens } from "./messages/gemini-count-tokens.ts"
 import { isVertexClaude } from "./vertex.ts"
@@ -29,35 +30,43 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const credits = (yield* AppConfig).count_tokens.credits
   const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits })
   state.audit.details = { operation: "count_tokens" }
-  const client = (yield* Providers).client(resolved.provider.name)
-  // A Claude model on Vertex counts through Vertex's count-tokens endpoint, as an Anthropic-kind model does.
-  const anthropic = client.kind === "anthropic"
-    ? client
-    : client.kind === "vertex" && isVertexClaude(resolved.model.id)
-    ? client.anthropicFor(resolved.model.id)
-    : undefined
-  if (anthropic !== undefined) {
-    const headers = (yield* HttpServerRequest).headers
-    const counted = yield* anthropic.countTokens({ ...raw, model: resolved.model.id }, forwardedAnthropicHeaders(headers))
-    state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted.input_tokens) }
-    return json(counted)
-  }
-  if (client.kind === "bedrock") {
-    const counted = yield* bedrockCountTokens(client, raw, resolved, (yield* HttpServerRequest).headers["anthropic-beta"])
-    if (counted !== undefined) {
-      state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted) }
-      return json({ input_tokens: counted })
-    }
-  }
-  const gemini = client.kind === "gemini" ? client : client.kind === "vertex" ? client.gemini : undefined
-  if (gemini !== undefined) {
-    const counted = yield* geminiCountTokens(gemini, raw, resolved)
-    if (counted !== undefined) {
-      state.audit.details = { operation: "count_tokens", input_tokens: tokenCount(counted) }
-      return json({ input_tokens: counted })
-    }
-  }
-  const estimated = yield* (yield* TokenEstimator).messagesInput(raw)
-  state.audit.details = { operation: "count_tokens", input_tokens: estimated, estimated: true }
-  return json({ input_tokens: estimated })
+  const providers = yield* Providers
+  const estimator = yield* TokenEstimator
+  const headers = (yield* HttpServerRequest).headers
+  // Routed over the model's deployments with their retries and cooldowns (issue 20), but not to
+  // its fallbacks: a count is priced `count_tokens.credits`, not a model's credits, and another
+  // model's count would not be this model's.
+  const plan = yield* makePlan({ ...resolved, model: { ...resolved.model, fallbacks: [] } }, "chat")
+  const answered = yield* plan.run((target) =>
+    Effect.gen(function*() {
+      const client = providers.client(target.deployment.provider.name)
+      // A Claude model on Vertex counts through Vertex's count-tokens endpoint, as an Anthropic-kind model does.
+      const anthropic = client.kind === "anthropic"
+        ? client
+        : client.kind === "vertex" && isVertexClaude(target.resolved.model.id)
+        ? client.anthropicFor(target.resolved.model.id)
+        : undefined
+      if (anthropic !== undefined) {
+        const counted = yield* anthropic.countTokens({ ...raw, model: target.resolved.model.id }, forwardedAnthropicHeaders(headers))
+        return { body: counted as unknown, input_tokens: counted.input_tokens, estimated: false }
+      }
+      if (client.kind === "bedrock") {
+        const counted = yield* bedrockCountTokens(client, raw, target.resolved, headers["anthropic-beta"])
+        if (counted !== undefined) return { body: { input_tokens: counted } as unknown, input_tokens: counted, estimated: false }
+      }
+      const gemini = client.kind === "gemini" ? client : client.kind === "vertex" ? client.gemini : undefined
+      if (gemini !== undefined) {
+        const counted = yield* geminiCountTokens(gemini, raw, target.resolved)
+        if (counted !== undefined) return { body: { input_tokens: counted } as unknown, input_tokens: counted, estimated: false }
+      }
+      const estimate = yield* estimator.messagesInput(raw)
+      return { body: { input_tokens: estimate } as unknown, input_tokens: estimate, estimated: true }
+    })
+  )
+  yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
+  const { body, input_tokens, estimated } = answered.value
+  state.audit.details = estimated
+    ? { ...state.audit.details, operation: "count_tokens", input_tokens, estimated: true }
+    : { ...state.audit.details, operation: "count_tokens", input_tokens: tokenCount(input_tokens) }
+  return json(body)
 }))

@@ -15,35 +15,49 @@ import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { json, relayedJsonResponse } from "../respond.ts"
+import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
+import { makePlan } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiEmbeddings } from "./gemini-embeddings.ts"
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
   const { raw, request, resolved } = yield* admitModelRequest(decodeEmbeddingsRequest, { endpoint: "embeddings" })
-  const client = (yield* Providers).client(resolved.provider.name)
-  if (client.kind === "bedrock") {
-    const response = yield* bedrockEmbeddings(client, request, resolved)
-    state.audit.prompt_tokens = tokenCount(response.usage.prompt_tokens)
-    state.audit.completion_tokens = 0
-    return json(response)
-  }
-  if (client.kind === "gemini" && client.batchEmbed !== undefined) {
-    const response = yield* geminiEmbeddings(client, client.batchEmbed, request, resolved)
-    state.audit.prompt_tokens = response.usage.prompt_tokens
-    state.audit.completion_tokens = 0
-    return json(response)
-  }
-  if (client.kind !== "openai") {
-    return yield* new ValidationFailed({
-      message: `model "${resolved.requested}" is served by an ${client.kind}-kind provider, which has no embeddings API`,
-      details: { field: "model", model: resolved.requested }
+  const providers = yield* Providers
+  // Gemini's answer estimates its input tokens: the estimator goes with each attempt.
+  const tokens = yield* TokenEstimator
+  // Routed like the other model calls (issue 20): each attempt goes to one deployment, failures
+  // of the provider are retried on another (cooling it down), then on the fallbacks that serve
+  // embeddings. An attempt has answered once the upstream accepted the request.
+  const plan = yield* makePlan(resolved, "embeddings")
+  const answered = yield* plan.run((target) =>
+    Effect.gen(function*() {
+      const client = providers.client(target.deployment.provider.name)
+      const model = target.resolved.model.id
+      if (client.kind === "bedrock") return { _tag: "whole" as const, response: yield* bedrockEmbeddings(client, request, target.resolved) }
+      if (client.kind === "gemini" && client.batchEmbed !== undefined) {
+        return { _tag: "whole" as const, response: yield* Effect.provideService(geminiEmbeddings(client, client.batchEmbed, request, target.resolved), TokenEstimator, tokens) }
+      }
+      if (client.kind !== "openai") {
+        return yield* new ValidationFailed({
+          message: `model "${resolved.requested}" is served by an ${client.kind}-kind provider, which has no embeddings API`,
+          details: { field: "model", model: resolved.requested }
+        })
+      }
+      return { _tag: "relayed" as const, relay: yield* client.relayEmbeddings({ ...raw, model }) }
     })
+  )
+  yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
+  const value = answered.value
+  if (value._tag === "whole") {
+    state.audit.prompt_tokens = tokenCount(value.response.usage.prompt_tokens)
+    state.audit.completion_tokens = 0
+    return json(value.response)
   }
   // Relayed as it arrives, never held whole (issue 22, findings 4 and 5); the usage the answer
   // reports is read from its tail into the audit record once it has passed.
-  const relay = yield* client.relayEmbeddings({ ...raw, model: resolved.model.id })
+  const relay = value.relay
   state.audit.completion_tokens = 0
   return yield* relayedJsonResponse(relay.bytes, () => {
     state.audit.prompt_tokens = relay.promptTokens() ?? null

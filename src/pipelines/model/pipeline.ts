@@ -16,6 +16,7 @@ import { CurrentRequest, type RequestState } from "../request.ts"
 import { eventStreamResponse, json } from "../respond.ts"
 import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
 import { makePlan, routedEvents, type Target } from "./route.ts"
+import { withFirstChunk } from "./stream-chunks.ts"
 
 /**
  * What a format with state around its answers (Responses: stored conversations) puts between
@@ -66,7 +67,8 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
         const client = clientOf(target)
         const around = yield* sessionOf(target, client)
         const events = yield* adapterOf(client).stream(client, request, around?.context ?? contextOf(target))
-        return around === undefined ? events : around.stream(events)
+        // The opening includes the first event: an upstream that fails before it is this attempt's failure.
+        return yield* withFirstChunk(around === undefined ? events : around.stream(events))
       })
     const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
     const openContinuation = (target: Target, partial: string) => {

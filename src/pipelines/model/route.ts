@@ -184,10 +184,12 @@ export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
         if (failed !== undefined && (answer === undefined || isRetryable(failed) || !isRetryable(answer))) answer = failed
         const toFallbacks = failed !== undefined && isContextWindowRefusal(failed)
         if (failed !== undefined && !isRetryable(failed) && !toFallbacks) return yield* Effect.fail(failed)
+        // A context-window refusal leaves the group that refused, not the fallbacks after it.
+        const refusedGroup = toFallbacks ? current : -1
         while (true) {
           let group = groups[current]!
           const laterGroups = current < groups.length - 1 || pendingFallbacks.length > 0
-          const exhausted = toFallbacks || group.attempts > routing.retries
+          const exhausted = current === refusedGroup || group.attempts > routing.retries
           let deployment = exhausted ? undefined : yield* router.pick(group.resolved.deployments, group.tried, !laterGroups)
           let sameDeployment = false
           if (deployment === undefined && !exhausted && !laterGroups && failed !== undefined && group.attempts > 0) {

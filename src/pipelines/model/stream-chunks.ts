@@ -4,9 +4,39 @@
  * time, so every later stage, and the write to the client, would run once per event. These keep
  * one chunk in, one chunk out (bench/profile.ts measured the difference per streamed chunk).
  */
-import { Stream } from "effect"
+import { type Array as Arr, type Cause, Effect, Exit, Pull, Scope, Stream } from "effect"
 import { constVoid } from "effect/Function"
 
 /** Each element is a list of events (a translator's output for one upstream event): all of one chunk's lists, as one chunk. */
 export const flattenEach = <A, E, R>(self: Stream.Stream<ReadonlyArray<A>, E, R>): Stream.Stream<A, E, R> =>
   Stream.mapAccumArray(self, constVoid, (_, lists) => [undefined, lists.flat() as Array<A>] as const)
+
+/**
+ * The stream with its first chunk already read (issue 20 follow-up). An upstream that accepted
+ * the request and then fails before its first event (an in-band `error` event, a cut, an idle
+ * timeout) fails this effect, inside the routing attempt that opened it: it is retried or failed
+ * over, and when nothing answers the client gets the error's status (a 502 with `retry-after`
+ * its SDK retries) instead of a 200 followed by an in-band error. A stream that ends without any
+ * event stays empty. The pull's scope is closed when the returned stream ends, however it ends.
+ */
+export const withFirstChunk = <A, E>(stream: Stream.Stream<A, E>): Effect.Effect<Stream.Stream<A, E>, E> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const pull = yield* Scope.provide(scope)(Stream.toPull(stream))
+      const first = yield* Effect.exit(restore(pull))
+      if (Exit.isFailure(first)) {
+        yield* Scope.close(scope, first)
+        if (Pull.isDoneCause(first.cause)) return Stream.empty
+        return yield* Effect.failCause(first.cause as Cause.Cause<E>)
+      }
+      let pending: Arr.NonEmptyReadonlyArray<A> | undefined = first.value
+      const replay = Effect.suspend(() => {
+        if (pending === undefined) return pull
+        const chunk = pending
+        pending = undefined
+        return Effect.succeed(chunk)
+      })
+      return Stream.fromPull(Effect.succeed(replay)).pipe(Stream.ensuring(Scope.close(scope, Exit.void)))
+    })
+  )

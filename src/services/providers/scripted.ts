@@ -9,6 +9,7 @@ import { Duration, Effect, Layer, Stream } from "effect"
 import type { AnthropicResponse, AnthropicStreamEvent } from "../../wire/anthropic-messages.ts"
 import type { ConverseResponse, ConverseStreamEvent } from "../../wire/bedrock-converse.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
+import type { EmbeddingsResponse } from "../../wire/openai-embeddings.ts"
 import type { AnthropicClient, BedrockClient, ChatStreamItem, OpenAIClient, ProviderClient } from "./clients.ts"
 import { Providers } from "./Providers.ts"
 import type { UpstreamFailure } from "./upstream-http.ts"
@@ -36,6 +37,8 @@ export type Script = {
   readonly anthropic?: (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse, AnthropicStreamEvent>
   /** Bedrock-kind Converse calls (the model id is the call body's `modelId`). */
   readonly bedrock?: (call: ScriptedCall) => ScriptedAnswer<ConverseResponse, ConverseStreamEvent>
+  /** OpenAI-kind `POST /embeddings` (relayed or read whole); absent: the call is a defect. */
+  readonly openaiEmbeddings?: (call: ScriptedCall) => ScriptedAnswer<EmbeddingsResponse, never>
   /** Anthropic-kind `count_tokens`; absent: the call is a defect. */
   readonly anthropicCount?: (call: ScriptedCall) => ScriptedAnswer<{ readonly input_tokens: number }, never>
 }
@@ -87,8 +90,19 @@ export const scriptedProviders = (
     kind: "openai",
     name,
     responses: undefined,
-    embeddings: () => Effect.die(new Error(`the scripted provider ${name} serves no embeddings`)),
-    relayEmbeddings: () => Effect.die(new Error(`the scripted provider ${name} serves no embeddings`)),
+    embeddings: (body) =>
+      Effect.suspend(() => {
+        const call = { provider: name, kind: "openai" as const, stream: false, body }
+        return answerOf(scriptFor("openaiEmbeddings", call), call)
+      }),
+    relayEmbeddings: (body) =>
+      Effect.suspend(() => {
+        const call = { provider: name, kind: "openai" as const, stream: false, body }
+        return Effect.map(answerOf(scriptFor("openaiEmbeddings", call), call), (answer) => ({
+          bytes: Stream.make(new TextEncoder().encode(JSON.stringify(answer))),
+          promptTokens: () => answer.usage?.prompt_tokens
+        }))
+      }),
     complete: (body) =>
       Effect.suspend(() => {
         const call = { provider: name, kind: "openai" as const, stream: false, body }

@@ -9,12 +9,14 @@ import { decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 /** What usage rows are grouped by: the UTC day (`YYYY-MM-DD`), the key, the model. */
-export type UsageDimension = "day" | "key" | "model"
+export type UsageDimension = "day" | "key" | "model" | "provider"
 
 export interface UsageRow {
   readonly day?: string
   readonly key_id?: string | null
   readonly model?: string | null
+  /** The provider that answered (a routed request's last attempt; issue 20). */
+  readonly provider?: string | null
   readonly requests: number
   readonly errors: number
   readonly prompt_tokens: number
@@ -49,6 +51,7 @@ const UsageRowSchema = Schema.Struct({
   day: Schema.optionalKey(Schema.String),
   key_id: Schema.optionalKey(NullableString),
   model: Schema.optionalKey(NullableString),
+  provider: Schema.optionalKey(NullableString),
   requests: Num,
   errors: Num,
   prompt_tokens: Num,
@@ -148,9 +151,9 @@ export class AuditRepo extends Context.Service<AuditRepo, {
         },
         usage: (query) => {
           // Column expressions come from this fixed table only, never from the caller's text.
-          const dimensions = { day: "substr(ts, 1, 10)", key: "key_id", model: "model" } as const
-          const names = { day: "day", key: "key_id", model: "model" } as const
-          const groups = (["day", "key", "model"] as const).filter((d) => (query.group_by ?? ["key", "model"]).includes(d))
+          const dimensions = { day: "substr(ts, 1, 10)", key: "key_id", model: "model", provider: "provider" } as const
+          const names = { day: "day", key: "key_id", model: "model", provider: "provider" } as const
+          const groups = (["day", "key", "model", "provider"] as const).filter((d) => (query.group_by ?? ["key", "model"]).includes(d))
           const selected = groups.map((d) => `${dimensions[d]} AS ${names[d]}`)
           const grouped = groups.map((d) => dimensions[d]).join(", ")
           return sql`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,

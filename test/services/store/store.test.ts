@@ -434,7 +434,11 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
     it("totals usage from the audit trail as numbers, grouped as asked", async () => {
       await run(Effect.gen(function*() {
         const audit = yield* AuditRepo
-        yield* audit.appendAudit(Array.from({ length: 6 }, (_, i) => auditRecord(i, i < 4 ? "key_u" : "key_v", i === 0 ? 401 : 200)))
+        yield* audit.appendAudit(Array.from({ length: 6 }, (_, i) => ({
+          ...auditRecord(i, i < 4 ? "key_u" : "key_v", i === 0 ? 401 : 200),
+          // Two of them answered by another deployment (issue 20: usage by provider).
+          ...(i >= 4 ? { provider: "echo-b" } : {})
+        })))
         expect(yield* audit.usage({ group_by: ["key"] })).toEqual([
           { key_id: "key_u", requests: 4, errors: 1, prompt_tokens: 12, completion_tokens: 16, credits: 4 },
           { key_id: "key_v", requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
@@ -444,6 +448,10 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
         ])
         expect(yield* audit.usage({ group_by: ["day", "model"] })).toEqual([
           { day: "2026-01-01", model: "echo-1", requests: 6, errors: 1, prompt_tokens: 18, completion_tokens: 24, credits: 6 }
+        ])
+        expect(yield* audit.usage({ group_by: ["provider", "model"] })).toEqual([
+          { model: "echo-1", provider: "echo", requests: 4, errors: 1, prompt_tokens: 12, completion_tokens: 16, credits: 4 },
+          { model: "echo-1", provider: "echo-b", requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
         ])
       }))
     })
