@@ -146,8 +146,8 @@ export const AuditPage = () => {
             </>
           )}
         </Field>
-        <Field label="From">{(id) => <input id={id} type="datetime-local" value={filters.since} onInput={set("since")} />}</Field>
-        <Field label="Until">{(id) => <input id={id} type="datetime-local" value={filters.until} onInput={set("until")} />}</Field>
+        <Field label="From" class="when">{(id) => <input id={id} type="datetime-local" value={filters.since} onInput={set("since")} />}</Field>
+        <Field label="Until" class="when">{(id) => <input id={id} type="datetime-local" value={filters.until} onInput={set("until")} />}</Field>
         <label class="check">
           <input type="checkbox" checked={filters.app_and_health} onChange={(e) => setFilters({ ...filters, app_and_health: (e.target as HTMLInputElement).checked })} />
           App and health traffic
@@ -176,8 +176,9 @@ export const AuditPage = () => {
                   <td data-label="Time" class="nowrap">{fmtTime(r.ts, true)}</td>
                   <td data-label="Request"><span class="mono">{r.method}</span> {r.endpoint}</td>
                   <td data-label="Status"><Status kind={statusKind(r.status)}>{r.status}{r.error ? ` ${r.error}` : ""}</Status></td>
-                  <td data-label="Key">{keyName(r.key_id)}</td>
-                  <td data-label="Model / tool">{r.model ?? r.tool ?? ""}</td>
+                  {/* An empty cell is left out of a phone's card (class blank): no label over nothing. */}
+                  <td data-label="Key" class={r.key_id ? undefined : "blank"}>{keyName(r.key_id)}</td>
+                  <td data-label="Model / tool" class={(r.model ?? r.tool) ? undefined : "blank"}>{r.model ?? r.tool ?? ""}</td>
                   <td data-label="Credits" class="num">{r.credits}</td>
                   <td data-label="ms" class="num">{Math.round(r.duration_ms)}</td>
                   <td class="row-actions">

@@ -16,7 +16,11 @@ interface ProbeResult {
 const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
   const [form, setForm] = useState({ id: String(props.nextId), name: "", dialect: "postgres", url: "", read_url: "", default_schema: "" })
   const [errors, setErrors] = useState<FieldErrors>({})
-  const set = (field: keyof typeof form, value: string) => setForm((f) => ({ ...f, [field]: value }))
+  const set = (field: keyof typeof form, value: string) => {
+    setForm((f) => ({ ...f, [field]: value }))
+    // A corrected field drops its error at once, not at the next submit.
+    setErrors(({ [field]: _, _form: __, ...rest }) => rest)
+  }
   const submit = async (event: Event) => {
     event.preventDefault()
     setErrors({})

@@ -73,10 +73,16 @@ export const CreditsPage = () => {
           <FormError message={errors._form} />
           <div class="row">
             <Field label="Credits" error={errors.credits}>
-              {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} aria-invalid={errors.credits ? true : undefined} value={amount} onInput={(e) => setAmount(valueOf(e))} />}
+              {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} aria-invalid={errors.credits ? true : undefined} value={amount} onInput={(e) => {
+                setAmount(valueOf(e))
+                setErrors(({ credits: _, _form: __, ...rest }) => rest)
+              }} />}
             </Field>
             <Field label="Note" hint="Optional, shown in the ledger" error={errors.note}>
-              {(id, d) => <input id={id} aria-describedby={d} value={note} onInput={(e) => setNote(valueOf(e))} />}
+              {(id, d) => <input id={id} aria-describedby={d} value={note} onInput={(e) => {
+                setNote(valueOf(e))
+                setErrors(({ note: _, _form: __, ...rest }) => rest)
+              }} />}
             </Field>
           </div>
           <div class="actions"><button class="primary" type="submit">Add credits</button></div>
@@ -135,9 +141,9 @@ export const CreditsPage = () => {
                   <td data-label="Amount" class={`num ${r.amount < 0 ? "neg" : "pos"}`}>{r.amount > 0 ? "+" : ""}{fmtNumber(r.amount)}</td>
                   <td data-label="Balance after" class="num">{fmtNumber(r.balance_after)}</td>
                   <td data-label="Actor">{keys.find((k) => k.id === r.actor)?.name ?? r.actor}</td>
-                  <td data-label="Model">{r.model ?? ""}</td>
-                  <td data-label="Request" class="mono small">{r.request_id ?? ""}</td>
-                  <td data-label="Note">{r.note ?? ""}</td>
+                  <td data-label="Model" class={r.model ? undefined : "blank"}>{r.model ?? ""}</td>
+                  <td data-label="Request" class={`mono small ${r.request_id ? "" : "blank"}`}>{r.request_id ?? ""}</td>
+                  <td data-label="Note" class={r.note ? undefined : "blank"}>{r.note ?? ""}</td>
                 </tr>
               ))}
             </tbody>

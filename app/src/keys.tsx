@@ -9,17 +9,23 @@ import {
   fieldErrors,
   FormError,
   fmtNumber,
-  fmtTime,
   fromLocalInput,
   PageHead,
   Status,
+  ShortTime,
   toLocalInput,
   valueOf
 } from "./ui.tsx"
 
 const keyStatus = (key: KeyView): { kind: "ok" | "bad" | "muted"; label: string } => {
   if (!key.is_active) return { kind: "muted", label: "inactive" }
-  if (key.expires_at !== null && Date.parse(key.expires_at) <= Date.now()) return { kind: "bad", label: "expired" }
+  if (key.expires_at !== null) {
+    // A key made outside the admin API (an old CLI) may hold an expiry that is no date at all.
+    const expiry = Date.parse(key.expires_at)
+    if (Number.isNaN(expiry)) return { kind: "bad", label: "invalid expiry" }
+    if (expiry <= Date.now()) return { kind: "bad", label: "expired" }
+  }
+  if (key.budget !== null && key.budget.used >= key.budget.max_requests) return { kind: "bad", label: "budget used up" }
   return { kind: "ok", label: "active" }
 }
 
@@ -69,7 +75,30 @@ const KeyForm = (props: {
   const [form, setForm] = useState<FormState>(() => initialForm(props.keyView, props.catalogue))
   const [errors, setErrors] = useState<FieldErrors>({})
   const [busy, setBusy] = useState(false)
-  const set = <K extends keyof FormState>(field: K, value: FormState[K]) => setForm((f) => ({ ...f, [field]: value }))
+  // Editing a field clears its error (and the form-level one): a corrected value must not keep
+  // the old complaint until the next submit.
+  const errorFieldsOf: Partial<Record<keyof FormState, ReadonlyArray<string>>> = {
+    name: ["name"],
+    allModels: ["allowed_models"],
+    models: ["allowed_models"],
+    otherModels: ["allowed_models"],
+    tools: ["tools_enabled"],
+    budget: ["budget"],
+    rpm: ["limits.requests_per_minute", "limits"],
+    streams: ["limits.concurrent_streams", "limits"],
+    expires: ["expires_at"],
+    grants: ["connections"]
+  }
+  const set = <K extends keyof FormState>(field: K, value: FormState[K]) => {
+    setForm((f) => ({ ...f, [field]: value }))
+    setErrors((current) => {
+      const cleared = [...(errorFieldsOf[field] ?? []), "_form"]
+      if (!cleared.some((f) => current[f] !== undefined)) return current
+      const next = { ...current }
+      for (const f of cleared) delete next[f]
+      return next
+    })
+  }
 
   const submit = async (event: Event) => {
     event.preventDefault()
@@ -240,7 +269,10 @@ const RotateDialog = (props: { keyView: KeyView; onDone: (rotated: KeyView, grac
         <p>A new secret replaces the current one. The key keeps its id, settings, grants and usage.</p>
         <FormError message={errors._form} />
         <Field label="Grace period (seconds)" hint="How long the old secret keeps working; empty or 0: it stops at once" error={errors.grace_seconds}>
-          {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={grace} onInput={(e) => setGrace(valueOf(e))} />}
+          {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={grace} onInput={(e) => {
+            setGrace(valueOf(e))
+            setErrors({})
+          }} />}
         </Field>
         <div class="actions">
           <button type="button" onClick={props.onClose}>Cancel</button>
@@ -337,8 +369,7 @@ export const KeysPage = () => {
                 <th scope="col">Models</th>
                 <th scope="col">Tools</th>
                 <th scope="col">Budget</th>
-                <th scope="col">Last used</th>
-                <th scope="col">Created</th>
+                <th scope="col">Last used, created</th>
                 <th scope="col"><span class="sr-only">Actions</span></th>
               </tr>
             </thead>
@@ -347,15 +378,19 @@ export const KeysPage = () => {
                 const status = keyStatus(key)
                 return (
                   <tr key={key.id} data-key-id={key.id}>
-                    <th scope="row" data-label="Name">{key.name}<div class="muted mono small">{key.id}</div></th>
+                    <th scope="row" data-label="Name">{key.name}<div class="muted mono small break">{key.id}</div></th>
                     <td data-label="Key" class="mono nowrap">{key.key_hint}</td>
                     <td data-label="Status"><Status kind={status.kind}>{status.label}</Status></td>
                     <td data-label="Models">{key.allowed_models === null ? <span class="muted">all</span> : key.allowed_models.join(", ") || <span class="muted">none</span>}</td>
                     <td data-label="Tools">{key.tools_enabled ? "on" : "off"}</td>
                     <td data-label="Budget">{key.budget ? `${fmtNumber(key.budget.used)} / ${fmtNumber(key.budget.max_requests)}` : <span class="muted">none</span>}</td>
-                    <td data-label="Last used">{fmtTime(key.last_used_at)}</td>
-                    <td data-label="Created">{fmtTime(key.created_at)}</td>
+                    {/* One column for both dates, each on one line: the table fits its card at 1024 px. */}
+                    <td data-label="Last used, created">
+                      <ShortTime iso={key.last_used_at} />
+                      <div class="muted small">created <ShortTime iso={key.created_at} /></div>
+                    </td>
                     <td class="row-actions">
+                      <div class="action-grid">
                       <button type="button" onClick={() => setModal({ kind: "edit", key })} aria-label={`Edit ${key.name}`}>Edit</button>
                       <button type="button" onClick={() => setModal({ kind: "rotate", key })} aria-label={`Rotate ${key.name}`}>Rotate</button>
                       {key.is_active
@@ -365,6 +400,7 @@ export const KeysPage = () => {
                         <button type="button" onClick={() => act(`Budget of “${key.name}” reset.`, () => api("POST", `/api-keys/${key.id}/budget/reset`))} aria-label={`Reset budget of ${key.name}`}>Reset budget</button>
                       )}
                       <button type="button" class="danger" onClick={() => setModal({ kind: "delete", key })} aria-label={`Delete ${key.name}`}>Delete</button>
+                      </div>
                     </td>
                   </tr>
                 )

@@ -15,6 +15,7 @@ import { UsagePage } from "./usage.tsx"
 import "./styles.css"
 
 interface Session {
+  signed_in: true
   csrf_token: string
   expires_at: string
   /** The identity-provider admin who signed in; null after a sign-in with the admin token. */
@@ -126,7 +127,8 @@ const App = () => {
 
   useEffect(() => {
     whenSignedOut(() => setSession(null))
-    api<Session>("GET", "/app/session").then(signedIn, () => setSession(null))
+    // 200 {signed_in: false} when there is no session: no 401 in the console on every sign-in page load.
+    api<Session | { signed_in: false }>("GET", "/app/session").then((s) => (s.signed_in ? signedIn(s) : setSession(null)), () => setSession(null))
     // Only `#/page` hashes are routes; `#main` (the skip link) is an in-page jump.
     const onHash = () => location.hash.startsWith("#/") && setPath(currentPath())
     addEventListener("hashchange", onHash)

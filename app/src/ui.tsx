@@ -82,6 +82,22 @@ export const fmtTime = (iso: string | null | undefined, seconds = false): string
   return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: seconds ? "medium" : "short" })
 }
 
+/**
+ * A date and time short enough for a table cell on one line ("11/26/26, 3:28 AM" in en-US, in the
+ * browser's locale); the cell's title holds the long form.
+ */
+export const fmtShortTime = (iso: string | null | undefined): string => {
+  if (!iso) return "never"
+  const date = new Date(iso)
+  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })
+}
+
+/** A time on one line, short; its full form in the tooltip. */
+export const ShortTime = (props: { iso: string | null | undefined }) =>
+  props.iso
+    ? <time class="nowrap" dateTime={props.iso} title={fmtTime(props.iso, true)}>{fmtShortTime(props.iso)}</time>
+    : <span class="nowrap">never</span>
+
 export const fmtNumber = (n: number): string => n.toLocaleString()
 
 export const Empty = (props: { children: ComponentChildren }) => <p class="empty">{props.children}</p>

@@ -5,7 +5,7 @@
  */
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js"
 import { useEffect, useRef, useState } from "preact/hooks"
-import { api, type KeyView, query, type UsageRow } from "./api.ts"
+import { api, type KeyView, type ModelView, query, type UsageRow } from "./api.ts"
 import { Empty, Field, FormError, fmtNumber, PageHead, valueOf } from "./ui.tsx"
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Legend, Tooltip)
@@ -29,7 +29,15 @@ const daysBetween = (from: string, to: string) => {
 interface Series {
   label: string
   values: Array<number>
+  /** Fixed per series for the page's data, whatever the measure: a key keeps its colour. */
+  colour: string
 }
+
+const OTHER_COLOUR = "#6B7280"
+
+/** A colour per group, from the groups' names alone (sorted), so switching the measure keeps them. */
+const coloursFor = (groups: Iterable<string>): Map<string, string> =>
+  new Map([...new Set(groups)].sort().map((g, i) => [g, palette[i % palette.length]!]))
 
 const BarChart = (props: { title: string; days: Array<string>; series: Array<Series>; stacked: boolean; metric: Metric }) => {
   const canvas = useRef<HTMLCanvasElement>(null)
@@ -39,10 +47,10 @@ const BarChart = (props: { title: string; days: Array<string>; series: Array<Ser
       type: "bar",
       data: {
         labels: props.days.map((d) => d.slice(5)),
-        datasets: props.series.map((s, i) => ({
+        datasets: props.series.map((s) => ({
           label: s.label,
           data: s.values,
-          backgroundColor: palette[i % palette.length],
+          backgroundColor: s.colour,
           borderWidth: 0
         }))
       },
@@ -61,7 +69,8 @@ const BarChart = (props: { title: string; days: Array<string>; series: Array<Ser
   }, [props.days, props.series, props.stacked])
   const total = props.series.reduce((sum, s) => sum + s.values.reduce((a, b) => a + b, 0), 0)
   return (
-    <figure class="card chart">
+    // data-series names each series' colour, for a check that it does not change with the measure.
+    <figure class="card chart" data-series={props.series.map((s) => `${s.label}=${s.colour}`).join(";")}>
       <figcaption>{props.title}</figcaption>
       <div class="chart-box">
         <canvas
@@ -76,6 +85,7 @@ const BarChart = (props: { title: string; days: Array<string>; series: Array<Ser
 
 /** One series per group value (key or model), zero-filled over the range; the top 7 and "other". */
 const seriesBy = (rows: Array<UsageRow>, days: Array<string>, metric: Metric, groupOf: (r: UsageRow) => string): Array<Series> => {
+  const colours = coloursFor(rows.map(groupOf))
   const index = new Map(days.map((d, i) => [d, i]))
   const byGroup = new Map<string, Array<number>>()
   for (const row of rows) {
@@ -87,9 +97,11 @@ const seriesBy = (rows: Array<UsageRow>, days: Array<string>, metric: Metric, gr
     byGroup.set(group, values)
   }
   const sorted = [...byGroup.entries()].sort((a, b) => b[1].reduce((x, y) => x + y, 0) - a[1].reduce((x, y) => x + y, 0))
-  const top = sorted.slice(0, 7).map(([label, values]) => ({ label, values }))
+  const top = sorted.slice(0, 7).map(([label, values]) => ({ label, values, colour: colours.get(label)! }))
   const rest = sorted.slice(7)
-  if (rest.length > 0) top.push({ label: "other", values: days.map((_, i) => rest.reduce((sum, [, v]) => sum + (v[i] ?? 0), 0)) })
+  if (rest.length > 0) {
+    top.push({ label: "other", values: days.map((_, i) => rest.reduce((sum, [, v]) => sum + (v[i] ?? 0), 0)), colour: OTHER_COLOUR })
+  }
   return top
 }
 
@@ -101,10 +113,12 @@ export const UsagePage = () => {
   const [metric, setMetric] = useState<Metric>("requests")
   const [data, setData] = useState<{ byKey: Array<UsageRow>; byModel: Array<UsageRow>; byProvider: Array<UsageRow>; totals: Array<UsageRow> }>()
   const [keys, setKeys] = useState<Array<KeyView>>([])
+  const [catalogue, setCatalogue] = useState<Array<ModelView>>([])
   const [error, setError] = useState<string>()
 
   useEffect(() => {
     void api<{ data: Array<KeyView> }>("GET", "/api-keys").then((k) => setKeys(k.data), () => {})
+    void api<{ data: Array<ModelView> }>("GET", "/models").then((m) => setCatalogue(m.data), () => {})
   }, [])
   useEffect(() => {
     const window = { since: `${range.from}T00:00:00Z`, until: `${addDays(range.to, 1)}T00:00:00Z` }
@@ -121,10 +135,13 @@ export const UsagePage = () => {
   }, [range])
 
   const keyName = (id: string | null | undefined) => (id ? keys.find((k) => k.id === id)?.name ?? id : "no key")
+  // Records hold the upstream model id; the key form and the ledger say the configured name, so this page does too.
+  const modelName = (model: string | null | undefined) =>
+    model ? catalogue.find((m) => m.name === model)?.name ?? catalogue.find((m) => m.id === model)?.name ?? model : "no model"
   const days = daysBetween(range.from, range.to)
   const workspace = data ? seriesBy(data.byKey, days, metric, () => "workspace") : []
   const perKey = data ? seriesBy(data.byKey, days, metric, (r) => keyName(r.key_id)) : []
-  const perModel = data ? seriesBy(data.byModel, days, metric, (r) => r.model ?? "no model") : []
+  const perModel = data ? seriesBy(data.byModel, days, metric, (r) => modelName(r.model)) : []
   const perProvider = data ? seriesBy(data.byProvider, days, metric, (r) => r.provider ?? "no provider") : []
 
   return (
@@ -175,7 +192,7 @@ export const UsagePage = () => {
                   {data.totals.map((r) => (
                     <tr key={`${r.key_id}|${r.model}`}>
                       <th scope="row" data-label="Key">{keyName(r.key_id)}</th>
-                      <td data-label="Model">{r.model ?? <span class="muted">none</span>}</td>
+                      <td data-label="Model">{r.model ? modelName(r.model) : <span class="muted">none</span>}</td>
                       <td data-label="Requests" class="num">{fmtNumber(r.requests)}</td>
                       <td data-label="Errors" class="num">{fmtNumber(r.errors)}</td>
                       <td data-label="Prompt tokens" class="num">{fmtNumber(r.prompt_tokens)}</td>

@@ -78,6 +78,22 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await gw?.close()
   })
 
+  it("loads the sign-in page without an error in the console (no session is not a 401)", async () => {
+    const consoleErrors: Array<string> = []
+    const onConsole = (message: { type: () => string; text: () => string }) => {
+      if (message.type() === "error") consoleErrors.push(message.text())
+    }
+    page.on("console", onConsole)
+    const session = page.waitForResponse((r) => r.url() === `${gw.url}/app/session` && r.request().method() === "GET")
+    await page.goto(`${gw.url}/app`)
+    expect((await session).status()).toBe(200)
+    expect(await (await session).json()).toEqual({ signed_in: false })
+    await page.getByLabel("Admin token").waitFor()
+    await page.waitForLoadState("networkidle")
+    page.off("console", onConsole)
+    expect(consoleErrors).toEqual([])
+  })
+
   it("refuses a wrong token with the envelope's message, then signs in", async () => {
     await page.goto(`${gw.url}/app`)
     await page.getByLabel("Admin token").fill("not-the-admin-token")
@@ -179,6 +195,63 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await page.getByText("Saved “e2e”.").waitFor()
     const key = await (await gw.admin("GET", `/api-keys/${keyId}`)).json() as Record<string, unknown>
     expect(key).toMatchObject({ limits: { requests_per_minute: 600 }, tools_enabled: true, allowed_models: ["echo"] })
+  })
+
+  it("shows a used-up budget, an expiry past or not a date, and fits the keys table in its card at 1280 and 1024 px", async () => {
+    const { Effect } = await import("effect")
+    const spent = await gw.createKey({ name: "spent", budget: { max_requests: 1 } })
+    await Effect.runPromise(gw.store.keys.updateKey(spent.id, { budget_used: 1 }))
+    const lapsed = await gw.createKey({ name: "lapsed" })
+    await Effect.runPromise(gw.store.keys.updateKey(lapsed.id, { expires_at: "2020-01-01T00:00:00.000Z" }))
+    // What an old CLI stored: an expiry that is no date.
+    const garbled = await gw.createKey({ name: "garbled" })
+    await Effect.runPromise(gw.store.keys.updateKey(garbled.id, { expires_at: "tomorrow" }))
+    await page.reload()
+    const status = (id: string) => page.locator(`tr[data-key-id='${id}'] td[data-label='Status']`)
+    await status(spent.id).getByText("budget used up").waitFor()
+    expect(await status(lapsed.id).textContent()).toBe("expired")
+    expect(await status(garbled.id).textContent()).toBe("invalid expiry")
+    expect(await status(keyId).textContent()).toBe("active")
+
+    for (const width of [1280, 1024]) {
+      await page.setViewportSize({ width, height: 800 })
+      const layout = await page.evaluate(() => {
+        const wrap = document.querySelector(".table-wrap")
+        const box = wrap.getBoundingClientRect()
+        const outside = [...wrap.querySelectorAll("tbody button")]
+          .filter((b: any) => {
+            const r = b.getBoundingClientRect()
+            return r.left < box.left || r.right > box.right || r.width === 0
+          })
+          .map((b: any) => b.getAttribute("aria-label"))
+        // A date on one line: its cell's text is no taller than one line of it.
+        const wrapped = [...wrap.querySelectorAll("time")]
+          .filter((time: any) => time.getClientRects().length !== 1)
+          .map((time: any) => time.textContent)
+        return { scrolls: wrap.scrollWidth - wrap.clientWidth, outside, wrapped }
+      })
+      expect(layout, `keys table at ${width} px`).toEqual({ scrolls: 0, outside: [], wrapped: [] })
+      expect(await page.locator(".table-wrap time").count()).toBeGreaterThanOrEqual(4)
+      await shot(`05b-keys-${width}`, false)
+    }
+    await page.setViewportSize({ width: 1280, height: 800 })
+    for (const id of [spent.id, lapsed.id, garbled.id]) expect((await gw.admin("DELETE", `/api-keys/${id}`)).status).toBe(204)
+    await page.reload()
+    await page.locator("tr[data-key-id]", { hasText: "e2e" }).waitFor()
+  })
+
+  it("clears a corrected field's error as soon as it is edited", async () => {
+    await page.getByRole("button", { name: "Create key" }).click()
+    const dialog = page.getByRole("dialog", { name: "Create an API key" })
+    await dialog.getByLabel("Name").fill("corrected")
+    await dialog.getByLabel("Request budget").fill("-3")
+    await dialog.getByRole("button", { name: "Create key" }).click()
+    const error = dialog.locator(".field-error")
+    await error.waitFor()
+    await dialog.getByLabel("Request budget").fill("3")
+    await expect.poll(() => error.count()).toBe(0)
+    expect(await dialog.locator(".has-error").count()).toBe(0)
+    await dialog.getByRole("button", { name: "Cancel" }).click()
   })
 
   it("adds and tests a connection, and explains the 409 of a lowered grant", async () => {
@@ -344,6 +417,19 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
       await page.waitForLoadState("networkidle")
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
       expect(overflow, `${heading} scrolls sideways at 375 px`).toBeLessThanOrEqual(0)
+      // No label over an empty value in a row's card.
+      const emptyLabels = await page.evaluate(() =>
+        [...document.querySelectorAll("table.cards td[data-label]")]
+          .filter((td: any) => getComputedStyle(td).display !== "none" && td.textContent.trim() === "")
+          .map((td: any) => td.dataset.label)
+      )
+      expect(emptyLabels, `${heading} shows labels over nothing at 375 px`).toEqual([])
+      if (path === "audit") {
+        // The date-and-time filters get the whole line, so "mm/dd/yyyy, --:-- --" is not cut.
+        for (const label of ["From", "Until"]) {
+          expect((await page.getByLabel(label, { exact: true }).boundingBox())!.width).toBeGreaterThan(300)
+        }
+      }
       await shot(`12-phone-${path}`, false)
     }
     await page.setViewportSize({ width: 1280, height: 800 })

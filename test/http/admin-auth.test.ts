@@ -172,7 +172,14 @@ describe("app session and CSRF", () => {
     expect(csrf).toMatch(/^[\w-]{43}$/)
     const session = await fetch(`${gw.url}/app/session`, { headers: { cookie } })
     expect(session.status).toBe(200)
-    expect((await session.json() as { csrf_token: string }).csrf_token).toBe(csrf)
+    const view = await session.json() as { csrf_token: string; signed_in: boolean }
+    expect(view.csrf_token).toBe(csrf)
+    expect(view.signed_in).toBe(true)
+    // No session is an answer the sign-in page asks on every load, not an error (no 401 in its console).
+    const none = await fetch(`${gw.url}/app/session`)
+    expect(none.status).toBe(200)
+    expect(none.headers.get("cache-control")).toBe("no-store")
+    expect(await none.json()).toEqual({ signed_in: false })
   })
 
   it("authenticates reads with the cookie alone and writes only with the CSRF token from the same origin", async () => {

@@ -13,7 +13,7 @@ import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
-import { NotFound, Unauthorized } from "../../domain/errors.ts"
+import { NotFound } from "../../domain/errors.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
@@ -125,6 +125,7 @@ export const appRoutes = (options: AppRoutesOptions) => {
   const noStore = { "cache-control": "no-store", ...securityHeaders }
 
   const sessionView = (session: AdminSession) => ({
+    signed_in: true,
     csrf_token: session.csrfToken,
     expires_at: new Date(session.expiresAt).toISOString(),
     // Who signed in, when it was an identity-provider admin (the admin token names no one).
@@ -144,7 +145,9 @@ export const appRoutes = (options: AppRoutesOptions) => {
     route("GET", "/app/sign-in", Effect.succeed(HttpServerResponse.setHeaders(json(signInOptions), noStore))),
     route("GET", "/app/session", Effect.gen(function*() {
       const session = yield* options.auth.currentSession
-      if (session === undefined) return yield* new Unauthorized({ message: "not signed in" })
+      // No session is an answer, not an error: the sign-in page asks this on every load, and a 401
+      // there would put an error in every browser console. A forged cookie is still a 401.
+      if (session === undefined) return HttpServerResponse.setHeaders(json({ signed_in: false }), noStore)
       return HttpServerResponse.setHeaders(json(sessionView(session)), noStore)
     })),
     route("POST", "/app/session", Effect.gen(function*() {
