@@ -285,11 +285,11 @@ describe("GET /metrics", () => {
     expect(text).toContain("# TYPE gen_ai_client_token_usage histogram")
     expect(promtoolProblems(text)).toEqual([])
     // The lint itself finds what promtool would.
-    expect(promtoolProblems("# HELP a_total x\n# TYPE a_total gauge\n# HELP a_total y\n# TYPE b counter\n")).toEqual([
+    expect(promtoolProblems("# HELP a_total x\n# TYPE a_total gauge\n# HELP a_total y\n# TYPE calls counter\n")).toEqual([
       "a_total: second HELP line",
       `a_total: non-counter metrics should not have "_total" suffix`,
-      "b: no help text",
-      `b: counter metrics should have "_total" suffix`
+      "calls: no help text",
+      `calls: counter metrics should have "_total" suffix`
     ])
   })
 })
