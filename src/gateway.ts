@@ -47,6 +47,7 @@ import type { GatewayConfig } from "./services/config/schema.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
 import { StoredResponses } from "./services/responses/StoredResponses.ts"
+import { consoleFlatJson } from "./services/logging/flat-json.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides extends CoreOverrides {
@@ -216,6 +217,6 @@ const LOG_LEVELS = { debug: "Debug", info: "Info", warn: "Warn", error: "Error",
 export const loggingLayer = (config: GatewayConfig) =>
   Layer.mergeAll(
     Layer.succeed(References.MinimumLogLevel, LOG_LEVELS[config.log.level]),
-    // One JSON object a line for log collectors; the default stays readable in a terminal.
-    config.log.format === "json" ? Logger.layer([Logger.consoleJson]) : Layer.empty
+    // One flat JSON object a line for log collectors; the default stays readable in a terminal.
+    config.log.format === "json" ? Logger.layer([consoleFlatJson]) : Layer.empty
   )

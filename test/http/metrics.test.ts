@@ -57,6 +57,65 @@ const parsePrometheus = (text: string) => {
 
 type Parsed = ReturnType<typeof parsePrometheus>
 
+/**
+ * What `promtool check metrics` reports (Prometheus' promlint, and its text parser's refusals),
+ * as a list of problems: a HELP or TYPE given twice, a metric without help, a counter not ending
+ * in _total or another type ending in it, a non-histogram named like a histogram's series,
+ * reserved labels, a type's name in the metric's, a colon, camel case, units not in base form
+ * or abbreviated.
+ */
+const promtoolProblems = (text: string): Array<string> => {
+  const problems: Array<string> = []
+  const help = new Map<string, string>()
+  const types = new Map<string, string>()
+  const labelsOf = new Map<string, Set<string>>()
+  for (const line of text.split("\n")) {
+    const comment = /^# (HELP|TYPE) (\S+) ?(.*)$/.exec(line)
+    if (comment) {
+      const [, kind, name, rest] = comment as unknown as [string, string, string, string]
+      const seen = kind === "HELP" ? help : types
+      if (seen.has(name)) problems.push(`${name}: second ${kind} line`)
+      seen.set(name, rest)
+      continue
+    }
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? /.exec(line)
+    if (sample) {
+      const family = [...types.keys()].reverse().find((n) => sample[1] === n || sample[1]!.startsWith(`${n}_`)) ?? sample[1]!
+      const names = labelsOf.get(family) ?? new Set<string>()
+      for (const m of (sample[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="/g)) names.add(m[1]!)
+      labelsOf.set(family, names)
+    }
+  }
+  const nonBase: Record<string, string> = {
+    milliseconds: "seconds", microseconds: "seconds", nanoseconds: "seconds", minutes: "seconds", hours: "seconds", days: "seconds",
+    weeks: "seconds", kilobytes: "bytes", megabytes: "bytes", gigabytes: "bytes", terabytes: "bytes", kilograms: "grams",
+    kilometers: "meters", percent: "ratio", fahrenheit: "celsius"
+  }
+  // promlint's own list.
+  const abbreviations = ["s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb", "tb", "pb", "m", "h", "d"]
+  for (const [name, type] of types) {
+    if ((help.get(name) ?? "") === "") problems.push(`${name}: no help text`)
+    if (type === "counter" && !name.endsWith("_total")) problems.push(`${name}: counter metrics should have "_total" suffix`)
+    if (type !== "counter" && name.endsWith("_total")) problems.push(`${name}: non-counter metrics should not have "_total" suffix`)
+    if (type !== "histogram" && type !== "summary" && /_(bucket|count|sum)$/.test(name)) problems.push(`${name}: non-histogram and non-summary metrics should not have a histogram series' suffix`)
+    const labels = labelsOf.get(name) ?? new Set()
+    if (type !== "histogram" && labels.has("le")) problems.push(`${name}: non-histogram metrics should not have "le" label`)
+    if (type !== "summary" && labels.has("quantile")) problems.push(`${name}: non-summary metrics should not have "quantile" label`)
+    for (const t of ["counter", "gauge", "histogram", "summary", "untyped"]) {
+      if (name.includes(`_${t}_`) || name.endsWith(`_${t}`)) problems.push(`${name}: metric name should not include type '${t}'`)
+    }
+    if (name.includes(":")) problems.push(`${name}: metric names should not contain ':'`)
+    if (/[A-Z]/.test(name)) problems.push(`${name}: metric names should be written in 'snake_case' not 'camelCase'`)
+    for (const label of labels) if (/[A-Z]/.test(label)) problems.push(`${name}: label names should be written in 'snake_case' not 'camelCase'`)
+    const tokens = name.split("_")
+    for (const token of tokens) {
+      if (token in nonBase) problems.push(`${name}: use base unit "${nonBase[token]}" instead of "${token}"`)
+      if (abbreviations.includes(token)) problems.push(`${name}: metric names should not contain abbreviated units`)
+    }
+  }
+  return problems
+}
+
 /** The value of the one sample with this name and these labels (0 when absent). */
 const valueOf = (parsed: Parsed, name: string, labels: Record<string, string> = {}): number => {
   const found = parsed.samples.filter((s) =>
@@ -201,9 +260,36 @@ describe("GET /metrics", () => {
     expect(valueOf(after, "modelgate_credits_total", usage)).toBe(sum((r) => r.credits))
     expect(valueOf(after, "modelgate_credits_total", usage)).toBe(9)
 
+    // OpenTelemetry's GenAI metrics, from the same records: tokens by type, and the model requests' durations.
+    const genAi = { gen_ai_operation_name: "chat", gen_ai_provider_name: "up-openai", gen_ai_request_model: "gpt-4o-mini-2024-07-18" }
+    expect(after.types.get("gen_ai_client_token_usage")).toBe("histogram")
+    expect(valueOf(after, "gen_ai_client_token_usage_sum", { ...genAi, gen_ai_token_type: "input" })).toBe(sum((r) => r.prompt_tokens))
+    expect(valueOf(after, "gen_ai_client_token_usage_sum", { ...genAi, gen_ai_token_type: "output" })).toBe(sum((r) => r.completion_tokens))
+    expect(valueOf(after, "gen_ai_client_token_usage_count", { ...genAi, gen_ai_token_type: "input" })).toBe(3)
+    expect(after.types.get("gen_ai_server_request_duration_seconds")).toBe("histogram")
+    expect(valueOf(after, "gen_ai_server_request_duration_seconds_count", { ...genAi, error_type: "" })).toBe(3)
+
     // Audit buffer gauges are present; nothing was dropped.
     expect(after.types.get("modelgate_audit_buffered_records")).toBe("gauge")
     expect(valueOf(after, "modelgate_audit_dropped_records_total")).toBe(0)
     expect(valueOf(after, "modelgate_dependency_errors_total")).toBe(0)
+  })
+
+  it("passes promtool's lint: Node's default metrics and the gateway's own", async () => {
+    const response = await scrape(METRICS_TOKEN)
+    expect(response.status).toBe(200)
+    const text = await response.text()
+    // The defaults are there (so the check covers them), and the lint finds nothing.
+    expect(text).toContain("# TYPE nodejs_active_handles gauge")
+    expect(text).toContain("# TYPE process_cpu_seconds_total counter")
+    expect(text).toContain("# TYPE gen_ai_client_token_usage histogram")
+    expect(promtoolProblems(text)).toEqual([])
+    // The lint itself finds what promtool would.
+    expect(promtoolProblems("# HELP a_total x\n# TYPE a_total gauge\n# HELP a_total y\n# TYPE calls counter\n")).toEqual([
+      "a_total: second HELP line",
+      `a_total: non-counter metrics should not have "_total" suffix`,
+      "calls: no help text",
+      `calls: counter metrics should have "_total" suffix`
+    ])
   })
 })

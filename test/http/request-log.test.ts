@@ -11,10 +11,11 @@ import { runCli, spawnGateway, tempDir, writeConfig, type GatewayProcess } from 
 const SECRET_CONTENT = "the-launch-code-is-7731-zebra"
 const WRONG_KEY = "sk-mg-this-key-does-not-exist-0123456789"
 
-interface LogLine {
+/** A flat line: its own keys and the annotations side by side. */
+interface LogLine extends Record<string, unknown> {
   readonly message: unknown
   readonly level: string
-  readonly annotations: Record<string, unknown>
+  readonly time: string
 }
 
 describe("the request log", () => {
@@ -67,12 +68,21 @@ describe("the request log", () => {
     const lines = output.split("\n").filter((line) => line.trim() !== "")
     // Every line is one JSON object: a log collector can take the stream as it is.
     const parsed = lines.map((line) => JSON.parse(line) as LogLine)
+    // Flat: no nested annotations, no fiber ids or log spans; every line says when and how bad.
+    for (const line of parsed) {
+      expect(line).not.toHaveProperty("annotations")
+      expect(line).not.toHaveProperty("fiberId")
+      expect(line).not.toHaveProperty("spans")
+      expect(Number.isNaN(Date.parse(line.time))).toBe(false)
+      expect(["DEBUG", "INFO", "WARN", "ERROR", "FATAL"]).toContain(line.level)
+      for (const value of Object.values(line)) if (typeof value === "object" && value !== null) expect(Array.isArray(value)).toBe(true)
+    }
     const requests = parsed.filter((line) => line.message === "request")
     expect(requests).toHaveLength(2)
 
-    const ok = requests.find((line) => line.annotations.request_id === okId)!
+    const ok = requests.find((line) => line.request_id === okId)!
     expect(ok.level).toBe("INFO")
-    expect(ok.annotations).toMatchObject({
+    expect(ok).toMatchObject({
       request_id: okId,
       method: "POST",
       route: "/v1/chat/completions",
@@ -80,14 +90,14 @@ describe("the request log", () => {
       status: 200,
       slug: null
     })
-    expect(ok.annotations.key_id).toMatch(/^key_/)
-    expect(ok.annotations).toMatchObject({ provider: "echo" })
-    expect(typeof ok.annotations.prompt_tokens).toBe("number")
-    expect(typeof ok.annotations.completion_tokens).toBe("number")
-    expect(typeof ok.annotations.duration_ms).toBe("number")
+    expect(ok.key_id).toMatch(/^key_/)
+    expect(ok).toMatchObject({ provider: "echo" })
+    expect(typeof ok.prompt_tokens).toBe("number")
+    expect(typeof ok.completion_tokens).toBe("number")
+    expect(typeof ok.duration_ms).toBe("number")
 
-    const bad = requests.find((line) => line.annotations.request_id === refusedId)!
-    expect(bad.annotations).toMatchObject({ status: 401, slug: "unauthorized", key_id: null, route: "/v1/chat/completions" })
+    const bad = requests.find((line) => line.request_id === refusedId)!
+    expect(bad).toMatchObject({ status: 401, slug: "unauthorized", key_id: null, route: "/v1/chat/completions" })
 
     // Redaction: nothing the clients sent that is secret or content shows up anywhere in the log.
     expect(output).not.toContain(key)

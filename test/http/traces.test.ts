@@ -101,7 +101,7 @@ describe("traces over OTLP/HTTP", () => {
   })
 
   it("a chat completion: request span under the client's traceparent, its stages, and the upstream call", async () => {
-    const response = await chat(gw, key, {}, {
+    const response = await chat(gw, key, { max_tokens: 64, temperature: 0.25 }, {
       traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-01`,
       tracestate: "vendor=opaque-value"
     })
@@ -139,8 +139,17 @@ describe("traces over OTLP/HTTP", () => {
       "modelgate.provider": "up-openai",
       "gen_ai.request.model": GPT_ID,
       "modelgate.stream": false,
-      "http.response.status_code": 200
+      "http.response.status_code": 200,
+      // OpenTelemetry's GenAI semantic conventions, request side and answer side.
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": "openai",
+      "gen_ai.request.max_tokens": 64,
+      "gen_ai.request.temperature": 0.25,
+      "gen_ai.response.model": GPT_ID,
+      "gen_ai.response.finish_reasons": ["stop"]
     })
+    expect(call.attributes["gen_ai.usage.input_tokens"]).toBeGreaterThan(0)
+    expect(call.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0)
     // The upstream got the upstream-call span as parent, and the client's tracestate as it came.
     const sent = upstream.requests.at(-1)!
     expect(sent.headers.traceparent).toBe(`00-${CLIENT_TRACE_ID}-${call.spanId}-01`)
@@ -161,7 +170,13 @@ describe("traces over OTLP/HTTP", () => {
     expect(root.attributes).toMatchObject({ "http.response.status_code": 200, "modelgate.stream": true, "modelgate.model": GPT_ID })
     expect(named(tree, "StreamSlots.acquire").attributes).toMatchObject({ "modelgate.streams.acquired": true })
     const call = named(tree, "Provider.request")
-    expect(call.attributes).toMatchObject({ "modelgate.stream": true, "http.response.status_code": 200 })
+    expect(call.attributes).toMatchObject({
+      "modelgate.stream": true,
+      "http.response.status_code": 200,
+      "gen_ai.operation.name": "chat",
+      "gen_ai.response.model": GPT_ID,
+      "gen_ai.response.finish_reasons": ["stop"]
+    })
     expect(call.parentSpanId).toBe(root.spanId)
     expect(call.endTimeUnixNano <= root.endTimeUnixNano).toBe(true)
     expect(upstream.requests.at(-1)!.headers.traceparent).toBe(`00-${root.traceId}-${call.spanId}-01`)

@@ -30,6 +30,21 @@ const OTHER_MODEL = "other"
 const REFUSALS = ["rate_limited", "budget_exhausted", "insufficient_credits"] as const
 export type Dependency = "store" | "redis" | "identity_provider"
 
+type Observer = { readonly observe: (value: number) => void }
+type GenAiOperation = "chat" | "embeddings" | "text_completion" | "moderations" | "count_tokens"
+
+/** OpenTelemetry's `gen_ai.operation.name` of a model route (its pattern); its own name where none fits. */
+const genAiOperationOf = (route: string): GenAiOperation =>
+  route === "/v1/embeddings"
+    ? "embeddings"
+    : route === "/v1/completions"
+    ? "text_completion"
+    : route === "/v1/moderations"
+    ? "moderations"
+    : route.endsWith("/count_tokens")
+    ? "count_tokens"
+    : "chat"
+
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 
 export interface MetricsShape {
@@ -79,6 +94,11 @@ export class Metrics extends Context.Service<Metrics, MetricsShape>()("modelgate
 export const makeMetrics = (): MetricsShape => {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  // promtool's lint refuses a gauge whose name ends in _total (it reads as a counter): prom-client
+  // adds one per active-resource gauge, each the sum of the labelled gauge of the same stem.
+  for (const name of ["nodejs_active_resources_total", "nodejs_active_handles_total", "nodejs_active_requests_total"]) {
+    registry.removeSingleMetric(name)
+  }
 
   const requests = new Counter({
     name: "modelgate_requests_total",
@@ -140,6 +160,23 @@ export const makeMetrics = (): MetricsShape => {
     registers: [registry]
   })
 
+  // OpenTelemetry's GenAI metrics (semantic conventions), with the buckets it advises; the
+  // attributes become labels with dots as underscores, as its Prometheus mapping does.
+  const genAiTokens = new Histogram({
+    name: "gen_ai_client_token_usage",
+    help: "Tokens used per model request (gen_ai.client.token.usage), by token type (input or output), operation, provider and model",
+    labelNames: ["gen_ai_token_type", "gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"] as const,
+    buckets: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+    registers: [registry]
+  })
+  const genAiDuration = new Histogram({
+    name: "gen_ai_server_request_duration_seconds",
+    help: "Time a model request took, to its last byte (gen_ai.server.request.duration), by operation, provider, model and error type (empty when none)",
+    labelNames: ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type"] as const,
+    buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+    registers: [registry]
+  })
+
   const traceSpans = new Counter({
     name: "modelgate_trace_spans_total",
     help: "Spans sent to the OTLP collector (exported) or dropped because it was down, slow or refused them",
@@ -180,6 +217,20 @@ export const makeMetrics = (): MetricsShape => {
     readonly prompt: Child<object>
     readonly completion: Child<object>
     readonly credits: Child<object>
+    /** By operation: the GenAI histograms' children (the duration's of requests without an error). */
+    readonly genAi: Map<GenAiOperation, { readonly input: Observer; readonly output: Observer; readonly duration: Observer }>
+  }
+  const genAiChildren = (children: ModelChildren, model: string, provider: string, operation: GenAiOperation) => {
+    let found = children.genAi.get(operation)
+    if (found === undefined) {
+      found = {
+        input: genAiTokens.labels("input", operation, provider, model),
+        output: genAiTokens.labels("output", operation, provider, model),
+        duration: genAiDuration.labels(operation, provider, model, "")
+      }
+      children.genAi.set(operation, found)
+    }
+    return found
   }
   /** model -> provider -> children */
   const models = new Map<string, Map<string, ModelChildren>>()
@@ -195,7 +246,8 @@ export const makeMetrics = (): MetricsShape => {
       children = {
         prompt: tokens.labels(model, provider, "prompt"),
         completion: tokens.labels(model, provider, "completion"),
-        credits: credits.labels(model, provider)
+        credits: credits.labels(model, provider),
+        genAi: new Map()
       }
       byProvider.set(provider, children)
     }
@@ -262,6 +314,14 @@ export const makeMetrics = (): MetricsShape => {
         if (countable(record.prompt_tokens)) usage.prompt.inc(record.prompt_tokens)
         if (countable(record.completion_tokens)) usage.completion.inc(record.completion_tokens)
         if (countable(record.credits)) usage.credits.inc(record.credits)
+        const operation = genAiOperationOf(route)
+        const modelLabel = models.has(model) ? model : OTHER_MODEL
+        const genAi = genAiChildren(usage, modelLabel, record.provider, operation)
+        if (countable(record.prompt_tokens)) genAi.input.observe(record.prompt_tokens)
+        if (countable(record.completion_tokens)) genAi.output.observe(record.completion_tokens)
+        // Errors are few and their slugs a fixed table: their children are looked up, not cached.
+        if (record.error === null) genAi.duration.observe(record.duration_ms / 1000)
+        else genAiDuration.labels(operation, record.provider, modelLabel, record.error).observe(record.duration_ms / 1000)
       }
     },
     streamOpened: () => {

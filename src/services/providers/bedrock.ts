@@ -22,7 +22,7 @@ import { bedrockStatusFailure, bedrockStreamFailure } from "./bedrock-errors.ts"
 import { type BedrockClient, endedEarly, type FirstByteRecorder, type InvokeModelAnswer, malformed, timedToFirstByte } from "./clients.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, type UpstreamFailure } from "./upstream-http.ts"
-import { tracedCall, tracedStream } from "./upstream-span.ts"
+import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
 
 type Env = Readonly<Record<string, string | undefined>>
 
@@ -106,24 +106,33 @@ export const makeBedrockClient = (provider: ProviderConfig, agent: Agent, env: E
       )
     })
 
-  const call = (modelId: string, stream: boolean) => ({ provider: provider.name, server, body: { model: modelId }, stream })
+  // The body's inference settings give the span its request parameters; the model is in the URL.
+  const call = (modelId: string, stream: boolean, operation: GenAiOperation, body?: unknown) => ({
+    provider: provider.name,
+    kind: provider.kind,
+    server,
+    model: modelId,
+    body: typeof body === "object" && body !== null ? body as Record<string, unknown> : {},
+    stream,
+    operation
+  })
 
   return {
     kind: "bedrock",
     name: provider.name,
     converse: (modelId, body) =>
       tracedCall(
-        call(modelId, false),
+        call(modelId, false, "chat", body),
         Effect.flatMap(post(modelId, "converse", body, "application/json"), (response) => readJson<ConverseResponse>(provider.name, response, redact, provider.max_response_bytes))
       ),
     countTokens: (modelId, body) =>
       tracedCall(
-        call(modelId, false),
+        call(modelId, false, "count_tokens"),
         Effect.flatMap(post(modelId, "count-tokens", body, "application/json"), (response) => readJson<CountTokensResponse>(provider.name, response, redact, provider.max_response_bytes))
       ),
     invokeModel: (modelId, body) =>
       tracedCall(
-        call(modelId, false),
+        call(modelId, false, "chat", body),
         Effect.flatMap(post(modelId, "invoke", body, "application/json"), (response) => {
           const counted = Number(response.headers["x-amzn-bedrock-input-token-count"])
           return Effect.map(readJson<unknown>(provider.name, response, redact, provider.max_response_bytes), (answer): InvokeModelAnswer => ({
@@ -134,7 +143,7 @@ export const makeBedrockClient = (provider: ProviderConfig, agent: Agent, env: E
       ),
     converseStream: (modelId, body) =>
       tracedStream(
-        call(modelId, true),
+        call(modelId, true, "chat", body),
         Effect.map(post(modelId, "converse-stream", body, "application/vnd.amazon.eventstream"), (response) => {
           // messageStop says the answer is whole; metadata (the token counts) follows it and ends the stream.
           let stopped = false

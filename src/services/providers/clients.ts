@@ -28,7 +28,7 @@ import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, relayBody, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
-import { tracedCall, tracedStream } from "./upstream-span.ts"
+import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
 
 /** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
 export interface ChatStreamItem {
@@ -245,23 +245,23 @@ export const makeOpenAIClient = (
   const server = new URL(provider.base_url!).host
   const post = (body: Record<string, unknown>, path: OpenAIOperation = "/chat/completions") =>
     timedToFirstByte(postJson({ provider: provider.name, agent, url: endpoint.url(path, body), headers, body, redact }), firstByte)
-  const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
+  const call = (body: Record<string, unknown>, stream: boolean, operation?: GenAiOperation) => ({ provider: provider.name, kind: provider.kind, server, body, stream, operation })
   return {
     kind: "openai",
     name: provider.name,
     embeddings: (body) =>
-      tracedCall(call(body, false), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact, provider.max_response_bytes))),
+      tracedCall(call(body, false, "embeddings"), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact, provider.max_response_bytes))),
     relayEmbeddings: (body) =>
-      tracedCall(call(body, false), Effect.map(post(body, "/embeddings"), (response): EmbeddingsRelay => {
+      tracedCall(call(body, false, "embeddings"), Effect.map(post(body, "/embeddings"), (response): EmbeddingsRelay => {
         const relayed = relayBody(provider.name, response, provider.max_relayed_bytes)
         return { bytes: relayed.bytes, promptTokens: () => promptTokensFromTail(relayed.tail()) }
       })),
     responses: endpoint.responses
       ? {
         complete: (body) =>
-          tracedCall(call(body, false), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact, provider.max_response_bytes))),
+          tracedCall(call(body, false, "chat"), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact, provider.max_response_bytes))),
         stream: (body) =>
-          tracedStream(call(body, true), Effect.map(post(body, "/responses"), (response) => {
+          tracedStream(call(body, true, "chat"), Effect.map(post(body, "/responses"), (response) => {
             // A terminal event (completed, incomplete, failed) is how the upstream says it is done.
             let finished = false
             return sseEvents(provider.name, response).pipe(
@@ -287,19 +287,19 @@ export const makeOpenAIClient = (
           }))
       }
       : undefined,
-    complete: (body) => tracedCall(call(body, false), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact, provider.max_response_bytes))),
+    complete: (body) => tracedCall(call(body, false, "chat"), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact, provider.max_response_bytes))),
     stream: (body) => chatStream(body, "/chat/completions"),
     legacy: {
       completions: (body) =>
-        tracedCall(call(body, false), Effect.flatMap(post(body, "/completions"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes))),
+        tracedCall(call(body, false, "text_completion"), Effect.flatMap(post(body, "/completions"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes))),
       completionsStream: (body) => chatStream(body, "/completions"),
       moderations: (body) =>
-        tracedCall(call(body, false), Effect.flatMap(post(body, "/moderations"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes)))
+        tracedCall(call(body, false, "moderations"), Effect.flatMap(post(body, "/moderations"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes)))
     }
   }
   /** Chat Completions' SSE (legacy completions stream the same way). */
   function chatStream(body: Record<string, unknown>, path: OpenAIOperation): Effect.Effect<Stream.Stream<ChatStreamItem, UpstreamFailure>, UpstreamFailure> {
-    return tracedStream(call(body, true), Effect.map(post(body, path), (response) => {
+    return tracedStream(call(body, true, path === "/completions" ? "text_completion" : "chat"), Effect.map(post(body, path), (response) => {
         // [DONE], or failing that a finish_reason, is how the upstream says the answer is whole.
         let finished = false
         return sseEvents(provider.name, response).pipe(
@@ -374,7 +374,7 @@ export const makeAnthropicClient = (
   endpoint: AnthropicEndpoint = anthropicEndpoint(provider, env)
 ): AnthropicClient => {
   const { redact, server } = endpoint
-  const call = (body: Record<string, unknown>, stream: boolean) => ({ provider: provider.name, server, body, stream })
+  const call = (body: Record<string, unknown>, stream: boolean, operation?: GenAiOperation) => ({ provider: provider.name, kind: provider.kind, server, body, stream, operation })
   const post = (body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, operation: "messages" | "count_tokens" = "messages") =>
     timedToFirstByte(
       Effect.flatMap(endpoint.prepare(operation, body, forwarded), (prepared) =>
@@ -385,14 +385,14 @@ export const makeAnthropicClient = (
     kind: "anthropic",
     name: provider.name,
     complete: (body, forwarded) =>
-      tracedCall(call(body, false), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact, provider.max_response_bytes))),
+      tracedCall(call(body, false, "chat"), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact, provider.max_response_bytes))),
     countTokens: (body, forwarded) =>
       tracedCall(
-        call(body, false),
+        call(body, false, "count_tokens"),
         Effect.flatMap(post(body, forwarded, "count_tokens"), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact, provider.max_response_bytes))
       ),
     stream: (body, forwarded) =>
-      tracedStream(call(body, true), Effect.map(post(body, forwarded), (response) => {
+      tracedStream(call(body, true, "chat"), Effect.map(post(body, forwarded), (response) => {
         let stopped = false
         return sseEvents(provider.name, response).pipe(
           // Pings are kept: a passthrough forwards them (they keep idle proxies from cutting a long

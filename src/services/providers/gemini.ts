@@ -21,7 +21,7 @@ import type { ProviderConfig } from "../config/schema.ts"
 import { endedEarly, type FirstByteRecorder, type GeminiClient, malformed, midStreamError, timedToFirstByte } from "./clients.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
-import { tracedCall, tracedStream } from "./upstream-span.ts"
+import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
 
 export type GeminiMethod = "generateContent" | "streamGenerateContent" | "countTokens" | "batchEmbedContents"
 
@@ -104,9 +104,16 @@ export const makeGeminiClient = (
       Effect.flatMap(endpoint.headers, (headers) => postJson({ provider: provider.name, agent, url, headers, body, redact, failure })),
       firstByte
     )
-  const call = (body: unknown, stream: boolean) => ({ provider: provider.name, server: endpoint.server, body: body as Record<string, unknown>, stream })
+  const call = (model: string, body: unknown, stream: boolean, operation: GenAiOperation) =>
+    ({ provider: provider.name, kind: provider.kind, model, server: endpoint.server, body: body as Record<string, unknown>, stream, operation })
+  const operations: Record<GeminiMethod, GenAiOperation> = {
+    generateContent: "generate_content",
+    streamGenerateContent: "generate_content",
+    countTokens: "count_tokens",
+    batchEmbedContents: "embeddings"
+  }
   const json = <A>(model: string, method: GeminiMethod, body: unknown) =>
-    tracedCall(call(body, false), Effect.flatMap(post(endpoint.url(model, method), body), (response) => readJson<A>(provider.name, response, redact)))
+    tracedCall(call(model, body, false, operations[method]), Effect.flatMap(post(endpoint.url(model, method), body), (response) => readJson<A>(provider.name, response, redact)))
   return {
     kind: "gemini",
     name: provider.name,
@@ -114,7 +121,7 @@ export const makeGeminiClient = (
     countTokens: (model, body) => json<GeminiCountTokensResponse>(model, "countTokens", endpoint.countBody(model, body)),
     batchEmbed: endpoint.batchEmbed ? (model, body) => json<GeminiBatchEmbedResponse>(model, "batchEmbedContents", body) : undefined,
     streamGenerate: (model, body: GenerateContentRequest) =>
-      tracedStream(call(body, true), Effect.map(post(`${endpoint.url(model, "streamGenerateContent")}?alt=sse`, body), (response) => {
+      tracedStream(call(model, body, true, "generate_content"), Effect.map(post(`${endpoint.url(model, "streamGenerateContent")}?alt=sse`, body), (response) => {
         // A finish reason (or a blocked prompt) is how Gemini says the answer is whole.
         let finished = false
         return sseEvents(provider.name, response).pipe(
