@@ -2,7 +2,7 @@
  * The `modelgate` command: `serve` runs the gateway, `keys ...` and `credits ...` manage the
  * configured store directly, for operators without the admin API.
  *
- * This file is only the process's wiring: the command line itself (cli/program.ts) runs with
+ * This file is only the process's wiring: the command line itself (command-line.ts) runs with
  * this process's arguments, environment and console, and its exit status becomes the process's.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"
 import { enableCompileCache } from "node:module"
-import { runCommandLine } from "./cli/program.ts"
+import { runCommandLine } from "./command-line.ts"
 import { losses } from "./services/durability/losses.ts"
 
 // Node compiles every TypeScript module it loads; the cache keeps that work across runs (keyed by

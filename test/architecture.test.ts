@@ -41,7 +41,7 @@ describe("architecture", () => {
   })
 
   it("counts a lazy import() as an edge", () => {
-    expect(graph.get("main.ts")).toContain("commands/serve.ts")
+    expect(graph.get("command-line.ts")).toContain("commands/serve.ts")
   })
 
   it("the wire package imports only itself", () => {

@@ -2,7 +2,7 @@
  * `modelgate connections ...`: the SQL tools' database connections in the configured store, for
  * an operator without the admin API (a rotated DSN password, a connection gone). The same
  * service and the same input schema as `PATCH`/`DELETE /connections/:id`, so the CLI accepts
- * exactly what the admin API accepts. Loaded by cli/program.ts only when a connections command runs.
+ * exactly what the admin API accepts. Loaded by command-line.ts only when a connections command runs.
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"

@@ -1,5 +1,5 @@
 /**
- * `modelgate credits ...`: the workspace credit pool in the configured store. Loaded by cli/program.ts
+ * `modelgate credits ...`: the workspace credit pool in the configured store. Loaded by command-line.ts
  * only when a credits command runs.
  */
 import * as Effect from "effect/Effect"

@@ -1,6 +1,6 @@
 /**
  * `modelgate keys ...`: key operations against the configured store, the same code path as the
- * admin API. Loaded by cli/program.ts only when a keys command runs: the store, not the server.
+ * admin API. Loaded by command-line.ts only when a keys command runs: the store, not the server.
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"

@@ -1,5 +1,5 @@
 /**
- * `modelgate serve`: the whole gateway. Loaded by cli/program.ts only when this command runs, so the
+ * `modelgate serve`: the whole gateway. Loaded by command-line.ts only when this command runs, so the
  * other commands never load the HTTP server, the providers, MCP or the metrics.
  */
 import * as Console from "effect/Console"

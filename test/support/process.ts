@@ -80,7 +80,7 @@ export const spawnGateway = (configPath: string, env: Record<string, string> = {
  * The command line's module, loaded by the first test that runs a command: most files import this
  * one for `tempDir` or `spawnGateway` only, and need not load the CLI's grammar.
  */
-const commandLine = () => import("../../src/cli/program.ts")
+const commandLine = () => import("../../src/command-line.ts")
 
 export interface CliResult {
   readonly code: number | null
@@ -90,7 +90,7 @@ export interface CliResult {
 
 /**
  * Runs a command line to completion in this process: the same command tree as `node src/main.ts`
- * (src/cli/program.ts), with the test's environment plus `env`, and stdout and stderr captured
+ * (src/command-line.ts), with the test's environment plus `env`, and stdout and stderr captured
  * through a console of its own (Node's, so a line is formatted as the real process prints it).
  * A child Node per command used to be most of the suite's time; `runCliProcess` remains for the
  * tests of the process boundary itself (exit status, module loading).

@@ -23,13 +23,13 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
-import { Refused } from "../commands/refused.ts"
-import { ConfigInvalid } from "../services/config/load.ts"
-import type { GatewayConfig } from "../services/config/schema.ts"
-import { cliArgs } from "./args.ts"
-import { failureLine } from "./failure.ts"
-import { loadConfig } from "./load-config.ts"
-import { preflight } from "./preflight.ts"
+import { Refused } from "./commands/refused.ts"
+import { ConfigInvalid } from "./services/config/load.ts"
+import type { GatewayConfig } from "./services/config/schema.ts"
+import { cliArgs } from "./cli/args.ts"
+import { failureLine } from "./cli/failure.ts"
+import { loadConfig } from "./cli/load-config.ts"
+import { preflight } from "./cli/preflight.ts"
 
 const configFlag = Flag.String("config").pipe(
   Flag.withAlias("c"),
@@ -112,12 +112,12 @@ const serve = Command.make(
     // A reload (SIGHUP, POST /admin/reload) reads the configuration again exactly this way; the
     // log settings stay as started (a --log-level given on the command line still wins).
     const reload = Effect.map(loadConfig({ path: yield* configSource, env, flags }), (next): GatewayConfig => ({ ...next, log: config.log }))
-    const { serve } = yield* load(() => import("../commands/serve.ts"))
+    const { serve } = yield* load(() => import("./commands/serve.ts"))
     return yield* serve(config, env, reload)
   })
 ).pipe(Command.withDescription("Run the gateway"))
 
-const keysModule = load(() => import("../commands/keys.ts"))
+const keysModule = load(() => import("./commands/keys.ts"))
 const idArgument = Argument.String("id").pipe(Argument.withDescription("Key id (key_...)"))
 
 const keysCreate = Command.make(
@@ -188,7 +188,7 @@ const creditsAdd = Command.make(
   Effect.fn(function*({ amount, note }) {
     if (amount <= 0) return yield* new Refused({ message: "credits must be a positive integer" })
     const config = yield* readConfig()
-    const { addCredits } = yield* load(() => import("../commands/credits.ts"))
+    const { addCredits } = yield* load(() => import("./commands/credits.ts"))
     return yield* addCredits(config, amount, note)
   })
 ).pipe(Command.withDescription("Top up the workspace credit pool"))
@@ -198,7 +198,7 @@ const credits = Command.make("credits").pipe(
   Command.withSubcommands([creditsAdd])
 )
 
-const connectionsModule = load(() => import("../commands/connections.ts"))
+const connectionsModule = load(() => import("./commands/connections.ts"))
 const connectionId = Argument.Int("id").pipe(Argument.withDescription("Connection id"))
 
 const connectionsList = Command.make(
