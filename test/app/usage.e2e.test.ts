@@ -55,7 +55,8 @@ describe.skipIf(!HAS_CHROMIUM)("Usage page in Chromium", () => {
 
     const seriesOf = async () => {
       const figures = page.locator("figure.chart")
-      await expect.poll(() => figures.count()).toBe(3)
+      // Workspace, by key, by model, by provider.
+      await expect.poll(() => figures.count()).toBe(4)
       const parse = (attr: string | null) => Object.fromEntries((attr ?? "").split(";").map((p) => p.split("=")))
       return { byKey: parse(await figures.nth(1).getAttribute("data-series")), byModel: parse(await figures.nth(2).getAttribute("data-series")) }
     }
