@@ -270,6 +270,8 @@ export const makeMetrics = (): MetricsShape => {
   })
   let readCooling: () => ReadonlyArray<{ readonly deployment: string; readonly provider: string }> = () => []
   const cappedDeployments = new Set<string>()
+  /** Bounded with the deployment labels: at most MAX_MODELS + 1 deployments x providers x 3 results. */
+  const attemptChildren = new Map<string, { readonly inc: () => void }>()
   const deploymentLabel = (deployment: string) => {
     if (cappedDeployments.has(deployment)) return deployment
     if (cappedDeployments.size >= MAX_MODELS) return OTHER_MODEL
@@ -339,7 +341,17 @@ export const makeMetrics = (): MetricsShape => {
     },
     dependencyError: (dependency) => dependencyChildren[dependency].inc(),
     traceSpans: (outcome, count) => traceSpanChildren[outcome].inc(count),
-    routingAttempt: (deployment, provider, result) => attempts.labels(deploymentLabel(deployment), provider, result).inc(),
+    routingAttempt: (deployment, provider, result) => {
+      // Once per request: the child is resolved once per combination, like the request counters'.
+      const label = deploymentLabel(deployment)
+      const key = `${label}\u0000${provider}\u0000${result}`
+      let child = attemptChildren.get(key)
+      if (child === undefined) {
+        child = attempts.labels(label, provider, result)
+        attemptChildren.set(key, child)
+      }
+      child.inc()
+    },
     routingCooldown: (deployment, provider) => cooldowns.labels(deploymentLabel(deployment), provider).inc(),
     coolingSource: (read) => {
       readCooling = read
