@@ -7,6 +7,7 @@
  * not give (with the `thoughtSignature` a call must carry back).
  */
 import { randomBytes } from "node:crypto"
+import { refuse } from "./translate/untranslatable.ts"
 
 export interface GeminiBlob {
   readonly mimeType: string
@@ -191,6 +192,13 @@ const TYPES: Readonly<Record<string, GeminiSchema["type"]>> = {
 
 /** How deep `$ref`s are inlined: recursive schemas are cut there, as an open object. */
 const MAX_DEPTH = 24
+/**
+ * How many schema nodes inlining may produce. The depth bound alone is not enough: a definition
+ * that refers to itself twice doubles at every level (2^24 nodes at MAX_DEPTH), which would hold
+ * the event loop and the heap for as long as a client's tool schema asks. Real schemas stay far
+ * below this; one above it is refused by name.
+ */
+export const MAX_SCHEMA_NODES = 10_000
 
 type Json = Record<string, unknown>
 const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
@@ -202,10 +210,14 @@ const isObject = (value: unknown): value is Json => typeof value === "object" &&
  * `oneOf` become `enum` and `anyOf`, and the rest (which only constrains, never describes) is
  * left out; the client still validates what comes back.
  */
-export const geminiSchema = (schema: unknown): GeminiSchema => {
+export const geminiSchema = (schema: unknown, path = "parameters"): GeminiSchema => {
   const root = isObject(schema) ? schema : {}
   const definitions = { ...(isObject(root.definitions) ? root.definitions : {}), ...(isObject(root.$defs) ? root.$defs : {}) }
+  let nodes = 0
   const convert = (node: unknown, depth: number): GeminiSchema => {
+    if (++nodes > MAX_SCHEMA_NODES) {
+      return refuse(path, `the schema expands to more than ${MAX_SCHEMA_NODES} nodes once its $refs are inlined, which Gemini's schema subset requires`)
+    }
     if (!isObject(node) || depth > MAX_DEPTH) return { type: "OBJECT" }
     if (typeof node.$ref === "string") {
       const name = /^#\/(?:\$defs|definitions)\/(.+)$/.exec(node.$ref)?.[1]

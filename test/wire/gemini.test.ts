@@ -5,13 +5,16 @@
  * thoughtSignature.
  */
 import type * as Sdk from "@google/genai"
+import { Result } from "effect"
 import { describe, expect, it } from "vitest"
+import { chatRequestToGemini } from "../../src/wire/translate/chat-to-gemini.ts"
 import {
   type GeminiContent,
   type GeminiFunctionDeclaration,
   type GeminiGenerationConfig,
   geminiSchema,
   geminiToolCallId,
+  MAX_SCHEMA_NODES,
   type GeminiToolConfig,
   type GenerateContentResponse,
   thoughtSignatureOfId
@@ -55,6 +58,22 @@ describe("geminiSchema", () => {
       },
       required: ["unit"]
     })
+  })
+
+  it("refuses by name a schema whose $refs would expand beyond the node budget, at once", () => {
+    // Each level refers to itself four times: 4^12 nodes at the depth bound, were it only that.
+    const branching = { $defs: { T: { type: "object", properties: { a: { $ref: "#/$defs/T" }, b: { $ref: "#/$defs/T" }, c: { $ref: "#/$defs/T" }, d: { $ref: "#/$defs/T" } } } }, type: "object", properties: { tree: { $ref: "#/$defs/T" } } }
+    const started = performance.now()
+    const translated = chatRequestToGemini({
+      model: "gemini",
+      messages: [{ role: "user", content: "hi" }],
+      tools: [{ type: "function", function: { name: "grow", parameters: branching } }]
+    }, { maxTokensCap: 100 })
+    expect(Result.isFailure(translated)).toBe(true)
+    if (Result.isFailure(translated)) expect(translated.failure.message).toContain(`${MAX_SCHEMA_NODES} nodes`)
+    expect(JSON.stringify(Result.isFailure(translated) ? translated.failure : {})).toContain("tools.0.function.parameters")
+    // Refused within the budget's work, not after expanding the tree.
+    expect(performance.now() - started).toBeLessThan(1_000)
   })
 
   it("cuts a recursive schema at a bounded depth", () => {

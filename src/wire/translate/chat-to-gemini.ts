@@ -71,7 +71,7 @@ export const chatRequestToGemini = (request: ChatRequest, options: ChatToGeminiO
       ...(request.presence_penalty == null ? {} : { presencePenalty: request.presence_penalty }),
       ...(request.frequency_penalty == null ? {} : { frequencyPenalty: request.frequency_penalty }),
       ...(format === undefined || format.type === "text" ? {} : { responseMimeType: "application/json" }),
-      ...(format?.type === "json_schema" && format.json_schema.schema !== undefined ? { responseSchema: geminiSchema(format.json_schema.schema) } : {}),
+      ...(format?.type === "json_schema" && format.json_schema.schema !== undefined ? { responseSchema: geminiSchema(format.json_schema.schema, "response_format.json_schema.schema") } : {}),
       ...(thinking === undefined ? {} : { thinkingConfig: thinking })
     }
     return {
@@ -211,12 +211,16 @@ const functionDeclarations = (request: ChatRequest): Array<GeminiFunctionDeclara
       // A function without parameters has none declared: Gemini refuses an empty OBJECT schema's absent properties.
       ...(parameters === undefined || Object.keys((parameters as { properties?: object }).properties ?? {}).length === 0
         ? {}
-        : { parameters: geminiSchema(parameters) })
+        : { parameters: geminiSchema(parameters, `tools.${index}.function.parameters`) })
     })
   })
-  for (const fn of request.functions ?? []) {
-    declarations.push({ name: fn.name, ...(fn.description === undefined ? {} : { description: fn.description }), ...(fn.parameters === undefined ? {} : { parameters: geminiSchema(fn.parameters) }) })
-  }
+  ;(request.functions ?? []).forEach((fn, index) => {
+    declarations.push({
+      name: fn.name,
+      ...(fn.description === undefined ? {} : { description: fn.description }),
+      ...(fn.parameters === undefined ? {} : { parameters: geminiSchema(fn.parameters, `functions.${index}.parameters`) })
+    })
+  })
   return declarations
 }
 
