@@ -2,7 +2,8 @@
  * Stored Responses' bounds (issue 24 item 1): a stored response is gone after
  * `responses.retention_days` (for retrieval and for `previous_response_id`), and one larger than
  * `responses.max_stored_bytes` is answered but not kept, saying `store: false`, with the reason
- * in its audit record.
+ * in its audit record; a conversation whose stored chain exceeds `responses.max_conversation_bytes`
+ * is refused by name instead of being read into the request.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
@@ -19,7 +20,7 @@ beforeAll(async () => {
     testConfig({
       providers: [{ name: "echo", kind: "echo" }],
       models: [{ alias: "echo", id: "echo-1", provider: "echo", credits: 0 }],
-      responses: { retention_days: 2, max_stored_bytes: 4000 }
+      responses: { retention_days: 2, max_stored_bytes: 4000, max_conversation_bytes: 6000 }
     }),
     { clock: time.clock }
   )
@@ -55,6 +56,23 @@ describe("stored responses", () => {
     const refused = await create({ input: "next", previous_response_id: response.id })
     expect(refused.status).toBe(404)
     expect(await refused.json()).toMatchObject({ error: "not_found", details: { field: "previous_response_id" } })
+  })
+
+  it("a conversation longer than max_conversation_bytes is refused by name, not read whole", async () => {
+    let previous: string | undefined
+    const turn = (input: string) => create({ input, ...(previous === undefined ? {} : { previous_response_id: previous }) })
+    // Each turn stores its input and echo's answer, about 2 KB together; the third continuation
+    // would bring back more than 6,000 bytes of stored text.
+    for (let i = 0; i < 3; i++) {
+      const answered = await turn(`turn ${i} ${"x".repeat(900)}`)
+      expect(answered.status).toBe(200)
+      previous = (await answered.json() as { id: string }).id
+    }
+    const refused = await turn("one more")
+    expect(refused.status).toBe(400)
+    const body = await refused.json() as { error: string; message: string; details: { field: string } }
+    expect(body).toMatchObject({ error: "validation_failed", details: { field: "previous_response_id" } })
+    expect(body.message).toContain("6000 bytes")
   })
 
   it("larger than max_stored_bytes are answered but not kept", async () => {

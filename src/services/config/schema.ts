@@ -361,7 +361,12 @@ export const GatewayConfig = Schema.Struct({
       store: def(Schema.Boolean, true),
       retention_days: def(PositiveInt, 30),
       /** A response whose input and output items exceed this (JSON bytes) is answered but not kept (`store: false` in it). */
-      max_stored_bytes: def(PositiveInt, 4_194_304)
+      max_stored_bytes: def(PositiveInt, 4_194_304),
+      /**
+       * The most stored text one `previous_response_id` may bring back (its whole chain): a longer
+       * conversation is refused by name rather than read into the request.
+       */
+      max_conversation_bytes: def(PositiveInt, 33_554_432)
     }),
     {}
   ),

@@ -66,7 +66,10 @@ export class StoredResponses extends Context.Service<StoredResponses, {
   readonly chain: (
     id: string,
     owner: string
-  ) => Effect.Effect<{ readonly links: ReadonlyArray<ChainLink> } | { readonly missing: string }, DependencyUnavailable>
+  ) => Effect.Effect<
+    { readonly links: ReadonlyArray<ChainLink> } | { readonly missing: string } | { readonly tooLarge: number },
+    DependencyUnavailable
+  >
 }>()("modelgate/StoredResponses") {
   static readonly layer = Layer.effect(
     StoredResponses,
@@ -137,6 +140,7 @@ export class StoredResponses extends Context.Service<StoredResponses, {
           Effect.gen(function*() {
             const links: Array<ChainLink> = []
             const visited = new Set<string>()
+            let bytes = 0
             let next: string | null = id
             while (next !== null) {
               // A cycle cannot be built through the API (a response names an older one); a
@@ -145,6 +149,10 @@ export class StoredResponses extends Context.Service<StoredResponses, {
               visited.add(next)
               const row: StoredResponseRecord | undefined = yield* find(next, owner)
               if (row === undefined) return { missing: next }
+              // Nor loaded beyond `responses.max_conversation_bytes`: each response may hold up to
+              // `max_stored_bytes`, and a thousand of them read into one request would be gigabytes.
+              bytes += row.response.length + row.input_items.length
+              if (bytes > settings.max_conversation_bytes) return { tooLarge: settings.max_conversation_bytes }
               links.push({
                 id: row.id,
                 provider: row.provider,

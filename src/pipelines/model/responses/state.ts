@@ -110,6 +110,12 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
     let previousProvider: string | null = null
     if (previousId !== null) {
       const chain = yield* stored.chain(previousId, owner)
+      if ("tooLarge" in chain) {
+        return yield* new ValidationFailed({
+          message: `the conversation ending with "${previousId}" holds more than ${chain.tooLarge} bytes of stored text; send a shorter conversation in input`,
+          details: { field: "previous_response_id", response_id: previousId }
+        })
+      }
       if ("missing" in chain) {
         return yield* new NotFound({
           message: chain.missing === previousId
