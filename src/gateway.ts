@@ -25,6 +25,7 @@ import { Credits } from "./services/credits/Credits.ts"
 import { RateLimiter } from "./services/limits/RateLimiter.ts"
 import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
+import { LiveLimits } from "./services/limits/LiveLimits.ts"
 import { McpSessions } from "./services/mcp/McpSessions.ts"
 import { StatelessMcp } from "./services/mcp/StatelessMcp.ts"
 import { Connections } from "./services/sql/Connections.ts"
@@ -117,12 +118,17 @@ export const httpLayer = (config: GatewayConfig) =>
  * Limits live in Redis when one is configured (every replica shares them, and an unreachable
  * Redis fails requests closed), otherwise in this process.
  */
-export const limitsLayer = (config: GatewayConfig) =>
-  config.redis === undefined
-    ? Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory)
-    : Layer.mergeAll(RateLimiter.layerRedis, StreamSlots.layerRedis({ lease: `${config.limits.stream_lease_seconds} seconds` })).pipe(
-      Layer.provideMerge(RedisClient.layer(config.redis))
-    )
+export const limitsLayer = (config: GatewayConfig) => {
+  if (config.redis === undefined) return Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory)
+  // The lease is read at each acquire: a config reload's stream_lease_seconds applies to the next slot.
+  const slots = Layer.unwrap(Effect.map(Effect.serviceOption(LiveLimits), (live) => {
+    const fixed = `${config.limits.stream_lease_seconds} seconds` as const
+    return StreamSlots.layerRedis({
+      lease: Option.isNone(live) ? fixed : () => `${live.value.current().stream_lease_seconds} seconds` as const
+    })
+  }))
+  return Layer.mergeAll(RateLimiter.layerRedis, slots).pipe(Layer.provideMerge(RedisClient.layer(config.redis)))
+}
 
 /** Failed admin-token attempts per client address: shared through Redis when there is one. */
 export const adminThrottleLayer = (config: GatewayConfig) =>
@@ -147,12 +153,18 @@ export const dataDirOf = (config: GatewayConfig): string | undefined => {
   return file === "" || file === ":memory:" ? undefined : dirname(file)
 }
 
-/** The model catalog and the provider clients, which a config reload replaces, and the reload itself. */
+/**
+ * What a config reload replaces (the model catalog, the provider clients, the limits, the
+ * identity-provider issuers and policies) and the reload itself; under the request services,
+ * which read them.
+ */
 const reloadableLayer = (config: GatewayConfig, overrides: GatewayOverrides) => {
   const slot = Layer.succeed(ProvidersSwitchSlot, ProvidersSwitchSlot.make())
   const parts = Layer.mergeAll(
     ModelCatalog.layerReloadable(config),
-    overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {})
+    overrides.providers ?? Providers.layer(config.providers, overrides.env ?? {}),
+    LiveLimits.layer(config.limits),
+    IdentityTokens.layer(config.auth.oidc)
   ).pipe(Layer.provideMerge(slot))
   return ConfigReload.layer(config, overrides.reload).pipe(Layer.provideMerge(parts))
 }
@@ -167,15 +179,16 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
-    Auth.layer.pipe(Layer.provideMerge(IdentityTokens.layer(config.auth.oidc))),
+    Auth.layer,
     config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
-    reloadableLayer(config, overrides),
     TokenEstimator.layer,
     StoredResponses.layer,
     routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
     Drain.layer
   ).pipe(
+    // Under the rest: admission, authentication and the limiter read what a reload replaces.
+    Layer.provideMerge(reloadableLayer(config, overrides)),
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),

@@ -38,7 +38,8 @@ import { Audit } from "../services/audit/Audit.ts"
 import { Metrics, UNMATCHED_ROUTE } from "../services/metrics/Metrics.ts"
 import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
-import { declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
+import { LiveLimits } from "../services/limits/LiveLimits.ts"
+import { BodyLimits, declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { forwardedClient } from "./forwarded.ts"
 import { makeNoiseSampler } from "./audit-noise.ts"
 import { protocolRefusal } from "./protocol.ts"
@@ -131,6 +132,9 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     const logsRequests = LogLevel.isGreaterThanOrEqualTo("Info", yield* References.MinimumLogLevel)
     // Off (telemetry.otlp_endpoint unset): no request span is made at all.
     const tracing = yield* References.TracerEnabled
+    // The config's limits as a reload may replace them: each request takes the ones in force when it starts.
+    const liveLimits = Option.getOrUndefined(yield* Effect.serviceOption(LiveLimits))
+    const bodyLimits = yield* BodyLimits
 
     const dispatch = (request: HttpServerRequest, state: RequestState, found: Match<RoutesContext<Routes>>) => {
       // The health probes are exempt: a Kubernetes or load-balancer probe talks to the process
@@ -140,7 +144,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       }
       const refusal = protocolRefusal(request)
       if (refusal !== undefined) return Effect.fail(refusal)
-      if (declaredLengthExceeds(request, options.maxBodyBytes)) return Effect.fail(tooLarge(options.maxBodyBytes))
+      const maxBodyBytes = state.limits?.max_body_bytes ?? options.maxBodyBytes
+      if (declaredLengthExceeds(request, maxBodyBytes)) return Effect.fail(tooLarge(maxBodyBytes))
       switch (found._tag) {
         case "NotFound":
           return Effect.fail(new NotFound({ message: `no route for ${request.method} ${state.endpoint}` }))
@@ -200,6 +205,8 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         requestId,
         span
       })
+      state.limits = liveLimits?.current()
+      const maxBodyBytes = state.limits?.max_body_bytes ?? options.maxBodyBytes
       if (drain !== undefined) {
         // Counted until its scope closes (a stream's when the stream ends): what a drain waits for.
         drain.requestStarted()
@@ -219,7 +226,11 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         }))
       const handled = dispatch(request, state, found).pipe(
         Effect.provideService(CurrentRequest, state),
-        Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, options.maxBodyBytes) }),
+        Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, maxBodyBytes) }),
+        Effect.provideService(
+          BodyLimits,
+          state.limits === undefined ? bodyLimits : { ...bodyLimits, maxJsonDepth: state.limits.max_json_depth, maxBodyBytes }
+        ),
         Effect.flatMap((response) => finish(request, state, response, undefined)),
         Effect.catchCause((cause) => {
           // The client left while an interruptible stage (the upstream call) was waiting: no

@@ -17,6 +17,11 @@ export const BodyLimits = Context.Reference<{
   readonly timeoutMs: number
   /** Nesting depth of arrays and objects. */
   readonly maxJsonDepth: number
+  /**
+   * The request's body size limit when the gateway keeps live limits (a config reload may change
+   * it); absent: the limit the route was built with.
+   */
+  readonly maxBodyBytes?: number | undefined
 }>("modelgate/BodyLimits", { defaultValue: () => ({ timeoutMs: 30_000, maxJsonDepth: 64 }) })
 
 /**

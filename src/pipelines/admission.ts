@@ -10,14 +10,13 @@ import { ValidationFailed } from "../domain/errors.ts"
 import { decodedOrFail } from "../domain/validation.ts"
 import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ModelEndpoint } from "../services/config/schema.ts"
-import { AppConfig } from "../services/config/AppConfig.ts"
 import { type Charge, Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
 import { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
 import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
-import { CurrentRequest, outcomeOf, owesRefund, RequestBody } from "./request.ts"
+import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } from "./request.ts"
 
 const REFUND_NOTE = "the request failed with a server or provider error"
 
@@ -66,7 +65,7 @@ export const admitCosts = (options: {
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
     if (options.stream) {
-      const max = key.limits?.concurrent_streams ?? (yield* AppConfig).limits.concurrent_streams
+      const max = key.limits?.concurrent_streams ?? (yield* limitsInForce).concurrent_streams
       const slot = yield* Effect.acquireRelease(
         (yield* StreamSlots).acquire(key.id, max).pipe(
           stageSpan("StreamSlots.acquire", {

@@ -17,12 +17,11 @@ import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ScopeViolation } from "../domain/errors.ts"
 import type { Principal } from "../domain/records.ts"
 import { Auth } from "../services/auth/Auth.ts"
-import { AppConfig } from "../services/config/AppConfig.ts"
 import type { RateDecision as Decision } from "../services/limits/gcra.ts"
 import { RateLimiter } from "../services/limits/RateLimiter.ts"
 import { rateLimitedError, rateLimitHeaders } from "../services/limits/refusals.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
-import { CurrentRequest } from "./request.ts"
+import { CurrentRequest, limitsInForce } from "./request.ts"
 
 /** The key, or identity-provider subject, the request was authenticated as. */
 export class AuthenticatedKey extends Context.Service<AuthenticatedKey, Principal>()("modelgate/AuthenticatedKey") {}
@@ -44,7 +43,7 @@ const admitKey = Effect.gen(function*() {
   )
   state.audit.key_id = key.id
   if (key.kind === "subject") state.identity = { issuer: key.issuer, subject: key.subject, policy: key.policy }
-  const perMinute = key.limits?.requests_per_minute ?? (yield* AppConfig).limits.requests_per_minute
+  const perMinute = key.limits?.requests_per_minute ?? (yield* limitsInForce).requests_per_minute
   const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(
     stageSpan("RateLimiter.consume", {
       annotate: (decision) => ({

@@ -16,6 +16,8 @@ import { Context, Effect, Exit, Scope, type Tracer } from "effect"
 import { randomBytes } from "node:crypto"
 import type { AuditRecord } from "../domain/records.ts"
 import type { RequestTooLarge, UnsupportedMediaType, ValidationFailed } from "../domain/errors.ts"
+import { AppConfig } from "../services/config/AppConfig.ts"
+import type { LimitsSettings } from "../services/limits/LiveLimits.ts"
 import { NO_STACK } from "../services/tracing/stage-span.ts"
 
 export interface AuditFields {
@@ -57,6 +59,12 @@ export interface RequestState {
    * refused, client-chosen names used up the label slots).
    */
   admittedModel: string | null
+  /**
+   * The config's `limits` as they were when the request started (a config reload may replace
+   * them meanwhile: the request finishes on these). Undefined where no live copy is kept (an app
+   * built without the gateway's wiring): the configuration's own apply.
+   */
+  limits: LimitsSettings | undefined
 }
 
 export interface IdentityAttribution {
@@ -178,7 +186,8 @@ export const makeRequestState = (options: {
   client: options.client ?? null,
   identity: null,
   span: options.span,
-  admittedModel: null
+  admittedModel: null,
+  limits: undefined
 })
 
 export const toAuditRecord = (state: RequestState, status: number, error: string | null): AuditRecord => ({
@@ -198,4 +207,10 @@ export const toAuditRecord = (state: RequestState, status: number, error: string
       ...(state.client === null ? {} : { client: state.client }),
       ...(state.identity === null ? {} : { identity: state.identity })
     }
+})
+
+/** The limits the current request runs under: those it started with, else the configuration's. */
+export const limitsInForce = Effect.gen(function*() {
+  const state = yield* CurrentRequest
+  return state.limits ?? (yield* AppConfig).limits
 })

@@ -19,7 +19,7 @@ import { type ApiKeyRecord, type ConnectionRecord, TRAFFIC_KINDS, type TrafficKi
 import { AuditRepo } from "../../services/store/AuditRepo.ts"
 import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
 import { Credits } from "../../services/credits/Credits.ts"
-import { readJsonObject } from "../body.ts"
+import { BodyLimits, readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
@@ -80,7 +80,7 @@ export const adminRoutes = (options: AdminOptions) => {
       const request = yield* HttpServerRequest
       const hasBody = request.headers["content-length"] !== undefined && request.headers["content-length"] !== "0" ||
         request.headers["transfer-encoding"] !== undefined
-      const raw = optional && !hasBody ? {} : yield* readJsonObject(request, options.maxBodyBytes)
+      const raw = optional && !hasBody ? {} : yield* readJsonObject(request, (yield* BodyLimits).maxBodyBytes ?? options.maxBodyBytes)
       return yield* decodeStrict(schema)(raw)
     })
 

@@ -15,7 +15,7 @@ import { extname, join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { NotFound } from "../../domain/errors.ts"
 import { decodeStrict } from "../../domain/validation.ts"
-import { readJsonObject } from "../body.ts"
+import { BodyLimits, readJsonObject } from "../body.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
@@ -151,7 +151,7 @@ export const appRoutes = (options: AppRoutesOptions) => {
       return HttpServerResponse.setHeaders(json(sessionView(session)), noStore)
     })),
     route("POST", "/app/session", Effect.gen(function*() {
-      const input = yield* decodeStrict(SignIn)(yield* readJsonObject(yield* HttpServerRequest, options.maxBodyBytes))
+      const input = yield* decodeStrict(SignIn)(yield* readJsonObject(yield* HttpServerRequest, (yield* BodyLimits).maxBodyBytes ?? options.maxBodyBytes))
       const { session, setCookie } = yield* options.auth.signIn(input.token)
       return HttpServerResponse.setHeaders(json(sessionView(session), 201), { ...noStore, "set-cookie": setCookie })
     })),

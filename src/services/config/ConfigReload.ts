@@ -1,26 +1,34 @@
 /**
  * Config reload (issue 26): SIGHUP or `POST /admin/reload` reads the configuration again, the
  * way the process read it at start (same file, same environment, same command-line flags), and
- * puts the new models and providers in place without a restart and without dropping a request:
- * a request resolves its model and provider client once, so one under way finishes on what it
- * started with, and the next one sees the new ones. A provider whose entry did not change keeps
- * its client and pooled connections; a changed or removed one's connections close once their
- * requests finish.
+ * puts the new settings in place without a restart and without dropping a request. What it
+ * applies (LIVE_SETTINGS):
+ * - `models` and `providers`: a request resolves its model and provider client once, so one
+ *   under way finishes on what it started with, and the next one sees the new ones. A provider
+ *   whose entry did not change keeps its client and pooled connections; a changed or removed
+ *   one's connections close once their requests finish.
+ * - `limits`: read once per request at its start (limits/LiveLimits.ts says what a changed limit
+ *   means for what is already counted: nothing is reset).
+ * - `auth` (`auth.oidc`): issuers, their verification settings and their policies; the next
+ *   token verified is judged by the new ones, and remembered tokens are forgotten in the same
+ *   step (identity/IdentityTokens.ts).
  *
- * Everything else (the listen address, TLS, the store, Redis, limits, policies, the admin
- * settings...) is built into long-lived parts at start: a reload that changes any of it is
- * refused as a whole, naming each changed setting, and nothing is applied. A file that does not
- * load is refused the same way, and the running configuration stays.
+ * Everything else (the listen address, TLS, the store, Redis, the admin settings, routing,
+ * connections, MCP, telemetry...) is built into long-lived parts at start: a reload that changes
+ * any of it is refused as a whole, naming each changed setting, and nothing is applied. A file
+ * that does not load is refused the same way, and the running configuration stays.
  */
 import { Context, Effect, Layer, Option, Semaphore } from "effect"
 import { Conflict, ValidationFailed } from "../../domain/errors.ts"
 import { ModelCatalogSwitch } from "../catalog/ModelCatalog.ts"
+import { IdentityTokens } from "../identity/IdentityTokens.ts"
+import { LiveLimits } from "../limits/LiveLimits.ts"
 import { ProvidersSwitchSlot } from "../providers/Providers.ts"
 import type { ConfigInvalid } from "./load.ts"
 import type { GatewayConfig } from "./schema.ts"
 
 /** The settings a reload applies; every other one needs a restart. */
-export const LIVE_SETTINGS = ["models", "providers"] as const
+export const LIVE_SETTINGS = ["models", "providers", "limits", "auth"] as const
 
 export interface ReloadResult {
   /** The live settings that changed (empty: the file said what was already running). */
@@ -63,6 +71,8 @@ export class ConfigReload extends Context.Service<ConfigReload, {
       Effect.gen(function*() {
         const catalog = Option.getOrUndefined(yield* Effect.serviceOption(ModelCatalogSwitch))
         const providers = Option.getOrUndefined(yield* Effect.serviceOption(ProvidersSwitchSlot))
+        const limits = Option.getOrUndefined(yield* Effect.serviceOption(LiveLimits))
+        const identity = Option.getOrUndefined(yield* Effect.serviceOption(IdentityTokens))
         let running = initial
         // One reload at a time: two SIGHUPs in a row must not interleave their swaps.
         const lock = yield* Semaphore.make(1)
@@ -82,23 +92,42 @@ export class ConfigReload extends Context.Service<ConfigReload, {
           if (restart.length > 0) {
             return yield* new Conflict({
               message: `reload refused, nothing changed: ${restart.join(", ")} cannot change while running (restart for that); ` +
-                `a reload applies ${LIVE_SETTINGS.join(" and ")}`,
+                `a reload applies ${LIVE_SETTINGS.join(", ")}`,
               details: { restart_required: restart }
             })
           }
-          const providersChanged = live.some((name) => name.startsWith("providers"))
+          const touched = (setting: (typeof LIVE_SETTINGS)[number]) =>
+            live.some((name) => name === setting || name.startsWith(`${setting}.`))
+          const providersChanged = touched("providers")
+          const catalogChanged = touched("models") || providersChanged
           if (providersChanged && providers?.prepare === undefined) {
             return yield* new Conflict({ message: "reload refused, nothing changed: this gateway's providers are fixed (not built from the configuration)" })
           }
-          if (live.length > 0 && catalog === undefined) {
+          if (catalogChanged && catalog === undefined) {
             return yield* new Conflict({ message: "reload refused, nothing changed: this gateway's model catalog is fixed" })
+          }
+          if (touched("limits") && limits === undefined) {
+            return yield* new Conflict({ message: "reload refused, nothing changed: this gateway's limits are fixed" })
+          }
+          if (touched("auth") && identity === undefined) {
+            return yield* new Conflict({ message: "reload refused, nothing changed: this gateway's identity-provider settings are fixed" })
           }
           // Everything is built before anything is swapped; the swaps then run without a pause
           // in between, so no request sees the new catalog with the old providers.
+          const swapIdentity = touched("auth")
+            ? yield* Effect.try({
+              try: () => identity!.prepare(next.auth.oidc),
+              catch: (error) =>
+                new ValidationFailed({ message: `the configuration does not load, nothing changed: auth.oidc: ${String((error as Error)?.message ?? error)}`, status: 422 })
+            })
+            : () => {}
           const swapProviders = providersChanged ? yield* providers!.prepare!(next.providers) : () => {}
-          const swapCatalog = live.length > 0 ? catalog!.prepare(next) : () => {}
+          const swapCatalog = catalogChanged ? catalog!.prepare(next) : () => {}
+          const swapLimits = touched("limits") ? limits!.prepare(next.limits) : () => {}
           swapProviders()
           swapCatalog()
+          swapLimits()
+          swapIdentity()
           running = next
           return { changed: live, models: next.models.length, providers: next.providers.length }
         })

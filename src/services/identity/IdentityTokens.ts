@@ -13,6 +13,14 @@
  * whichever comes first, because a signature check is most of what a token costs per request and
  * clients send the same token until it expires. A minute adds little to what the cached key set
  * already implies: a key the issuer withdraws is trusted until that set is refetched anyway.
+ *
+ * A config reload (issue 26) replaces the issuers and their policies with `prepare`: the next
+ * token verified is judged by the new ones, and every remembered token is forgotten in the same
+ * step (a principal remembered under the old policy must not outlive it; a verification under
+ * way when the swap happens answers its own request but is not remembered). An issuer whose
+ * verification settings (audience, JWKS URL, algorithms, clock skew, cooldown) did not change
+ * keeps its verifier and cached key set; an added one is verified from its first token, a
+ * removed one's tokens are refused as from an issuer not accepted here.
  */
 import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
 import { createHash } from "node:crypto"
@@ -30,6 +38,11 @@ export interface IdentityTokensShape {
   readonly enabled: boolean
   /** The subject a token stands for; `policy` null when none of its issuer's policies matched. */
   readonly authenticate: (token: string) => Effect.Effect<SubjectPrincipal, Unauthorized | DependencyUnavailable>
+  /**
+   * Builds the verifiers of `next` (throws on settings the loader would have refused); the
+   * returned function puts them and their policies in place and forgets every remembered token.
+   */
+  readonly prepare: (next: ReadonlyArray<OidcIssuerConfig>) => () => void
 }
 
 /** Verified tokens remembered at most this long, and at most this many (oldest dropped first). */
@@ -61,6 +74,8 @@ const refusal = (error: TokenRejected): Unauthorized | DependencyUnavailable =>
 
 interface ConfiguredIssuer {
   readonly verifier: IssuerVerifier
+  /** The verification settings the verifier was made with (see `verifierSettings`). */
+  readonly settings: string
   readonly policies: ReadonlyArray<OidcPolicyConfig>
   readonly skewMs: number
 }
@@ -70,21 +85,31 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
     Layer.effect(
       IdentityTokens,
       Effect.gen(function*() {
-        const byIssuer = new Map<string, ConfiguredIssuer>()
-        for (const entry of issuers) {
-          byIssuer.set(entry.issuer, {
-            verifier: makeIssuerVerifier({
-              issuer: entry.issuer,
-              audience: entry.audience,
-              jwks_url: entry.jwks_url,
-              algorithms: entry.algorithms,
-              clock_skew_seconds: entry.clock_skew_seconds,
-              jwks_options: { cooldownDuration: entry.jwks_cooldown_seconds * 1000 }
-            }),
-            policies: entry.policies,
-            skewMs: entry.clock_skew_seconds * 1000
-          })
+        /** What decides whether a token verifies; an issuer whose settings are unchanged keeps its verifier. */
+        const verifierSettings = (entry: OidcIssuerConfig) =>
+          JSON.stringify([entry.audience, entry.jwks_url, entry.algorithms, entry.clock_skew_seconds, entry.jwks_cooldown_seconds])
+        const build = (entries: ReadonlyArray<OidcIssuerConfig>, previous: ReadonlyMap<string, ConfiguredIssuer>) => {
+          const made = new Map<string, ConfiguredIssuer>()
+          for (const entry of entries) {
+            const settings = verifierSettings(entry)
+            const kept = previous.get(entry.issuer)
+            made.set(entry.issuer, {
+              verifier: kept !== undefined && kept.settings === settings ? kept.verifier : makeIssuerVerifier({
+                issuer: entry.issuer,
+                audience: entry.audience,
+                jwks_url: entry.jwks_url,
+                algorithms: entry.algorithms,
+                clock_skew_seconds: entry.clock_skew_seconds,
+                jwks_options: { cooldownDuration: entry.jwks_cooldown_seconds * 1000 }
+              }),
+              settings,
+              policies: entry.policies,
+              skewMs: entry.clock_skew_seconds * 1000
+            })
+          }
+          return made
         }
+        let byIssuer: ReadonlyMap<string, ConfiguredIssuer> = build(issuers, new Map())
 
         // Subjects are recorded as seen in batches off the request path (as keys' last use is),
         // so the store learns who they are without a write per request.
@@ -97,16 +122,24 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
           seen = new Map()
           return subjects.touchSubjects(batch)
         }).pipe(Effect.catch((error) => Effect.logWarning("could not record identity-provider subjects as seen", error.message)))
-        if (issuers.length > 0) {
-          yield* Effect.forkScoped(Effect.repeat(flushSeen, Schedule.spaced("1 second")))
-          yield* Effect.addFinalizer(() => flushSeen)
-        }
+        // Always running: a reload may add the first issuer.
+        yield* Effect.forkScoped(Effect.repeat(flushSeen, Schedule.spaced("1 second")))
+        yield* Effect.addFinalizer(() => flushSeen)
 
-        const verified = new Map<string, Remembered>()
-        const remember = (digest: string, principal: SubjectPrincipal, exp: unknown, skewMs: number, now: number) => {
+        // Replaced (not cleared) by a reload, so a verification that started before it remembers
+        // its principal in the map that was dropped, never in the new one.
+        let verified = new Map<string, Remembered>()
+        const remember = (
+          cache: Map<string, Remembered>,
+          digest: string,
+          principal: SubjectPrincipal,
+          exp: unknown,
+          skewMs: number,
+          now: number
+        ) => {
           if (typeof exp !== "number") return
-          if (verified.size >= VERIFIED_MAX) verified.delete(verified.keys().next().value!)
-          verified.set(digest, { principal, until: Math.min(now + VERIFIED_TTL_MS, exp * 1000 + skewMs) })
+          if (cache.size >= VERIFIED_MAX) cache.delete(cache.keys().next().value!)
+          cache.set(digest, { principal, until: Math.min(now + VERIFIED_TTL_MS, exp * 1000 + skewMs) })
         }
         const sighted = (principal: SubjectPrincipal, now: number) => {
           seen.set(principal.id, { id: principal.id, issuer: principal.issuer, subject: principal.subject, seen_at: new Date(now).toISOString() })
@@ -117,16 +150,19 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
           if (token.length > MAX_TOKEN_LENGTH) {
             return yield* new Unauthorized({ message: `identity-provider token refused: longer than ${MAX_TOKEN_LENGTH} characters`, details: { reason: "malformed" } })
           }
+          // One set of issuers and policies for the whole verification, whatever a reload does meanwhile.
+          const issuersNow = byIssuer
+          const cache = verified
           const now = yield* Clock.currentTimeMillis
           const digest = createHash("sha256").update(token).digest("base64url")
-          const known = verified.get(digest)
+          const known = cache.get(digest)
           if (known !== undefined) {
             if (now < known.until) return sighted(known.principal, now)
-            verified.delete(digest)
+            cache.delete(digest)
           }
           const iss = claimedIssuer(token)
           if (iss === undefined) return yield* new Unauthorized({ message: MALFORMED, details: { reason: "malformed" } })
-          const configured = byIssuer.get(iss)
+          const configured = issuersNow.get(iss)
           if (configured === undefined) {
             return yield* new Unauthorized({ message: "identity-provider token refused: its issuer is not accepted here", details: { reason: "issuer" } })
           }
@@ -135,11 +171,25 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
             Effect.mapError(refusal)
           )
           const principal = subjectPrincipal(checked.issuer, checked.subject, choosePolicy(configured.policies, checked.claims))
-          remember(digest, principal, checked.claims["exp"], configured.skewMs, now)
+          remember(cache, digest, principal, checked.claims["exp"], configured.skewMs, now)
           return sighted(principal, now)
         })
 
-        return IdentityTokens.of({ enabled: issuers.length > 0, authenticate })
+        const prepare = (next: ReadonlyArray<OidcIssuerConfig>) => {
+          const made = build(next, byIssuer)
+          return () => {
+            byIssuer = made
+            verified = new Map()
+          }
+        }
+
+        return IdentityTokens.of({
+          get enabled() {
+            return byIssuer.size > 0
+          },
+          authenticate,
+          prepare
+        })
       })
     )
 }

@@ -39,8 +39,12 @@ export interface StreamSlotsShape {
 }
 
 export interface StreamSlotsRedisOptions {
-  /** How long a slot outlives its holder's last heartbeat. Default 30 s; heartbeats every lease/3. */
-  readonly lease?: Duration.Input
+  /**
+   * How long a slot outlives its holder's last heartbeat. Default 30 s; heartbeats every lease/3.
+   * A function is read at each acquire (a config reload may change it): a slot keeps the lease it
+   * was taken with.
+   */
+  readonly lease?: Duration.Input | (() => Duration.Input)
 }
 
 const normalizeMax = (max: number): number => (Number.isFinite(max) && max >= 1 ? Math.floor(max) : 1)
@@ -109,7 +113,10 @@ export class StreamSlots extends Context.Service<StreamSlots, StreamSlotsShape>(
       Effect.gen(function*() {
         const redis = yield* RedisClient
         const scope = yield* Effect.scope
-        const leaseMs = Math.max(3, Math.round(Duration.toMillis(options.lease ?? DEFAULT_STREAM_LEASE)))
+        const leaseOf = () => {
+          const lease = typeof options.lease === "function" ? options.lease() : options.lease
+          return Math.max(3, Math.round(Duration.toMillis(lease ?? DEFAULT_STREAM_LEASE)))
+        }
         const acquireScript = redisScript(ACQUIRE_LUA)
         const heartbeatScript = redisScript(HEARTBEAT_LUA)
         const held = new Set<Slot>()
@@ -130,6 +137,7 @@ export class StreamSlots extends Context.Service<StreamSlots, StreamSlotsShape>(
         // reaches the caller with its heartbeat running, never stranded until its lease lapses.
         const acquire: StreamSlotsShape["acquire"] = Effect.fnUntraced(function*(key, max) {
           const redisKey = STREAM_KEY_PREFIX + key
+          const leaseMs = leaseOf()
           const id = randomUUID()
           const added = yield* redis.evalScript(acquireScript, [redisKey], [
             String(normalizeMax(max)),
