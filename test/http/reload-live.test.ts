@@ -12,6 +12,7 @@ import { scriptedProviders } from "../../src/services/providers/scripted.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { startTestIssuer, type TestIssuer } from "../support/oidc-issuer.ts"
+import { REDIS_URL } from "../limits/support.ts"
 
 type File = Record<string, unknown>
 
@@ -101,6 +102,32 @@ describe("reload: limits", () => {
     const after = await fetch(`${gw.url}/v1/models`, { headers: { "x-api-key": key } })
     expect(after.status).toBe(200)
     expect(after.headers.get("x-ratelimit-limit")).toBe("3")
+  })
+})
+
+describe("reload: limits kept in Redis", () => {
+  let gw: TestGateway
+  let reload: Awaited<ReturnType<typeof reloadable>>["reload"]
+  const file = (limits: Record<string, unknown>) => echoFile({ redis: REDIS_URL, limits })
+  beforeAll(async () => {
+    ;({ gateway: gw, reload } = await reloadable(file({ requests_per_minute: 2, stream_lease_seconds: 30 })))
+  })
+  afterAll(() => gw?.close())
+
+  it("the shared rate state is rescaled, not reset, by a raised and then a lowered limit", async () => {
+    const { key } = await gw.createKey()
+    const list = () => fetch(`${gw.url}/v1/models`, { headers: { "x-api-key": key } })
+    expect((await list()).status).toBe(200)
+    expect((await list()).status).toBe(200)
+    expect((await list()).status).toBe(429)
+    const raised = await reload(file({ requests_per_minute: 5, stream_lease_seconds: 10 }))
+    expect(raised.status, JSON.stringify(raised.body)).toBe(200)
+    expect(raised.body.changed).toEqual(["limits.requests_per_minute", "limits.stream_lease_seconds"])
+    const passed = await list()
+    expect(passed.status).toBe(200)
+    expect(passed.headers.get("x-ratelimit-remaining")).toBe("2")
+    expect((await reload(file({ requests_per_minute: 3, stream_lease_seconds: 10 }))).status).toBe(200)
+    expect((await list()).status).toBe(429)
   })
 })
 
