@@ -38,7 +38,7 @@ import { Audit } from "../services/audit/Audit.ts"
 import { Metrics, UNMATCHED_ROUTE } from "../services/metrics/Metrics.ts"
 import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
-import { LiveLimits } from "../services/limits/LiveLimits.ts"
+import { LiveLimits, type LimitsSettings } from "../services/limits/LiveLimits.ts"
 import { BodyLimits, declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
 import { forwardedClient } from "./forwarded.ts"
 import { makeNoiseSampler } from "./audit-noise.ts"
@@ -135,6 +135,15 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     // The config's limits as a reload may replace them: each request takes the ones in force when it starts.
     const liveLimits = Option.getOrUndefined(yield* Effect.serviceOption(LiveLimits))
     const bodyLimits = yield* BodyLimits
+    // The body limits of the last limits seen, so a request does not build its own copy.
+    let bodyLimitsOf: { readonly from: LimitsSettings; readonly value: typeof bodyLimits } | undefined
+    const bodyLimitsFor = (limits: LimitsSettings | undefined) => {
+      if (limits === undefined) return bodyLimits
+      if (bodyLimitsOf?.from !== limits) {
+        bodyLimitsOf = { from: limits, value: { ...bodyLimits, maxJsonDepth: limits.max_json_depth, maxBodyBytes: limits.max_body_bytes } }
+      }
+      return bodyLimitsOf.value
+    }
 
     const dispatch = (request: HttpServerRequest, state: RequestState, found: Match<RoutesContext<Routes>>) => {
       // The health probes are exempt: a Kubernetes or load-balancer probe talks to the process
@@ -227,10 +236,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       const handled = dispatch(request, state, found).pipe(
         Effect.provideService(CurrentRequest, state),
         Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, maxBodyBytes) }),
-        Effect.provideService(
-          BodyLimits,
-          state.limits === undefined ? bodyLimits : { ...bodyLimits, maxJsonDepth: state.limits.max_json_depth, maxBodyBytes }
-        ),
+        Effect.provideService(BodyLimits, bodyLimitsFor(state.limits)),
         Effect.flatMap((response) => finish(request, state, response, undefined)),
         Effect.catchCause((cause) => {
           // The client left while an interruptible stage (the upstream call) was waiting: no
