@@ -136,11 +136,14 @@ export const adminThrottleLayer = (config: GatewayConfig) =>
     ? AdminThrottle.layerMemory()
     : AdminThrottle.layerRedis().pipe(Layer.provide(RedisClient.layer(config.redis)))
 
-/** Routing's cooldowns (issue 20): shared through Redis when there is one, per process otherwise. */
+/**
+ * Routing's cooldowns (issue 20): shared through Redis when there is one, per process otherwise.
+ * The strategy is read from AppConfig at each pick, so a reload's applies to the next one.
+ */
 export const routerLayer = (config: GatewayConfig) =>
   config.redis === undefined
-    ? Router.layer(config.routing)
-    : Router.layer(config.routing).pipe(Layer.provide(RedisClient.layer(config.redis)))
+    ? Router.layer
+    : Router.layer.pipe(Layer.provide(RedisClient.layer(config.redis)))
 
 /**
  * Where spool files go: `server.data_dir`, else the SQLite store's directory, else ./data for a
@@ -156,7 +159,8 @@ export const dataDirOf = (config: GatewayConfig): string | undefined => {
 /**
  * What a config reload replaces (the model catalog, the provider clients, the limits, the
  * identity-provider issuers and policies) and the reload itself; under the request services,
- * which read them.
+ * which read them. The configuration AppConfig shows (routing, count_tokens, responses, ...) is
+ * replaced through its switch, provided further down with AppConfig.
  */
 const reloadableLayer = (config: GatewayConfig, overrides: GatewayOverrides) => {
   const slot = Layer.succeed(ProvidersSwitchSlot, ProvidersSwitchSlot.make())
@@ -193,7 +197,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // (or spooled) after everything that appends to it has stopped.
     Layer.provideMerge(audit),
     // Under the rest: every store call of the request services and their background fibers sees its deadline.
-    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layer(config), storeDeadlineLayer(config))),
+    Layer.provideMerge(Layer.mergeAll(Connections.layer(config.connections), AppConfig.layerReloadable(config), storeDeadlineLayer(config))),
     Layer.provideMerge(coreLayer(config, overrides))
   )
   const server = layerNodeServer({

@@ -67,10 +67,11 @@ export const legacyCompletionsPipeline = authenticated(Effect.gen(function*() {
 
 export const moderationsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
-  const config = yield* AppConfig
+  // Read once: a config reload meanwhile does not change this request's provider or price.
+  const moderations = (yield* AppConfig).moderations
   const raw = yield* (yield* RequestBody).jsonObject
   const request = yield* decodedOrFail(decodeModerationRequest(raw))
-  const providerName = config.moderations.provider
+  const providerName = moderations.provider
   if (providerName === undefined) {
     return yield* new NotFound({
       message: "moderations are not configured on this gateway (moderations.provider names the OpenAI-kind provider that answers them)",
@@ -81,7 +82,7 @@ export const moderationsPipeline = authenticated(Effect.gen(function*() {
   const model = request.model ?? "moderation"
   state.audit.model = model
   state.audit.provider = providerName
-  yield* admitCosts({ scope: state.scope, stream: false, model, credits: config.moderations.credits })
+  yield* admitCosts({ scope: state.scope, stream: false, model, credits: moderations.credits })
   if (client.kind !== "openai" || client.legacy === undefined) {
     // load.ts allows only an OpenAI-kind provider here; a client without an upstream is echo.
     return yield* new NotFound({

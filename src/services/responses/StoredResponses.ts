@@ -7,6 +7,11 @@
  *
  * What is kept is conversation text (the request's input items, the answer's output items), the
  * model and usage: the README says so for operators who must not keep it.
+ *
+ * The `responses` settings are read from AppConfig at each use, so a config reload applies to
+ * the next request (issue 26): `enabled` is what a request decides from, once, at its start; a
+ * response is kept for the `retention_days` in force when it is saved; the sweep of expired rows
+ * runs once storing has been on at all in this process.
  */
 import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import { type DependencyUnavailable, NotFound } from "../../domain/errors.ts"
@@ -51,7 +56,7 @@ const outputOf = (response: string): ReadonlyArray<JsonItem> => {
 const idOf = (item: JsonItem): string | undefined => (typeof item["id"] === "string" && item["id"] !== "" ? item["id"] : undefined)
 
 export class StoredResponses extends Context.Service<StoredResponses, {
-  /** False when the operator turned storing off (`responses.store: false`). */
+  /** False when the operator turned storing off (`responses.store: false`); read once per request. */
   readonly enabled: boolean
   readonly save: (request: SaveRequest) => Effect.Effect<SaveOutcome>
   /** This owner's stored response, or 404 not_found. */
@@ -75,25 +80,31 @@ export class StoredResponses extends Context.Service<StoredResponses, {
     StoredResponses,
     Effect.gen(function*() {
       const repo = yield* ResponsesRepo
-      const settings = (yield* AppConfig).responses
-      const retentionMs = settings.retention_days * DAY_MS
+      const config = yield* AppConfig
       const nowIso = Effect.map(Clock.currentTimeMillis, (now) => new Date(now).toISOString())
-      if (settings.store) {
-        // Expired rows are already invisible to every read; the sweep only gives the space back.
-        const sweep = Effect.flatMap(nowIso, repo.deleteExpired).pipe(
-          Effect.catch((error) => Effect.logWarning("could not delete expired stored responses", error))
-        )
-        yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(10))))
-      }
+      // Expired rows are already invisible to every read; the sweep only gives the space back.
+      // It runs once storing is (or has been) on: a reload may turn it on, or off with rows left.
+      let stored = config.responses.store
+      const sweep = Effect.suspend(() => {
+        stored ||= config.responses.store
+        return stored ? Effect.flatMap(nowIso, repo.deleteExpired) : Effect.void
+      }).pipe(Effect.catch((error) => Effect.logWarning("could not delete expired stored responses", error)))
+      yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(10))))
       const notFound = (id: string) =>
         new NotFound({ message: `no stored response with id "${id}"`, details: { response_id: id } })
       const find = (id: string, owner: string) => Effect.flatMap(nowIso, (now) => repo.find(id, owner, now)).pipe(Effect.mapError(storeUnavailable))
       return StoredResponses.of({
-        enabled: settings.store,
+        get enabled() {
+          return config.responses.store
+        },
+        // Called when the request decided to store (from `enabled` at its start): a reload that
+        // turned storing off meanwhile does not undo what its answer says.
         save: (request) =>
           Effect.gen(function*() {
+            const settings = config.responses
+            const retentionMs = settings.retention_days * DAY_MS
             const id = request.response["id"]
-            if (!settings.store || typeof id !== "string") return "failed" as const
+            if (typeof id !== "string") return "failed" as const
             const response = JSON.stringify(request.response)
             const input = JSON.stringify(request.inputItems)
             const bytes = Buffer.byteLength(response) + Buffer.byteLength(input)
@@ -138,6 +149,7 @@ export class StoredResponses extends Context.Service<StoredResponses, {
           }),
         chain: (id, owner) =>
           Effect.gen(function*() {
+            const maxBytes = config.responses.max_conversation_bytes
             const links: Array<ChainLink> = []
             const visited = new Set<string>()
             let bytes = 0
@@ -152,7 +164,7 @@ export class StoredResponses extends Context.Service<StoredResponses, {
               // Nor loaded beyond `responses.max_conversation_bytes`: each response may hold up to
               // `max_stored_bytes`, and a thousand of them read into one request would be gigabytes.
               bytes += row.response.length + row.input_items.length
-              if (bytes > settings.max_conversation_bytes) return { tooLarge: settings.max_conversation_bytes }
+              if (bytes > maxBytes) return { tooLarge: maxBytes }
               links.push({
                 id: row.id,
                 provider: row.provider,

@@ -12,6 +12,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import type { Deployment } from "../catalog/ModelCatalog.ts"
 import type { RoutingConfig } from "../config/schema.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 import { RedisClient, redisScript } from "../limits/RedisClient.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 
@@ -89,13 +90,16 @@ const weightedChoice = (options: ReadonlyArray<Deployment>): Deployment => {
 }
 
 export const makeRouter = (options: {
-  readonly strategy: Strategy
+  /** A function is read at each pick: a config reload's strategy applies from the next one, with what is remembered kept. */
+  readonly strategy: Strategy | (() => Strategy)
   readonly redis?: RedisClient["Service"] | undefined
   readonly metrics?: Metrics["Service"] | undefined
   readonly now?: () => number
 }): RouterShape => {
   const now = options.now ?? Date.now
   const { redis, metrics } = options
+  const fixed = options.strategy
+  const strategyNow = typeof fixed === "function" ? fixed : () => fixed
   const states = new Map<string, DeploymentState>()
   /** When this process last asked Redis about each deployment. */
   const checked = new Map<string, number>()
@@ -134,8 +138,10 @@ export const makeRouter = (options: {
   const clearShared = (d: Deployment) => (redis === undefined ? Effect.void : Effect.ignore(redis.command(["DEL", KEY_PREFIX + d.key])))
 
   const choose = (healthy: ReadonlyArray<Deployment>): Deployment => {
-    if (healthy.length === 1 || options.strategy === "weighted") return weightedChoice(healthy)
-    const score = options.strategy === "least_busy"
+    if (healthy.length === 1) return healthy[0]!
+    const strategy = strategyNow()
+    if (strategy === "weighted") return weightedChoice(healthy)
+    const score = strategy === "least_busy"
       ? (d: Deployment) => stateOf(d).inFlight
       // An unmeasured deployment scores 0: it is tried, and so measured.
       : (d: Deployment) => stateOf(d).latency ?? 0
@@ -206,16 +212,19 @@ export const makeRouter = (options: {
 }
 
 export class Router extends Context.Service<Router, RouterShape>()("modelgate/Router") {
-  /** Cooldowns shared through the RedisClient when the context has one, else per process. */
-  static readonly layer = (routing: Pick<RoutingConfig, "strategy">) =>
-    Layer.effect(
-      Router,
-      Effect.gen(function*() {
-        const redis = Option.getOrUndefined(yield* Effect.serviceOption(RedisClient))
-        const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
-        const router = makeRouter({ strategy: routing.strategy, redis, metrics })
-        metrics?.coolingSource(() => router.cooling())
-        return Router.of(router)
-      })
-    )
+  /**
+   * Cooldowns shared through the RedisClient when the context has one, else per process; the
+   * strategy is `routing.strategy` as AppConfig shows it at each pick (a reload may change it).
+   */
+  static readonly layer = Layer.effect(
+    Router,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const redis = Option.getOrUndefined(yield* Effect.serviceOption(RedisClient))
+      const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+      const router = makeRouter({ strategy: () => config.routing.strategy, redis, metrics })
+      metrics?.coolingSource(() => router.cooling())
+      return Router.of(router)
+    })
+  )
 }

@@ -25,13 +25,14 @@ export class SqlGuard extends Context.Service<SqlGuard, {
     SqlGuard,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      const maxBytes = config.mcp.max_statement_bytes
       const pool = new GuardPool({ size: Math.max(1, availableParallelism()), timeoutMs: config.mcp.guard_timeout_ms })
       yield* Effect.addFinalizer(() => Effect.promise(() => pool.close()))
       // The parsers take a moment to load: start a worker now when there are databases to guard.
       if (config.connections.length > 0) pool.warm()
 
       const refusal = (sql: string): Verdict | undefined => {
+        // Read at each statement: a config reload's limit applies to the next one.
+        const maxBytes = config.mcp.max_statement_bytes
         const bytes = Buffer.byteLength(sql, "utf8")
         return bytes > maxBytes
           ? refused(TOO_LARGE, `the statement is ${bytes} bytes; statements are limited to ${maxBytes} bytes.`)

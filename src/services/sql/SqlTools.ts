@@ -180,13 +180,13 @@ export class SqlTools extends Context.Service<SqlTools, {
       const maxRowsCap = config.mcp.max_rows_cap
       const timeoutMsCap = config.mcp.timeout_ms_cap
       const definitions = toolDefinitions({ maxRowsCap, timeoutMsCap })
-      const maxResultBytes = Math.min(config.mcp.max_result_bytes, config.mcp.max_result_bytes_in_flight)
+      const inFlightBytes = config.mcp.max_result_bytes_in_flight
       /**
        * Result bytes all sql_run calls may hold at once: each call reserves its whole budget
        * before it fetches and returns it when its answer is built, so parallel huge reads wait
        * for room instead of adding up.
        */
-      const resultBytes = yield* Semaphore.make(config.mcp.max_result_bytes_in_flight)
+      const resultBytes = yield* Semaphore.make(inFlightBytes)
 
       const guard = yield* SqlGuard
 
@@ -377,6 +377,8 @@ export class SqlTools extends Context.Service<SqlTools, {
         const timeoutMs = clamp(input.timeout_ms ?? DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS, timeoutMsCap)
         draft.details.max_rows = maxRows
         draft.details.timeout_ms = timeoutMs
+        // Read at each call (a config reload may change it), never above what all calls may hold.
+        const maxResultBytes = Math.min(config.mcp.max_result_bytes, inFlightBytes)
         const result = yield* withDriver(
           connection,
           mode === "write" ? "edit" : "read",

@@ -87,7 +87,9 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
       : Array.isArray(input) ? input : []
     const references = items.flatMap((item, index) => isReference(item) ? [{ index, id: item.id }] : [])
 
-    if (!stored.enabled && (previousId !== null || references.length > 0)) {
+    // Read once: a config reload meanwhile does not change what this request does.
+    const enabled = stored.enabled
+    if (!enabled && (previousId !== null || references.length > 0)) {
       const field = previousId !== null ? "previous_response_id" : `input.${references[0]!.index}`
       return yield* new ValidationFailed({ message: TURNED_OFF, details: { field } })
     }
@@ -139,7 +141,7 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
       adapterRaw = { ...rest, input: passthroughProvider === undefined ? conversation : forVendor(conversation) }
     }
 
-    const store = raw["store"] !== false && stored.enabled
+    const store = raw["store"] !== false && enabled
     const provider = passthroughProvider
     const finish = (response: JsonItem): Effect.Effect<JsonItem> =>
       Effect.gen(function*() {
