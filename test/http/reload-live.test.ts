@@ -6,29 +6,15 @@
  * more (or nothing) once its issuer's policy changed, a change that needs a restart is refused
  * by name and changes nothing, and a request under way during a reload completes.
  */
-import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scriptedProviders } from "../../src/services/providers/scripted.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import type { TestGateway } from "../support/gateway.ts"
+import { type ConfigFile, type Reload, reloadableGateway } from "../support/reloadable.ts"
 import { startTestIssuer, type TestIssuer } from "../support/oidc-issuer.ts"
 import { REDIS_URL } from "../limits/support.ts"
 
-type File = Record<string, unknown>
-
-/** A gateway whose reload reads `file.current` (the test's stand-in for the configuration file). */
-const reloadable = async (initial: File, overrides: Parameters<typeof startGateway>[1] = {}) => {
-  const file = { current: initial }
-  const gateway = await startGateway(testConfig(initial), { ...overrides, reload: Effect.sync(() => testConfig(file.current)) })
-  const reload = async (next: File) => {
-    file.current = next
-    const response = await gateway.admin("POST", "/admin/reload")
-    return { status: response.status, body: await response.json() as Record<string, any> }
-  }
-  return { gateway, reload }
-}
-
-const echoFile = (extra: File = {}): File => ({
+const echoFile = (extra: ConfigFile = {}): ConfigFile => ({
   providers: [{ name: "echo", kind: "echo" }],
   models: [{ id: "echo", provider: "echo" }, { id: "other", provider: "echo" }],
   ...extra
@@ -39,9 +25,9 @@ const chatBody = (model: string, extra: Record<string, unknown> = {}) =>
 
 describe("reload: limits", () => {
   let gw: TestGateway
-  let reload: Awaited<ReturnType<typeof reloadable>>["reload"]
+  let reload: Reload
   beforeAll(async () => {
-    ;({ gateway: gw, reload } = await reloadable(echoFile({ limits: { requests_per_minute: 2 } })))
+    ;({ gateway: gw, reload } = await reloadableGateway(echoFile({ limits: { requests_per_minute: 2 } })))
   })
   afterAll(() => gw?.close())
 
@@ -107,10 +93,10 @@ describe("reload: limits", () => {
 
 describe("reload: limits kept in Redis", () => {
   let gw: TestGateway
-  let reload: Awaited<ReturnType<typeof reloadable>>["reload"]
+  let reload: Reload
   const file = (limits: Record<string, unknown>) => echoFile({ redis: REDIS_URL, limits })
   beforeAll(async () => {
-    ;({ gateway: gw, reload } = await reloadable(file({ requests_per_minute: 2, stream_lease_seconds: 30 })))
+    ;({ gateway: gw, reload } = await reloadableGateway(file({ requests_per_minute: 2, stream_lease_seconds: 30 })))
   })
   afterAll(() => gw?.close())
 
@@ -145,10 +131,10 @@ const chunk = (content: string, finish: string | null = null): ChatChunk =>
 
 describe("reload: requests under way", () => {
   let gw: TestGateway
-  let reload: Awaited<ReturnType<typeof reloadable>>["reload"]
+  let reload: Reload
   /** Resolved when the provider was called: the request is under way. */
   let called: () => void = () => {}
-  const file = (extra: File = {}): File => ({
+  const file = (extra: ConfigFile = {}): ConfigFile => ({
     providers: [{ name: "up", kind: "openai", base_url: "http://scripted.invalid/v1" }],
     models: [{ alias: "slow", id: "up-model", provider: "up", credits: 1 }, { alias: "fast", id: "up-fast", provider: "up", credits: 1 }],
     ...extra
@@ -163,7 +149,7 @@ describe("reload: requests under way", () => {
           : { respond: completion, delay: "1500 millis" }
       }
     })
-    ;({ gateway: gw, reload } = await reloadable(file({ limits: { requests_per_minute: 100, concurrent_streams: 2 } }), { providers: scripted.layer }))
+    ;({ gateway: gw, reload } = await reloadableGateway(file({ limits: { requests_per_minute: 100, concurrent_streams: 2 } }), { providers: scripted.layer }))
   })
   afterAll(() => gw?.close())
 
@@ -214,12 +200,12 @@ describe("reload: requests under way", () => {
 describe("reload: identity-provider policies", () => {
   let idp: TestIssuer
   let gw: TestGateway
-  let reload: Awaited<ReturnType<typeof reloadable>>["reload"]
-  const oidc = (policies: Array<Record<string, unknown>>, extra: Record<string, unknown> = {}): File =>
+  let reload: Reload
+  const oidc = (policies: Array<Record<string, unknown>>, extra: Record<string, unknown> = {}): ConfigFile =>
     echoFile({ auth: { oidc: [{ issuer: idp.issuer, audience: idp.audience, jwks_cooldown_seconds: 0, policies, ...extra }] } })
   beforeAll(async () => {
     idp = await startTestIssuer()
-    ;({ gateway: gw, reload } = await reloadable(oidc([{ name: "narrow", allowed_models: ["echo"] }])))
+    ;({ gateway: gw, reload } = await reloadableGateway(oidc([{ name: "narrow", allowed_models: ["echo"] }])))
   })
   afterAll(async () => {
     await gw?.close()
