@@ -51,6 +51,8 @@ type AnthropicScript = (call: ScriptedCall) => ScriptedAnswer<AnthropicResponse,
 const openaiScripts = new Map<string, OpenAIScript>()
 const anthropicScripts = new Map<string, AnthropicScript>()
 const embeddingScripts = new Map<string, (call: ScriptedCall) => ScriptedAnswer<EmbeddingsResponse, never>>()
+/** What the Anthropic-kind `count_tokens` deployments (k1, k2) answer. */
+let countScript: (call: ScriptedCall) => ScriptedAnswer<{ readonly input_tokens: number }, never> = () => ({ respond: { input_tokens: 42 } })
 
 const OPENAI = ["a1", "b1", "a2", "b2", "a3", "b3", "gptfb", "d1", "d2", "c1", "c2", "s1", "s2", "cont1", "cont2", "t1", "t2", "w1", "w2", "cw1", "cwfb", "e1", "e2"]
 const ANTHROPIC = ["claude-down", "claude-cont", "k1", "k2"]
@@ -79,7 +81,7 @@ beforeAll(async () => {
       openai: (call) => openaiScripts.get(call.provider)!(call),
       anthropic: (call) => anthropicScripts.get(call.provider)!(call),
       openaiEmbeddings: (call) => embeddingScripts.get(call.provider)!(call),
-      anthropicCount: (call) => (call.provider === "k1" ? { fail: failure("k1", 529) } : { respond: { input_tokens: 42 } })
+      anthropicCount: (call) => countScript(call)
     }
   )
   calls = scripted.calls
@@ -129,6 +131,23 @@ const chat = (key: string, model: string) =>
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] })
   })
+
+/**
+ * A pair of deployments of which the first one called fails with `status` from then on and the
+ * other answers: whichever order the router picks them in, the first request meets the failing
+ * one and fails over, so every run exercises the failover (a deployment failing by name would be
+ * met only when the router happened to pick it first).
+ */
+const firstCalledFails = () => {
+  let broken: string | undefined
+  return {
+    fails: (provider: string) => {
+      broken ??= provider
+      return broken === provider
+    },
+    broken: () => broken
+  }
+}
 
 /** `count` requests, `width` at a time. */
 const inBatches = async <A>(count: number, width: number, one: (i: number) => Promise<A>) => {
@@ -269,11 +288,14 @@ describe("deployments, retries and cooldowns", () => {
     expect(callsTo("cwfb")).toBe(2)
   })
 
-  it("embeddings are routed too: a deployment answering 503 is retried on the other and cooled", async () => {
-    embeddingScripts.set("e1", () => ({ fail: failure("e1", 503) }))
-    embeddingScripts.set("e2", (call) => ({
-      respond: { object: "list", data: [{ object: "embedding", index: 0, embedding: [0.5, 0.25] }], model: String(call.body.model), usage: { prompt_tokens: 4, total_tokens: 4 } }
-    }))
+  it("embeddings are routed too: the deployment met first answers 503, the request is answered by the other and the first is cooled", async () => {
+    const pair = firstCalledFails()
+    const embedding = (call: ScriptedCall): ScriptedAnswer<EmbeddingsResponse, never> =>
+      pair.fails(call.provider)
+        ? { fail: failure(call.provider, 503) }
+        : { respond: { object: "list", data: [{ object: "embedding", index: 0, embedding: [0.5, 0.25] }], model: String(call.body.model), usage: { prompt_tokens: 4, total_tokens: 4 } } }
+    embeddingScripts.set("e1", embedding)
+    embeddingScripts.set("e2", embedding)
     const { key } = await gateway.createKey()
     const before = await balance()
     const ids: Array<string | null> = []
@@ -287,22 +309,39 @@ describe("deployments, retries and cooldowns", () => {
       expect(((await response.json()) as EmbeddingsResponse).data[0]!.embedding).toEqual([0.5, 0.25])
       ids.push(response.headers.get("x-request-id"))
     }
-    // At most the first request met e1: it then cooled down.
-    expect(callsTo("e1")).toBeLessThanOrEqual(1)
-    expect(callsTo("e2")).toBe(5)
+    const broken = pair.broken()!
+    const healthy = broken === "e1" ? "e2" : "e1"
+    // The first request met the failing deployment and failed over; it then cooled down.
+    expect(callsTo(broken)).toBe(1)
+    expect(callsTo(healthy)).toBe(5)
     expect(await balance()).toBe(before - 5 * PRICE)
     const records = (await Promise.all(ids.map((id) => audit.recordsOf(id)))).flat()
-    expect(records.every((r) => r.provider === "e2" && r.prompt_tokens === 4 && r.credits === PRICE)).toBe(true)
+    expect(records.every((r) => r.provider === healthy && r.prompt_tokens === 4 && r.credits === PRICE)).toBe(true)
+    expect(records[0]!.details!.attempts).toMatchObject([
+      { deployment: broken, status: 502, error: "provider_error", upstream_status: 503 },
+      { deployment: healthy, status: 200, error: null }
+    ])
   })
 
-  it("count_tokens is routed over the model's deployments: one answering 529 is retried on the other and cooled", async () => {
+  it("count_tokens is routed over the model's deployments: the one met first answers 529, the count comes from the other, the first is cooled", async () => {
+    const pair = firstCalledFails()
+    countScript = (call) => (pair.fails(call.provider) ? { fail: failure(call.provider, 529) } : { respond: { input_tokens: 42 } })
     const { key } = await gateway.createKey()
+    const ids: Array<string | null> = []
     for (let i = 0; i < 5; i++) {
-      const counted = await anthropic(key).messages.countTokens({ model: "mcount", messages: [{ role: "user", content: "hi" }] })
+      const { data: counted, response } = await anthropic(key).messages.countTokens({ model: "mcount", messages: [{ role: "user", content: "hi" }] }).withResponse()
       expect(counted.input_tokens).toBe(42)
+      ids.push(response.headers.get("x-request-id"))
     }
-    expect(callsTo("k1")).toBeLessThanOrEqual(1)
-    expect(callsTo("k2")).toBe(5)
+    const broken = pair.broken()!
+    const healthy = broken === "k1" ? "k2" : "k1"
+    expect(callsTo(broken)).toBe(1)
+    expect(callsTo(healthy)).toBe(5)
+    const [first] = await audit.recordsOf(ids[0]!)
+    expect(first!.details!.attempts).toMatchObject([
+      { deployment: broken, status: 502, error: "provider_error", upstream_status: 529 },
+      { deployment: healthy, status: 200, error: null }
+    ])
   })
 
   it("every deployment down: 502 provider_error, nothing charged, every attempt audited", async () => {
