@@ -33,22 +33,93 @@ export class AppConfigSwitch extends Context.Service<AppConfigSwitch, {
   readonly prepare: (next: GatewayConfig) => () => void
 }>()("modelgate/AppConfigSwitch") {}
 
+/** Every top-level section, the optional ones included, so the view cannot miss one. */
+type Sections = { readonly [K in keyof Required<GatewayConfig>]: GatewayConfig[K] }
+
 /**
- * A configuration object whose top-level sections read through to `current`: a swap is one
- * assignment, and reading a section allocates nothing. The sections are those of `initial`
- * (every live one has a default, so a reloaded configuration has the same top-level keys, and
- * an optional one that appears or disappears, `redis`, is refused as needing a restart).
+ * A configuration whose top-level sections read through to the one in force: a swap is one
+ * assignment, and reading a section allocates nothing. Getters on a class prototype cost what a
+ * plain property read does once inlined (an object literal of 21 getters, or getters defined in
+ * a loop, measured 3 to 5 times slower). The sections are not own properties: read them, do not
+ * spread or serialize the view.
  */
-export const makeLiveConfig = (initial: GatewayConfig) => {
-  let current = initial
-  const view = {} as GatewayConfig
-  for (const key of Object.keys(initial) as Array<keyof GatewayConfig>) {
-    Object.defineProperty(view, key, { enumerable: true, get: () => current[key] })
+class LiveConfigView implements Sections {
+  #current: GatewayConfig
+  constructor(initial: GatewayConfig) {
+    this.#current = initial
   }
+  static swap(view: LiveConfigView, next: GatewayConfig) {
+    view.#current = next
+  }
+  get server() {
+    return this.#current.server
+  }
+  get store() {
+    return this.#current.store
+  }
+  get redis() {
+    return this.#current.redis
+  }
+  get secrets() {
+    return this.#current.secrets
+  }
+  get admin() {
+    return this.#current.admin
+  }
+  get workspace() {
+    return this.#current.workspace
+  }
+  get limits() {
+    return this.#current.limits
+  }
+  get auth() {
+    return this.#current.auth
+  }
+  get providers() {
+    return this.#current.providers
+  }
+  get models() {
+    return this.#current.models
+  }
+  get routing() {
+    return this.#current.routing
+  }
+  get connections() {
+    return this.#current.connections
+  }
+  get mcp() {
+    return this.#current.mcp
+  }
+  get credits() {
+    return this.#current.credits
+  }
+  get store_timeouts() {
+    return this.#current.store_timeouts
+  }
+  get count_tokens() {
+    return this.#current.count_tokens
+  }
+  get responses() {
+    return this.#current.responses
+  }
+  get moderations() {
+    return this.#current.moderations
+  }
+  get audit() {
+    return this.#current.audit
+  }
+  get log() {
+    return this.#current.log
+  }
+  get telemetry() {
+    return this.#current.telemetry
+  }
+}
+
+export const makeLiveConfig = (initial: GatewayConfig) => {
+  const view = new LiveConfigView(initial)
   return {
-    view,
-    swap: (next: GatewayConfig) => {
-      current = next
-    }
+    view: view as GatewayConfig,
+    swap: (next: GatewayConfig) => LiveConfigView.swap(view, next)
   }
 }
