@@ -52,7 +52,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "get", path: "/subjects", summary: "Identity-provider subjects seen" },
   { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },
   { method: "post", path: "/subjects/{id}/budget/reset", summary: "Set a subject's used request budget back to 0" },
-  { method: "post", path: "/admin/reload", summary: "Reload models, providers, limits and identity-provider policies from the configuration (as SIGHUP does)" }
+  { method: "post", path: "/admin/reload", summary: "Reload models, providers, limits, identity-provider policies, routing, count_tokens, moderations, responses and per-request MCP settings from the configuration (as SIGHUP does)" }
 ]
 
 /** The router's pattern of an operation's path (`{id}` -> `:id`), for the test that compares the two. */
