@@ -12,6 +12,7 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ProviderError } from "../../src/domain/errors.ts"
+import { isLive } from "../../src/services/config/ConfigReload.ts"
 import { type ScriptedCall, scriptedProviders } from "../../src/services/providers/scripted.ts"
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { TestGateway } from "../support/gateway.ts"
@@ -53,8 +54,12 @@ describe("reload: routing.retries", () => {
   /** Requests (by their `user`) whose first attempt already failed: each request fails once, on whichever deployment it met first. */
   const failedOnce = new Set<string>()
   const file = (routing: Record<string, unknown>, extra: ConfigFile = {}): ConfigFile => ({
-    providers: [{ name: "r1", kind: "openai", base_url: "http://scripted.invalid/v1" }, { name: "r2", kind: "openai", base_url: "http://scripted.invalid/v1" }],
-    models: [duo("flaky", "r1", "r2")],
+    providers: ["r1", "r2", "down", "spare"].map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1" })),
+    models: [
+      duo("flaky", "r1", "r2"),
+      { alias: "alone", id: "alone-model", provider: "down", credits: 0, max_tokens: 100 },
+      { alias: "spare", id: "spare-model", provider: "spare", credits: 0, max_tokens: 100 }
+    ],
     limits: { requests_per_minute: 1000 },
     routing,
     ...extra
@@ -63,8 +68,10 @@ describe("reload: routing.retries", () => {
   const routing = (retries: number) => ({ retries, cooldown_seconds: 0, backoff_ms: 1 })
 
   beforeAll(async () => {
-    const scripted = scriptedProviders([{ name: "r1", kind: "openai" }, { name: "r2", kind: "openai" }], {
+    const scripted = scriptedProviders(["r1", "r2", "down", "spare"].map((name) => ({ name, kind: "openai" as const })), {
       openai: (call: ScriptedCall) => {
+        if (call.provider === "down") return { fail: unavailable("down") }
+        if (call.provider === "spare") return { respond: completion("from spare") }
         const user = String(call.body["user"])
         if (failedOnce.has(user)) return { respond: completion(`from ${call.provider}`) }
         failedOnce.add(user)
@@ -90,6 +97,19 @@ describe("reload: routing.retries", () => {
 
     expect((await reload(file(routing(0)))).status).toBe(200)
     expect((await chatTo(gw, key, "flaky", "u3")).status).toBe(502)
+  })
+
+  it("a model failing alone is answered by routing.default_fallbacks once a reload names one", async () => {
+    const { key } = await gw.createKey()
+    expect((await chatTo(gw, key, "alone", "f1")).status).toBe(502)
+    const named = await reload(file({ ...routing(0), default_fallbacks: ["spare"] }))
+    expect(named.status, JSON.stringify(named.body)).toBe(200)
+    expect(named.body.changed).toEqual(["routing.default_fallbacks"])
+    const answered = await chatTo(gw, key, "alone", "f2")
+    expect(answered.status).toBe(200)
+    expect(((await answered.json()) as ChatResponse).choices[0]!.message.content).toBe("from spare")
+    expect((await reload(file(routing(0)))).status).toBe(200)
+    expect((await chatTo(gw, key, "alone", "f3")).status).toBe(502)
   })
 
   it("a reload also changing server.port or mcp.session_ttl_seconds is refused naming them, and its routing is not applied", async () => {
@@ -259,5 +279,14 @@ describe("reload: count_tokens, responses and mcp", () => {
     expect(withOrigin.status).toBe(without.status)
     expect((await withOrigin.json() as { error?: string }).error).toBe((await without.json() as { error?: string }).error)
     expect((await reload(file())).status).toBe(200)
+  })
+})
+
+describe("reload: which settings are live", () => {
+  it("the per-request settings are; what is built into long-lived parts at start is not, a setting named like a live one included", () => {
+    const live = ["routing.retries", "routing.strategy", "count_tokens.credits", "responses.store", "moderations.provider", "mcp.credits_per_tool_call", "mcp.allowed_origins", "mcp.max_statement_bytes", "mcp.max_result_bytes", "limits.requests_per_minute", "auth.oidc", "models", "providers"]
+    const restart = ["server.port", "store", "redis", "admin.token", "connections", "mcp.session_ttl_seconds", "mcp.max_rows_cap", "mcp.timeout_ms_cap", "mcp.max_result_bytes_in_flight", "mcp.guard_timeout_ms", "credits.block_size", "store_timeouts.call_ms", "audit.batch_size", "telemetry.otlp_endpoint", "log.level", "workspace.credits"]
+    expect(live.filter((name) => !isLive(name))).toEqual([])
+    expect(restart.filter(isLive)).toEqual([])
   })
 })
