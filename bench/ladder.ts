@@ -126,6 +126,11 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
     notes.push(`The Postgres/Redis rungs were skipped: ${reason}`)
   }
 
+  // The rungs above run with `log.level: none`; as shipped, every request writes a line at info.
+  const logged = await startGateway(dir, "ladder-logged", gatewayConfig(upstream, `sqlite:${dir}/ladder-logged.db`), { logLevel: "info" })
+  const loggedKey = await createKey(logged, { name: "ladder-logged", budget: { max_requests: 1_000_000_000 }, limits: UNLIMITED })
+  viaGateway("gw:logged", "full paid pipeline (SQLite) + a request line at info, to a pipe: `modelgate serve` as shipped", logged, loggedKey.key, "bench")
+
   const windows = input.quick ? 1 : 3
   const windowMs = input.quick ? 300 : 1000
   log(`ladder: ${targets.length} targets at concurrency ${concurrency}`)

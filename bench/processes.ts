@@ -178,11 +178,13 @@ export const startGateway = async (
     readonly pollMs?: number
     /** Stages swapped for layers that do nothing (bench/serve-variant.ts): the cost ladder's lowest gateway rungs. */
     readonly without?: ReadonlyArray<"audit" | "metrics">
+    /** The log level (default none: no request lines); the lines go to a pipe the bench reads. */
+    readonly logLevel?: "none" | "info"
   } = {}
 ): Promise<Gateway> => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
   const configPath = join(dir, `${name}.yaml`)
-  writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: "none" } }))
+  writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: options.logLevel ?? "none" } }))
   for (let attempt = 1;; attempt++) {
     const port = await freePort()
     const command = options.without === undefined

@@ -48,7 +48,7 @@ import type { GatewayConfig } from "./services/config/schema.ts"
 import { AuditRepo } from "./services/store/AuditRepo.ts"
 import { TokenEstimator } from "./services/tokens/TokenEstimator.ts"
 import { StoredResponses } from "./services/responses/StoredResponses.ts"
-import { consoleFlatJson } from "./services/logging/flat-json.ts"
+import { flatJsonLineLogger, prettyLineLogger } from "./services/logging/formats.ts"
 
 /** Layers a test (or an embedding) may swap for its own; everything else is derived from config. */
 export interface GatewayOverrides extends CoreOverrides {
@@ -235,5 +235,6 @@ export const loggingLayer = (config: GatewayConfig) =>
   Layer.mergeAll(
     Layer.succeed(References.MinimumLogLevel, LOG_LEVELS[config.log.level]),
     // One flat JSON object a line for log collectors; the default stays readable in a terminal.
-    config.log.format === "json" ? Logger.layer([consoleFlatJson]) : Layer.empty
+    // Either way one line per log call, written once per event-loop turn (services/logging).
+    Logger.layer([config.log.format === "json" ? flatJsonLineLogger : prettyLineLogger])
   )

@@ -71,7 +71,8 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
       const store = yield* KeysRepo
       const cache = yield* KeyCache
       const identity = Option.getOrUndefined(yield* Effect.serviceOption(IdentityTokens))
-      let lastUsed = new Map<string, string>()
+      // Last use per key id, in epoch milliseconds: formatted as a timestamp only when written.
+      let lastUsed = new Map<string, number>()
 
       const lookup = (hash: string): Effect.Effect<ApiKeyRecord | null, DependencyUnavailable> => {
         const cached = cache.get(hash)
@@ -101,7 +102,7 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
         if (record.expires_at !== null && Date.parse(record.expires_at) <= now) {
           return yield* new KeyInactive({ message: `this API key expired at ${record.expires_at}`, keyId: record.id })
         }
-        lastUsed.set(record.id, new Date(now).toISOString())
+        lastUsed.set(record.id, now)
         return keyPrincipal(record)
       })
 
@@ -116,7 +117,8 @@ export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {
       // last_used_at is written in batches off the request path, and once more on shutdown.
       const flushLastUsed = Effect.suspend(() => {
         if (lastUsed.size === 0) return Effect.void
-        const batch = lastUsed
+        const batch = new Map<string, string>()
+        for (const [id, at] of lastUsed) batch.set(id, new Date(at).toISOString())
         lastUsed = new Map()
         return store.touchKeys(batch)
       }).pipe(Effect.catch((error) => Effect.logWarning("could not record key last use", error)))

@@ -5,7 +5,7 @@
  * annotations under `annotations` and adds `fiberId` and `spans`, which are noise to an operator
  * (the request id is the correlation key, and traces hold the spans).
  */
-import { Cause, Formatter, Logger, References } from "effect"
+import { Cause, Formatter, type Logger, References } from "effect"
 
 /** The keys the line itself owns; an annotation of the same name is kept under `annotation.<key>`. */
 const OWN_KEYS = new Set(["time", "level", "message", "cause"])
@@ -13,15 +13,19 @@ const OWN_KEYS = new Set(["time", "level", "message", "cause"])
 /** A log call's message: one value as itself, several as an array. */
 const messageOf = (message: unknown): unknown => Array.isArray(message) ? (message.length === 1 ? message[0] : message) : message
 
-export const flatJsonLogger: Logger.Logger<unknown, string> = Logger.make(({ cause, date, fiber, logLevel, message }) => {
+export const flatJsonLine = ({ cause, date, fiber, logLevel, message }: Logger.Options<unknown>): string => {
   const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.toUpperCase(), message: messageOf(message) }
   if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
-  for (const [key, value] of Object.entries(fiber.getRef(References.CurrentLogAnnotations))) {
-    line[OWN_KEYS.has(key) ? `annotation.${key}` : key] = value
+  const annotations = fiber.getRef(References.CurrentLogAnnotations)
+  for (const key in annotations) line[OWN_KEYS.has(key) ? `annotation.${key}` : key] = annotations[key]
+  // Plain JSON first (the request line is strings and numbers); Formatter.formatJson copes with
+  // what JSON.stringify does not (bigints, cycles, errors, redacted values), at several times the cost.
+  if (typeof line.message === "string") {
+    try {
+      return JSON.stringify(line)
+    } catch {
+      // a bigint or a cycle in an annotation: the formatter below copes
+    }
   }
-  // Formatter.formatJson copes with what JSON.stringify does not (bigints, cycles, errors, redacted values).
   return Formatter.formatJson(line)
-})
-
-/** The flat JSON logger writing to the console (stdout), one line per log call. */
-export const consoleFlatJson = Logger.withConsoleLog(flatJsonLogger)
+}

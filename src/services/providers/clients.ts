@@ -27,7 +27,7 @@ import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { makeRedactor, type Redact } from "./redact.ts"
-import { type EventOutcome, mapEventsOrFail, postJson, readJson, relayBody, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
+import { type EventOutcome, mapEventsOrFail, postForJson, postJson, relayBody, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
 
 /** A chunk as parsed, plus its exact text so a passthrough can forward it without re-serialising. */
@@ -245,12 +245,15 @@ export const makeOpenAIClient = (
   const server = new URL(provider.base_url!).host
   const post = (body: Record<string, unknown>, path: OpenAIOperation = "/chat/completions") =>
     timedToFirstByte(postJson({ provider: provider.name, agent, url: endpoint.url(path, body), headers, body, redact }), firstByte)
+  // An answer read whole: one call that posts and reads (upstream-http.ts `postForJson`).
+  const read = <A>(body: Record<string, unknown>, path: OpenAIOperation) =>
+    postForJson<A>({ provider: provider.name, agent, url: endpoint.url(path, body), headers, body, redact, maxBytes: provider.max_response_bytes, firstByte })
   const call = (body: Record<string, unknown>, stream: boolean, operation?: GenAiOperation) => ({ provider: provider.name, kind: provider.kind, server, body, stream, operation })
   return {
     kind: "openai",
     name: provider.name,
     embeddings: (body) =>
-      tracedCall(call(body, false, "embeddings"), Effect.flatMap(post(body, "/embeddings"), (response) => readJson<EmbeddingsResponse>(provider.name, response, redact, provider.max_response_bytes))),
+      tracedCall(call(body, false, "embeddings"), read<EmbeddingsResponse>(body, "/embeddings")),
     relayEmbeddings: (body) =>
       tracedCall(call(body, false, "embeddings"), Effect.map(post(body, "/embeddings"), (response): EmbeddingsRelay => {
         const relayed = relayBody(provider.name, response, provider.max_relayed_bytes)
@@ -259,7 +262,7 @@ export const makeOpenAIClient = (
     responses: endpoint.responses
       ? {
         complete: (body) =>
-          tracedCall(call(body, false, "chat"), Effect.flatMap(post(body, "/responses"), (response) => readJson<ResponsesResponse>(provider.name, response, redact, provider.max_response_bytes))),
+          tracedCall(call(body, false, "chat"), read<ResponsesResponse>(body, "/responses")),
         stream: (body) =>
           tracedStream(call(body, true, "chat"), Effect.map(post(body, "/responses"), (response) => {
             // A terminal event (completed, incomplete, failed) is how the upstream says it is done.
@@ -287,14 +290,14 @@ export const makeOpenAIClient = (
           }))
       }
       : undefined,
-    complete: (body) => tracedCall(call(body, false, "chat"), Effect.flatMap(post(body), (response) => readJson<ChatResponse>(provider.name, response, redact, provider.max_response_bytes))),
+    complete: (body) => tracedCall(call(body, false, "chat"), read<ChatResponse>(body, "/chat/completions")),
     stream: (body) => chatStream(body, "/chat/completions"),
     legacy: {
       completions: (body) =>
-        tracedCall(call(body, false, "text_completion"), Effect.flatMap(post(body, "/completions"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes))),
+        tracedCall(call(body, false, "text_completion"), read<LegacyAnswer>(body, "/completions")),
       completionsStream: (body) => chatStream(body, "/completions"),
       moderations: (body) =>
-        tracedCall(call(body, false, "moderations"), Effect.flatMap(post(body, "/moderations"), (response) => readJson<LegacyAnswer>(provider.name, response, redact, provider.max_response_bytes)))
+        tracedCall(call(body, false, "moderations"), read<LegacyAnswer>(body, "/moderations"))
     }
   }
   /** Chat Completions' SSE (legacy completions stream the same way). */
@@ -381,15 +384,27 @@ export const makeAnthropicClient = (
         postJson({ provider: provider.name, agent, url: prepared.url, headers: prepared.headers, body: prepared.body, redact })),
       firstByte
     )
+  const read = <A>(body: Record<string, unknown>, forwarded: AnthropicHeaders = {}, operation: "messages" | "count_tokens" = "messages") =>
+    Effect.flatMap(endpoint.prepare(operation, body, forwarded), (prepared) =>
+      postForJson<A>({
+        provider: provider.name,
+        agent,
+        url: prepared.url,
+        headers: prepared.headers,
+        body: prepared.body,
+        redact,
+        maxBytes: provider.max_response_bytes,
+        firstByte
+      }))
   return {
     kind: "anthropic",
     name: provider.name,
     complete: (body, forwarded) =>
-      tracedCall(call(body, false, "chat"), Effect.flatMap(post(body, forwarded), (response) => readJson<AnthropicResponse>(provider.name, response, redact, provider.max_response_bytes))),
+      tracedCall(call(body, false, "chat"), read<AnthropicResponse>(body, forwarded)),
     countTokens: (body, forwarded) =>
       tracedCall(
         call(body, false, "count_tokens"),
-        Effect.flatMap(post(body, forwarded, "count_tokens"), (response) => readJson<{ input_tokens: number }>(provider.name, response, redact, provider.max_response_bytes))
+        read<{ input_tokens: number }>(body, forwarded, "count_tokens")
       ),
     stream: (body, forwarded) =>
       tracedStream(call(body, true, "chat"), Effect.map(post(body, forwarded), (response) => {

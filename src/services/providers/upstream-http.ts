@@ -4,7 +4,7 @@
  * between body chunks). Failures become ProviderError (502) or UpstreamTimeout (504) carrying
  * the provider name and upstream status, never the provider's key.
  */
-import { type Array as Arr, type Cause, Effect, Stream } from "effect"
+import { type Array as Arr, type Cause, Effect, References, Stream } from "effect"
 import { constVoid } from "effect/Function"
 import * as Sse from "effect/encoding/Sse"
 import { Agent, errors as undiciErrors, request } from "undici"
@@ -124,16 +124,8 @@ export interface UpstreamResponse {
   readonly body: Readable
 }
 
-/**
- * POSTs JSON; succeeds with the open response once a 2xx status arrived, fails with the mapped
- * error otherwise. Interrupting the effect (client went away) aborts the upstream request.
- *
- * The waits are made interruptible on purpose: the HTTP server runs request handlers
- * uninterruptibly, so without it a client that leaves before the answer would hold the upstream
- * until it answered or timed out. The hand-over of an open 2xx body stays uninterruptible, so
- * the body always reaches the caller that will consume or destroy it.
- */
-export const postJson = (options: {
+/** A JSON POST to a provider. */
+export interface PostJsonOptions {
   readonly provider: string
   readonly agent: Agent
   readonly url: string
@@ -144,17 +136,37 @@ export const postJson = (options: {
   readonly serialized?: string
   /** How an error answer becomes a failure, for a vendor whose errors have their own shape; default `statusFailure`. */
   readonly failure?: (status: number, body: string, headers: UpstreamResponse["headers"]) => UpstreamFailure
-}): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
+}
+
+const requestOptions = (options: PostJsonOptions, trace: Record<string, string>, signal: AbortSignal) => ({
+  method: "POST" as const,
+  dispatcher: options.agent,
+  headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...trace, ...options.headers },
+  body: options.serialized ?? JSON.stringify(options.body),
+  signal
+})
+
+const firstOf = (value: string | Array<string> | undefined) => (Array.isArray(value) ? value[0] : value)
+
+/** The failure an error answer (its status, headers and quoted body) maps to. */
+const failureOf = (options: PostJsonOptions, status: number, headers: UpstreamResponse["headers"], text: string): UpstreamFailure =>
+  options.failure === undefined
+    ? statusFailure(options.provider, status, text, firstOf(headers["retry-after"]), options.redact, firstOf(headers["retry-after-ms"]))
+    : options.failure(status, text, headers)
+
+/**
+ * POSTs JSON; succeeds with the open response once a 2xx status arrived, fails with the mapped
+ * error otherwise. Interrupting the effect (client went away) aborts the upstream request.
+ *
+ * The waits are made interruptible on purpose: the HTTP server runs request handlers
+ * uninterruptibly, so without it a client that leaves before the answer would hold the upstream
+ * until it answered or timed out. The hand-over of an open 2xx body stays uninterruptible, so
+ * the body always reaches the caller that will consume or destroy it.
+ */
+export const postJson = (options: PostJsonOptions): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
   Effect.flatMap(outgoingTraceHeaders, (trace) =>
     Effect.tryPromise({
-      try: (signal) =>
-        request(options.url, {
-          method: "POST",
-          dispatcher: options.agent,
-          headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...trace, ...options.headers },
-          body: options.serialized ?? JSON.stringify(options.body),
-          signal
-        }),
+      try: (signal) => request(options.url, requestOptions(options, trace, signal)),
       catch: (error) => transportFailure(options.provider, error)
     })).pipe(
     Effect.interruptible,
@@ -163,23 +175,8 @@ export const postJson = (options: {
       if (response.statusCode >= 200 && response.statusCode < 300) {
         return Effect.succeed({ status: response.statusCode, headers: response.headers, body: response.body as unknown as Readable })
       }
-      const retryAfter = response.headers["retry-after"]
-      const retryAfterMs = response.headers["retry-after-ms"]
       return readBody(options.provider, response.body as unknown as Readable, ERROR_BODY_BYTES, "cut").pipe(
-        Effect.flatMap((text) =>
-          Effect.fail(
-            options.failure === undefined
-              ? statusFailure(
-                options.provider,
-                response.statusCode,
-                text,
-                Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-                options.redact,
-                Array.isArray(retryAfterMs) ? retryAfterMs[0] : retryAfterMs
-              )
-              : options.failure(response.statusCode, text, response.headers)
-          )
-        )
+        Effect.flatMap((text) => Effect.fail(failureOf(options, response.statusCode, response.headers, text)))
       )
     })
   )
@@ -200,30 +197,55 @@ export const tooLargeAnswer = (provider: string, maxBytes: number) =>
  * The body as text, at most `maxBytes` of it (issue 22, finding 5: an answer was read whole
  * whatever its size). Over the bound, `fail` refuses the answer and `cut` keeps what fits
  * (an error answer that is only quoted); either way the rest is never read: the body is
- * destroyed, which frees the upstream connection. Interruptible (see postJson): an interrupted
- * read destroys the half-read body.
+ * destroyed, which frees the upstream connection. Read by its events rather than as an async
+ * iterator: a whole answer is usually one or two chunks, and the iterator's promise per chunk
+ * showed in the profile (issue 25). An aborted request (the caller interrupted) destroys the
+ * body through undici's own abort listener, which fails the read.
  */
+const readBounded = (provider: string, body: Readable, maxBytes: number, over: "fail" | "cut"): Promise<string> =>
+  new Promise<string>((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const text = () => (chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks, size).toString("utf8"))
+    const stop = () => {
+      body.off("data", onData)
+      body.off("end", onEnd)
+      body.off("error", onError)
+      body.on("error", ignore)
+      body.destroy()
+    }
+    const onData = (chunk: Buffer) => {
+      if (size + chunk.length > maxBytes) {
+        stop()
+        if (over === "fail") return reject(tooLargeAnswer(provider, maxBytes))
+        const kept = chunk.subarray(0, maxBytes - size)
+        chunks.push(kept)
+        size += kept.length
+        return resolve(text())
+      }
+      size += chunk.length
+      chunks.push(chunk)
+    }
+    const onEnd = () => resolve(text())
+    const onError = (error: unknown) => reject(error)
+    body.on("data", onData)
+    body.once("end", onEnd)
+    body.once("error", onError)
+  })
+
+const ignore = () => {}
+
 const readBody = (provider: string, body: Readable, maxBytes: number, over: "fail" | "cut"): Effect.Effect<string, UpstreamFailure> =>
   Effect.tryPromise({
-    try: async (signal) => {
-      signal.addEventListener("abort", () => body.destroy(), { once: true })
-      const chunks: Array<Buffer> = []
-      let size = 0
-      for await (const chunk of body) {
-        const bytes = chunk as Buffer
-        if (size + bytes.length > maxBytes) {
-          body.destroy()
-          if (over === "fail") throw tooLargeAnswer(provider, maxBytes)
-          chunks.push(bytes.subarray(0, maxBytes - size))
-          break
-        }
-        size += bytes.length
-        chunks.push(bytes)
-      }
-      return Buffer.concat(chunks).toString("utf8")
-    },
+    try: () => readBounded(provider, body, maxBytes, over),
     catch: (error) => (error instanceof ProviderError ? error : transportFailure(provider, error))
   }).pipe(Effect.interruptible)
+
+const notJson = (provider: string, status: number, text: string, redact: Redact) =>
+  new ProviderError({
+    message: `provider "${provider}" sent a response that is not JSON`,
+    details: { provider, upstream_status: status, upstream_error: { message: redact(text.slice(0, 200)) } }
+  })
 
 export const readJson = <A>(
   provider: string,
@@ -235,14 +257,53 @@ export const readJson = <A>(
     Effect.flatMap((text) =>
       Effect.try({
         try: () => JSON.parse(text) as A,
-        catch: () =>
-          new ProviderError({
-            message: `provider "${provider}" sent a response that is not JSON`,
-            details: { provider, upstream_status: response.status, upstream_error: { message: redact(text.slice(0, 200)) } }
-          })
+        catch: () => notJson(provider, response.status, text, redact)
       })
     )
   )
+
+const isUpstreamFailure = (error: unknown): error is UpstreamFailure =>
+  error instanceof ProviderError || error instanceof UpstreamTimeout || error instanceof ValidationFailed || error instanceof NotFound
+
+/**
+ * `postJson` then `readJson`, as one promise: the call of every answer read whole (a
+ * non-streamed chat, embeddings, a count). Same failures, bounds and interruption as the two
+ * (a 2xx body over `maxBytes` is refused, an error answer is quoted), with one abort signal and
+ * no effect between the response's headers and its body, which the profile showed as the
+ * largest part of the gateway's own cost of a call (issue 25). `firstByte` is told the time to
+ * a 2xx answer's headers, as `timedToFirstByte` times `postJson`.
+ */
+export const postForJson = <A>(options: PostJsonOptions & {
+  readonly maxBytes: number
+  readonly firstByte?: ((seconds: number) => void) | undefined
+}): Effect.Effect<A, UpstreamFailure> =>
+  Effect.flatMap(outgoingTraceHeaders, (trace) => {
+    let status = 0
+    const call = Effect.tryPromise({
+      try: async (signal): Promise<A> => {
+        const sent = performance.now()
+        const response = await request(options.url, requestOptions(options, trace, signal))
+        status = response.statusCode
+        const body = response.body as unknown as Readable
+        if (status < 200 || status >= 300) {
+          throw failureOf(options, response.statusCode, response.headers, await readBounded(options.provider, body, ERROR_BODY_BYTES, "cut"))
+        }
+        options.firstByte?.((performance.now() - sent) / 1000)
+        const text = await readBounded(options.provider, body, options.maxBytes, "fail")
+        try {
+          return JSON.parse(text) as A
+        } catch {
+          throw notJson(options.provider, status, text, options.redact)
+        }
+      },
+      catch: (error) => (isUpstreamFailure(error) ? error : transportFailure(options.provider, error))
+    }).pipe(Effect.interruptible)
+    return Effect.withFiber((fiber) =>
+      fiber.getRef(References.TracerEnabled)
+        ? Effect.tap(call, () => Effect.annotateCurrentSpan("http.response.status_code", status))
+        : call
+    )
+  })
 
 /**
  * The response body as SSE events. Comment lines (keep-alives such as OpenRouter's

@@ -158,8 +158,14 @@ export const makeRouter = (options: {
   }
 
   return {
-    pick: (candidates, tried, probe) =>
-      Effect.gen(function*() {
+    pick: (candidates, tried, probe) => {
+      // The common case, a model with one deployment on its first attempt and no shared
+      // cooldowns to learn: decided without building an effect pipeline (it runs per request).
+      if (redis === undefined && candidates.length === 1 && tried.size === 0) {
+        const only = candidates[0]!
+        return Effect.succeed(stateOf(only).coolingUntil <= now() || probe ? only : undefined)
+      }
+      return Effect.gen(function*() {
         const untried = candidates.filter((d) => !tried.has(d.key))
         if (untried.length === 0) return undefined
         yield* refreshFromRedis(untried)
@@ -169,7 +175,8 @@ export const makeRouter = (options: {
         if (!probe) return undefined
         // All cooling: the one back soonest is probed rather than failing the request unasked.
         return untried.reduce((a, b) => (stateOf(b).coolingUntil < stateOf(a).coolingUntil ? b : a))
-      }),
+      })
+    },
     begin: (d) => {
       const state = stateOf(d)
       state.inFlight++
