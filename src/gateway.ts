@@ -100,7 +100,7 @@ export const httpLayer = (config: GatewayConfig) =>
       ? undefined
       : { name: identity.name, startUrl: `${publicUrl}${START_PATH}` }
     const routes = [
-      ...healthRoutes,
+      ...healthRoutes(config.server.readiness_probe_ms),
       metricsRoute(config.telemetry.metrics_token),
       ...modelRoutes,
       ...completionRoutes,

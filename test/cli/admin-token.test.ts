@@ -1,9 +1,10 @@
 /**
  * `modelgate serve` with the embedded default (loopback, no admin token) prints a one-time admin
- * token so the admin app can be opened at once; a configured token is never replaced.
+ * token so the admin app can be opened at once; a configured token is never replaced. Each
+ * gateway runs in this process: the same `serve` command line and output, without a child Node.
  */
 import { describe, expect, it } from "vitest"
-import { serveInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { serveInProcess, tempDir, writeConfig } from "../support/process.ts"
 
 const signIn = (url: string, token: string) =>
   fetch(`${url}/app/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token }) })
@@ -11,7 +12,7 @@ const signIn = (url: string, token: string) =>
 describe("modelgate serve and the admin token", () => {
   it("prints a one-time admin token on loopback when none is configured, and it signs in", async () => {
     const config = writeConfig(tempDir(), { store: "sqlite::memory:" })
-    const gw = await spawnGateway(config)
+    const gw = await serveInProcess(["--config", config, "serve", "--port", "0"])
     try {
       await expect.poll(() => /one-time admin token[^\n]*: ([\w-]{32})\n/.exec(gw.output())?.[1], { timeout: 5000 }).toBeDefined()
       const token = /one-time admin token[^\n]*: ([\w-]{32})\n/.exec(gw.output())![1]!
@@ -25,7 +26,7 @@ describe("modelgate serve and the admin token", () => {
 
   it("behind trust_proxy mints no one-time token: the proxy makes the admin API reachable from afar (issue 22)", async () => {
     const config = writeConfig(tempDir(), { store: "sqlite::memory:", server: { host: "127.0.0.1", port: 0, trust_proxy: true } })
-    const gw = await spawnGateway(config)
+    const gw = await serveInProcess(["--config", config, "serve", "--port", "0"])
     try {
       expect(gw.output()).not.toContain("one-time")
       const refused = await fetch(`${gw.url}/workspace`, { headers: { "x-forwarded-proto": "https", authorization: "Bearer anything-at-all" } })
@@ -38,7 +39,6 @@ describe("modelgate serve and the admin token", () => {
 
   it("keeps a configured token and prints none", async () => {
     const config = writeConfig(tempDir(), { store: "sqlite::memory:", admin: { token: "configured-admin-token" } })
-    // In this process: the same `serve` command line and output, without a child Node.
     const gw = await serveInProcess(["--config", config, "serve", "--port", "0"])
     try {
       expect(gw.output()).not.toContain("one-time")

@@ -3,11 +3,10 @@
  * check` opening nothing, `help`, `--log-level`, and start-up failures as one line without a stack.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { join } from "node:path"
-import { childEnv, NODE, ROOT, runCli, serveInProcess, tempDir, writeConfig } from "../support/process.ts"
+import { runCli, serveInProcess, tempDir, writeConfig } from "../support/process.ts"
 
 /** No line of a stack trace (`    at fn (file:...)`) in the output. */
 const expectNoStack = (text: string) => expect(text).not.toMatch(/^\s+at /m)
@@ -79,7 +78,7 @@ describe("modelgate help and --log-level", () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, log: { level: "info", format: "json" } })
     // The listening line is info too; the gateway is found through the one-time token line instead.
-    const quiet = await spawnGatewayWith(["--config", config, "--log-level", "error", "serve", "--port", "0"])
+    const quiet = await serveInProcess(["--config", config, "--log-level", "error", "serve", "--port", "0"], {}, /admin app: (http:\/\/[^\s,]+)\/app/)
     try {
       expect((await fetch(`${quiet.url}/healthz`)).status).toBe(200)
       await new Promise((r) => setTimeout(r, 300))
@@ -157,32 +156,4 @@ const waitFor = async (condition: () => boolean) => {
   const deadline = Date.now() + 10_000
   while (!condition() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
   expect(condition()).toBe(true)
-}
-
-/** Like spawnGateway, for argument lists it does not build (global flags before the command). */
-const spawnGatewayWith = async (args: ReadonlyArray<string>) => {
-  const child = spawn(NODE, ["src/main.ts", ...args], { cwd: ROOT, env: childEnv(), stdio: ["ignore", "pipe", "pipe"] })
-  let output = ""
-  const exited = new Promise<void>((r) => child.once("exit", () => r()))
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 45_000)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /admin app: (http:\/\/[^\s,]+)\/app/.exec(output)
-      if (match) {
-        clearTimeout(timer)
-        resolve(match[1]!)
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-  })
-  return {
-    url,
-    output: () => output,
-    stop: async () => {
-      child.kill("SIGTERM")
-      await exited
-    }
-  }
 }

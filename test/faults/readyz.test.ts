@@ -52,7 +52,8 @@ describe.skipIf(!canRunPostgres || !canRunRedis)("/readyz while a dependency is 
 
   it("answers 503 naming the store or Redis while it is unreachable, 200 again once it is back; /healthz stays 200", async () => {
     ;[pg, redis] = await Promise.all([startPostgres(), startRedis()])
-    gw = await startGateway(testConfig({ store: pg.url, redis: redis.url }))
+    // Probed every 50 ms rather than once a second: each of the four changes below is seen at once.
+    gw = await startGateway(testConfig({ store: pg.url, redis: redis.url, server: { host: "127.0.0.1", port: 0, readiness_probe_ms: 50 } }))
 
     const ready = await get(`${gw.url}/readyz`)
     expect(ready).toEqual({ status: 200, body: { status: "ready" } })

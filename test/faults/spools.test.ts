@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client } from "../support/pg-admin.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN } from "../support/gateway.ts"
-import { spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { serveInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import { canRunPostgres, startPostgres, type Throwaway } from "../support/throwaway.ts"
 import { chat, newKey, waitFor } from "../limits/support.ts"
 
@@ -97,7 +97,8 @@ describe.skipIf(!canRunPostgres)("spools", () => {
     // Its claims are still on disk (renamed, not deleted).
     expect(spools(dir).length).toBeGreaterThan(0)
 
-    const next = await spawnGateway(configIn(tempDir("modelgate-d-"), dir))
+    // The next start only has to take the spools and write them: it runs in this process.
+    const next = await serveInProcess(["--config", configIn(tempDir("modelgate-d-"), dir), "serve", "--port", "0"])
     try {
       await waitFor("every answered request audited", async () => {
         const rows = await db.query<{ request_id: string }>("SELECT request_id FROM audit_log")

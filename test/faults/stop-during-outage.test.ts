@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client } from "../support/pg-admin.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN } from "../support/gateway.ts"
-import { spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { serveInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import { canRunPostgres, startPostgres, type Throwaway } from "../support/throwaway.ts"
 import { chat, newKey, waitFor } from "../limits/support.ts"
 
@@ -82,7 +82,8 @@ describe.skipIf(!canRunPostgres)("SIGTERM while the store is down", () => {
     expect(spools(dir, "credit-outbox")).toHaveLength(1)
 
     await pg.start()
-    const second = await spawnGateway(config)
+    // The next start only has to find and write the spools: it runs in this process.
+    const second = await serveInProcess(["--config", config, "serve", "--port", "0"])
     try {
       const db = new Client(pg.url)
       await waitFor("every answered request audited", async () => {

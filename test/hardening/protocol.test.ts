@@ -49,7 +49,7 @@ describe("connection deadlines and protocol errors", () => {
   let key: string
 
   beforeAll(async () => {
-    gw = await startGateway(testConfig({ server: { host: "127.0.0.1", port: 0, headers_timeout_ms: 1000, body_timeout_ms: 500 } }))
+    gw = await startGateway(testConfig({ server: { host: "127.0.0.1", port: 0, headers_timeout_ms: 500, body_timeout_ms: 500 } }))
     key = (await gw.createKey()).key
   })
   afterAll(async () => {

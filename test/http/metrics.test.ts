@@ -226,13 +226,17 @@ describe("GET /metrics", () => {
     expect((await fetch(`${gw.url}/no/such/path/${Date.now()}`)).status).toBe(404)
 
     // The stream's request ends (and is counted) when its scope closes, just after the last frame.
+    // The gauge drops first and the request is counted a few finalizers later (after its slot and
+    // charge are settled), so both are waited for: on a loaded machine a scrape can fall between.
+    const chatRoute = { route: "/v1/chat/completions" }
+    const streamCounted = (m: Awaited<ReturnType<typeof metrics>>) =>
+      valueOf(m, "modelgate_open_streams") === 0 && valueOf(m, "modelgate_request_duration_seconds_count", chatRoute) === 4
     let after = await metrics()
-    for (let i = 0; i < 50 && valueOf(after, "modelgate_open_streams") !== 0; i++) {
+    for (const deadline = Date.now() + 5000; !streamCounted(after) && Date.now() < deadline;) {
       await new Promise((r) => setTimeout(r, 20))
       after = await metrics()
     }
     expect(valueOf(after, "modelgate_open_streams")).toBe(0)
-    const chatRoute = { route: "/v1/chat/completions" }
     expect(valueOf(after, "modelgate_requests_total", { ...chatRoute, status: "200", slug: "" })).toBe(3)
     expect(valueOf(after, "modelgate_requests_total", { ...chatRoute, status: "429", slug: "budget_exhausted" })).toBe(1)
     expect(valueOf(after, "modelgate_refusals_total", { reason: "budget_exhausted" })).toBe(1)

@@ -1,11 +1,13 @@
 /**
- * Credit blocks across three replicas (issue 14, docs/decisions.md section 10): three real
- * `modelgate serve` processes on one Postgres store, each admitting paid requests from a block of
+ * Credit blocks across three replicas (issue 14, docs/decisions.md section 10): three
+ * `modelgate serve` replicas on one Postgres store, each admitting paid requests from a block of
  * the pool it leased. What a client and the operator see must be what one process with one pool
  * would show: exactly as many paid requests served as the pool pays for, whichever replicas they
  * reach; a 402 only when the pool truly cannot pay (never because another replica holds the rest
  * in its block); refunds; and the unspent rest of a block back in the pool when its replica stops
- * or is killed. The pool is topped up to a known amount at the start of each test.
+ * or is killed. The pool is topped up to a known amount at the start of each test. The three run
+ * in this process (each its own command line, layers, pools and replica id; they share only the
+ * store); the replicas that stop or are killed are real child processes.
  */
 import { randomBytes } from "node:crypto"
 import { rmSync } from "node:fs"
@@ -13,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { Client } from "../support/pg-admin.ts"
-import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { serveInProcess, type ServeInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import {
   adminCall,
   ADMIN_TOKEN,
@@ -39,7 +41,7 @@ let db: TempDatabase
 let pg: Client
 let dir: string
 let configPath: string
-const replicas: Array<GatewayProcess> = []
+const replicas: Array<ServeInProcess> = []
 let key: string
 
 /** The i-th request goes to replica i mod 3. */
@@ -82,13 +84,12 @@ beforeAll(async () => {
       { alias: "upstream", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: 2 }
     ]
   })
-  // One after the other: on a busy machine three cold starts at once can exceed the start timeout.
-  for (let i = 0; i < 3; i++) replicas.push(await spawnGateway(configPath))
+  replicas.push(...await Promise.all(Array.from({ length: 3 }, () => serveInProcess(["--config", configPath, "serve", "--port", "0"]))))
   key = (await newKey(replicas[0]!.url)).key
 }, 120_000)
 
 afterAll(async () => {
-  await Promise.all(replicas.map((r) => r.stop("SIGKILL")))
+  await Promise.all(replicas.map((r) => r.stop()))
   await fake?.close()
   await db?.drop()
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true })

@@ -1,15 +1,18 @@
 /**
- * The limits and the money across replicas (docs/decisions.md sections 1, 4 and 5): two real
- * `modelgate serve` processes on one Postgres store and one Redis, with requests spread over
+ * The limits and the money across replicas (docs/decisions.md sections 1, 4 and 5): two
+ * `modelgate serve` replicas on one Postgres store and one Redis, with requests spread over
  * both. Every guarantee must hold for the pair exactly as for one process: the burst of 50, the
- * stream slots, request budgets, the credit pool and its ledger, refunds, and revocation.
+ * stream slots, request budgets, the credit pool and its ledger, refunds, and revocation. The
+ * replicas run in this process (each its own command line, layers, pools and replica id: they
+ * share nothing but the store and Redis); the process boundary itself is the subject of
+ * credit-blocks, lease-clock and the fault suites, which spawn real ones.
  */
 import { randomBytes } from "node:crypto"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
-import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { serveInProcess, type ServeInProcess, tempDir, writeConfig } from "../support/process.ts"
 import {
   adminCall,
   ADMIN_TOKEN,
@@ -46,8 +49,8 @@ const PRICE = 3
 let fake: FakeUpstream
 let db: TempDatabase
 let dir: string
-let a: GatewayProcess
-let b: GatewayProcess
+let a: ServeInProcess
+let b: ServeInProcess
 /** The i-th request of a burst goes to replica A when i is even, B when odd. */
 const spread = (i: number) => (i % 2 === 0 ? a.url : b.url)
 
@@ -55,7 +58,8 @@ beforeAll(async () => {
   ;[fake, db] = await Promise.all([startFakeOpenAI({ apiKey: UPSTREAM_KEY }), createPostgresDatabase("mg_replicas")])
   dir = tempDir("modelgate-replicas-")
   const configPath = writeConfig(dir, {
-    server: { host: "127.0.0.1" },
+    // No grace: a stop must not wait for the streams some tests leave hanging on purpose.
+    server: { host: "127.0.0.1", shutdown_grace_seconds: 0 },
     store: db.url,
     redis: REDIS_URL,
     admin: { token: ADMIN_TOKEN },
@@ -74,16 +78,12 @@ beforeAll(async () => {
       { alias: "held", id: "gpt-4.1-mini", provider: "fake-patient", credits: 0 }
     ]
   })
-  // One after the other: on a busy machine two cold starts at once can exceed the start timeout.
-  a = await spawnGateway(configPath)
-  b = await spawnGateway(configPath)
+  const serve = ["--config", configPath, "serve", "--port", "0"]
+  ;[a, b] = await Promise.all([serveInProcess(serve), serveInProcess(serve)])
 })
 
 afterAll(async () => {
-  // SIGKILL: what these tests check is already in the store, and a graceful stop would give the
-  // streams some tests leave hanging on purpose (a stalled upstream) the full shutdown grace
-  // period to finish.
-  await Promise.all([a?.stop("SIGKILL"), b?.stop("SIGKILL")])
+  await Promise.all([a?.stop(), b?.stop()])
   await fake?.close()
   await db?.drop()
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
@@ -91,7 +91,7 @@ afterAll(async () => {
 
 beforeEach(() => fake.reset())
 
-describe("credits across two processes", () => {
+describe("credits across two replicas", () => {
   // First in the file: it needs the untouched initial pool.
   it("a pool of 100, a model costing 3, 200 concurrent requests: exactly 33 served, the pool ends at 1", async () => {
     expect(await balance(a.url)).toBe(POOL)
@@ -156,7 +156,7 @@ describe("credits across two processes", () => {
   })
 })
 
-describe("rate limit across two processes", () => {
+describe("rate limit across two replicas", () => {
   it("60 requests at once spread over both replicas: still exactly 50 admitted", async () => {
     const { key } = await newKey(a.url)
     await warmConnections([a.url, b.url], 30)
@@ -180,7 +180,7 @@ describe("rate limit across two processes", () => {
   })
 })
 
-describe("budgets across two processes", () => {
+describe("budgets across two replicas", () => {
   it("a budget of 20 with 100 concurrent requests over both replicas: exactly 20 admitted; reset on one frees it on both", async () => {
     const { key, id } = await newKey(a.url, { budget: { max_requests: 20 }, limits: { requests_per_minute: 1000 } })
     const replies = await burst(100, spread, key, { model: "free" })
@@ -197,7 +197,7 @@ describe("budgets across two processes", () => {
   })
 })
 
-describe("concurrent streams across two processes", () => {
+describe("concurrent streams across two replicas", () => {
   it("five streams over both replicas fill the key's slots: the sixth is refused on either; a client leaving frees one", async () => {
     const { key } = await newKey(a.url)
     fake.setDefault(() => ({ kind: "stall_after", chunks: 1 }))
@@ -232,7 +232,7 @@ describe("concurrent streams across two processes", () => {
   })
 })
 
-describe("keys across two processes", () => {
+describe("keys across two replicas", () => {
   it("revocation on one replica is seen by the other within 1 s", async () => {
     const { key, id } = await newKey(a.url, { limits: { requests_per_minute: 1000 } })
     // B has the key cached from use.

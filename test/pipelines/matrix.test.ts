@@ -712,10 +712,12 @@ const VENDOR_ERRORS = {
     attempts: 1
   },
   anthropic: {
-    scenario: { kind: "error", status: 529 } as Scenario,
+    // With `retry-after-ms` beside Retry-After (the precise form the router prefers), so the two
+    // waits between attempts take 50 ms each rather than a second.
+    scenario: { kind: "error", status: 529, headers: { "retry-after-ms": "50" } } as Scenario,
     upstream: { upstream_status: 529, upstream_error: { type: "overloaded_error", code: null, message: "Overloaded" } },
     retryAfter: "1",
-    // Its Retry-After (1 s) is short: the one deployment is tried again after it, 1 + routing.retries times in all.
+    // The wait it asks for is short: the one deployment is tried again after it, 1 + routing.retries times in all.
     attempts: 3
   }
 } as const

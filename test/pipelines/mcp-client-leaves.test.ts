@@ -35,9 +35,17 @@ describe("a client that leaves an MCP tool call", () => {
     await db?.drop()
   })
 
+  /**
+   * The statement's session at work on this test's own database. The gateway runs a query as a
+   * cursor: its text (and the token) shows in pg_stat_activity only for the instant of its
+   * DECLARE; the work itself shows as the FETCH from that cursor. Looking for the token alone
+   * caught the statement only when a poll happened to land on the DECLARE.
+   */
   const running = async (token: string) =>
     (await admin.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE $1 AND query NOT LIKE '%pg_stat_activity%' AND state = 'active'",
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+          AND (query LIKE $1 OR query LIKE 'FETCH % FROM modelgate_cursor')`,
       [`%${token}%`]
     ))[0]!.n
 

@@ -135,7 +135,12 @@ export interface ServeInProcess {
  * loading and announcement as `spawnGateway`, without a child Node. For tests of what `serve`
  * prints and does, where the process boundary itself (signals, exit status) is not the point.
  */
-export const serveInProcess = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<ServeInProcess> => {
+export const serveInProcess = async (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+  /** The line that says it is up, its first group the URL (another one when the log level hides the listening line). */
+  ready: RegExp = /listening on (http:\/\/[^\s"]+)/
+): Promise<ServeInProcess> => {
   let output = ""
   const sink = new Writable({
     write(chunk: Buffer | string, _encoding, callback) {
@@ -155,7 +160,7 @@ export const serveInProcess = async (args: ReadonlyArray<string>, env: Record<st
   fiber.addObserver((exit) => (ended = Exit.isSuccess(exit) ? exit.value : -1))
   const deadline = Date.now() + 45_000
   for (;;) {
-    const match = /listening on (http:\/\/[^\s"]+)/.exec(output)
+    const match = ready.exec(output)
     if (match) return { url: match[1]!, output: () => output, stop: () => Effect.runPromise(Fiber.interrupt(fiber)).then(() => undefined) }
     if (ended !== undefined) throw new Error(`serve ended with ${ended}:\n${output}`)
     if (Date.now() > deadline) {

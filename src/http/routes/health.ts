@@ -4,7 +4,8 @@
  * - `/readyz` is readiness: 503 `dependency_unavailable` while the store or Redis does not
  *   answer or the server is draining, so traffic goes to another replica; 200 otherwise, listing
  *   the deployments that cool down (`cooling`) when there are any. The dependencies are probed
- *   at most once a second per gateway; calls in between share the result.
+ *   at most once per `server.readiness_probe_ms` (a second) per gateway; calls in between share
+ *   the result.
  * - `/metrics` is the Prometheus exposition, behind `telemetry.metrics_token` when one is set.
  */
 import { Duration, Effect, Option } from "effect"
@@ -35,11 +36,10 @@ const answers = <A, E, R>(probe: Effect.Effect<A, E, R>, onError: () => void) =>
     Effect.tap((ok) => Effect.sync(() => ok || onError()))
   )
 
-/** How long one readiness probe's result answers /readyz. */
-const PROBE_CACHE_MS = 1_000
 const probes = new WeakMap<object, { readonly expires: number; readonly result: Effect.Effect<readonly [boolean, boolean]> }>()
 
-const readiness = Effect.gen(function*() {
+/** `probeMs`: how long one readiness probe's result answers /readyz. */
+const readiness = (probeMs: number) => Effect.gen(function*() {
   const drain = yield* Effect.serviceOption(Drain)
   if (Option.isSome(drain) && drain.value.draining()) {
     return yield* new DependencyUnavailable({
@@ -51,7 +51,7 @@ const readiness = Effect.gen(function*() {
   const redis = yield* Effect.serviceOption(RedisClient)
   const metrics = yield* Effect.serviceOption(Metrics)
   const failed = (dependency: "store" | "redis") => () => Option.map(metrics, (m) => m.dependencyError(dependency))
-  // One probe per gateway (its store) per PROBE_CACHE: concurrent and later calls in that time
+  // One probe per gateway (its store) per `probeMs`: concurrent and later calls in that time
   // share its result, so unauthenticated /readyz traffic is not a store query and a Redis PING
   // each (an amplifier; issue 22). A probe in flight is shared, not repeated.
   const now = Date.now()
@@ -61,7 +61,7 @@ const readiness = Effect.gen(function*() {
       answers(store.getWorkspace, failed("store")),
       Option.isNone(redis) ? Effect.succeed(true) : answers(redis.value.command(["PING"]), failed("redis"))
     ], { concurrency: "unbounded" })
-    cached = { expires: now + PROBE_CACHE_MS, result: yield* Effect.cached(probe) }
+    cached = { expires: now + probeMs, result: yield* Effect.cached(probe) }
     probes.set(store, cached)
   }
   const [storeUp, redisUp] = yield* cached.result
@@ -115,9 +115,9 @@ export const metricsRoute = (token: string | undefined) =>
  */
 const hello = Effect.succeed(json({ status: "ok" }))
 
-export const healthRoutes = [
+export const healthRoutes = (readinessProbeMs: number) => [
   route("GET", "/healthz", Effect.succeed(json({ status: "ok" }))),
-  route("GET", "/readyz", readiness),
+  route("GET", "/readyz", readiness(readinessProbeMs)),
   route("GET", "/api/hello", hello),
   route("HEAD", "/api/hello", hello)
 ]

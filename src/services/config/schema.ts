@@ -253,6 +253,11 @@ export const GatewayConfig = Schema.Struct({
       body_timeout_ms: def(PositiveInt, 30_000),
       /** An idle keep-alive connection is closed after this long. */
       keep_alive_timeout_ms: def(PositiveInt, 65_000),
+      /**
+       * `/readyz` probes the store and Redis at most once per this many milliseconds per gateway;
+       * calls in between share the result (unauthenticated probes must not each reach the store).
+       */
+      readiness_probe_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 60_000 })), 1_000),
       /** Open connections allowed per client address; 0 = no cap (behind a proxy every client is the proxy). */
       max_connections_per_client: def(NonNegativeInt, 0),
       /**

@@ -175,15 +175,22 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
         const amount = charge?.amount ?? 0
         const ts = new Date().toISOString()
         const counted = typeof input.budget === "object"
-          ? sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
-              VALUES (${keyId}, ${input.budget.issuer}, ${input.budget.subject}, 1, ${ts}, ${ts})
-              ON CONFLICT (id) DO UPDATE SET budget_used = identity_subjects.budget_used + 1
-              WHERE identity_subjects.budget_used < ${input.budget.max_requests}
+          ? sql`UPDATE identity_subjects SET budget_used = budget_used + 1
+              WHERE id = ${keyId} AND budget_used < ${input.budget.max_requests}
               RETURNING 1 AS ok`
           : sql`UPDATE api_keys SET budget_used = budget_used + 1
               WHERE ${budget} AND id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
               RETURNING 1 AS ok`
-        return sql`
+        // A subject's row is made by its first count, in a statement of its own: an upsert that
+        // names one conflict target (id) still fails with a unique violation on the table's other
+        // unique index (issuer, subject) when two first counts race, and a CTE's update cannot see
+        // a row inserted by the same statement. Without a target, every unique index is an arbiter.
+        const subjectRow = typeof input.budget === "object"
+          ? sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
+              VALUES (${keyId}, ${input.budget.issuer}, ${input.budget.subject}, 0, ${ts}, ${ts})
+              ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
+          : Effect.void
+        return Effect.andThen(subjectRow, sql`
           WITH b AS (${counted}), c AS (
             UPDATE workspaces SET credits = credits - ${amount}
             WHERE ${amount} > 0 AND id = ${DEFAULT_WORKSPACE} AND credits - leased >= ${amount}
@@ -217,7 +224,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
               )
               : Effect.succeed<AdmitResult>({ _tag: "Admitted", balance: row.balance })
           })
-        )
+        ))
       }
 
       const pgTx: BatchTx = {

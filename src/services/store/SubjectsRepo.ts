@@ -49,10 +49,16 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
           sightings.length === 0
             ? Effect.void
             : sql.withTransaction(
+              // Insert, then update: an upsert on id alone fails with a unique violation on
+              // (issuer, subject) when another replica's first sighting or count of the same subject
+              // races it; without a conflict target every unique index is an arbiter.
               Effect.forEach(sightings, (s) =>
-                sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
-                    VALUES (${s.id}, ${s.issuer}, ${s.subject}, 0, ${s.seen_at}, ${s.seen_at})
-                    ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at`, { discard: true })
+                Effect.andThen(
+                  sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
+                      VALUES (${s.id}, ${s.issuer}, ${s.subject}, 0, ${s.seen_at}, ${s.seen_at})
+                      ON CONFLICT DO NOTHING`,
+                  sql`UPDATE identity_subjects SET last_seen_at = ${s.seen_at} WHERE id = ${s.id}`
+                ), { discard: true })
             ).pipe(storeOp("SubjectsRepo.touchSubjects")),
         getSubject: (id) =>
           sql`SELECT * FROM identity_subjects WHERE id = ${id}`.pipe(

@@ -124,10 +124,11 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     const budgets = new Map<string, number>()
     for (const { count, keyId, subject } of batch.budgets) {
       if (subject !== undefined) {
-        // A subject's row is made by its first count; its maximum is its policy's, not stored.
+        // A subject's row is made by its first count; its maximum is its policy's, not stored. No
+        // conflict target: a racing first insert conflicts on (issuer, subject) as well as on id.
         yield* tx.all(
           `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
-           VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT (id) DO NOTHING`,
+           VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT DO NOTHING`,
           [keyId, subject.issuer, subject.subject, ts]
         )
         const [row] = yield* tx.all(`SELECT budget_used FROM identity_subjects WHERE id = $1${lock}`, [keyId])

@@ -242,6 +242,32 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
       }))
     })
 
+    it("creates a subject's row once when its first counts and sightings race, without a unique violation", async () => {
+      await run(Effect.gen(function*() {
+        const credits = yield* CreditsRepo
+        const subjects = yield* SubjectsRepo
+        // Each subject's first counts and a sighting all at once: an upsert on id alone loses the
+        // race on the (issuer, subject) index now and then, so a hundred subjects race to make it show.
+        const names = Array.from({ length: 100 }, (_, i) => `racer${i}`)
+        const results = yield* Effect.all(
+          names.flatMap((name) => [
+            ...Array.from({ length: 4 }, () =>
+              Effect.map(
+                credits.admitPaid({ keyId: `sub_${name}`, budget: { max_requests: 3, issuer: "https://idp.example", subject: name }, charge: undefined }),
+                (r) => r._tag
+              )),
+            Effect.as(subjects.touchSubjects([{ id: `sub_${name}`, issuer: "https://idp.example", subject: name, seen_at: "2031-01-01T00:00:00.000Z" }]), "seen")
+          ]),
+          { concurrency: "unbounded" }
+        )
+        expect(results.filter((r) => r === "Admitted")).toHaveLength(3 * names.length)
+        expect(results.filter((r) => r === "BudgetExhausted")).toHaveLength(names.length)
+        for (const name of names) {
+          expect(yield* subjects.getSubject(`sub_${name}`)).toMatchObject({ subject: name, budget_used: 3, last_seen_at: "2031-01-01T00:00:00.000Z" })
+        }
+      }))
+    })
+
     it("holds a charge as a reservation owned by its replica until it is settled or refunded, once", async () => {
       await run(Effect.gen(function*() {
         const credits = yield* CreditsRepo
