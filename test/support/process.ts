@@ -161,7 +161,10 @@ export const serveInProcess = async (
   const deadline = Date.now() + 45_000
   for (;;) {
     const match = ready.exec(output)
-    if (match) return { url: match[1]!, output: () => output, stop: () => Effect.runPromise(Fiber.interrupt(fiber)).then(() => undefined) }
+    if (match) return { url: match[1]!, output: () => output, stop: () =>
+          Effect.runPromise(Fiber.interrupt(fiber))
+            // Log lines leave once per event-loop turn (src/services/logging/line-sink.ts): one more turn writes the last ones.
+            .then(() => new Promise<void>((resolve) => setImmediate(resolve))) }
     if (ended !== undefined) throw new Error(`serve ended with ${ended}:\n${output}`)
     if (Date.now() > deadline) {
       await Effect.runPromise(Fiber.interrupt(fiber))
