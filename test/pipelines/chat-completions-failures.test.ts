@@ -277,9 +277,15 @@ describe("unreachable and silent upstreams", () => {
     const response = await postJson({ model: "fast", messages })
     const elapsed = Date.now() - started
     expect(response.status).toBe(504)
-    expect(response.body).toMatchObject({ status: 504, error: "upstream_timeout", details: { provider: "fake-openai" } })
+    // The first-byte timer fired (not connect or idle), no sooner than its 300 ms; the upper bound
+    // only tells the configured timeout from the 60 s default, so a loaded machine cannot trip it.
+    expect(response.body).toMatchObject({
+      status: 504,
+      error: "upstream_timeout",
+      details: { provider: "fake-openai", timeout: "first_byte" }
+    })
     expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT_MS - 20)
-    expect(elapsed).toBeLessThan(TIMEOUT_MS + 1500)
+    expect(elapsed).toBeLessThan(10_000)
     await waitFor("upstream released", () => fake.openStreams() === 0)
     expect(await auditOf(response.body.request_id)).toMatchObject({ status: 504, error: "upstream_timeout", stream: false })
 
@@ -385,9 +391,10 @@ describe("a client that goes away", () => {
     await waitFor("upstream stream open", () => fake.openStreams() === 1)
     const leftAt = Date.now()
     controller.abort()
-    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 1000)
-    // Well under the provider's 10 s timeouts: the release came from the client leaving.
-    expect(Date.now() - leftAt).toBeLessThan(1000)
+    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 5000)
+    // The release came from the client leaving: the audit says so, and it came well under the
+    // provider's 10 s timeouts (half of them, a bound no loaded machine reaches for a prompt abort).
+    expect(Date.now() - leftAt).toBeLessThan(5000)
     expect(await auditOf(requestId)).toMatchObject({ status: 200, error: "client_closed_request", stream: true, provider: "patient-openai" })
     await stillServes("slow")
   })
