@@ -1,7 +1,7 @@
 /**
  * Leases judged by one clock (issue 21, item 2). Two replicas share a private Postgres and hold
- * open charges (streams whose provider stalls): one in this process, one a child process whose
- * clock runs two minutes ahead. Before the fix the fast one refunded the other's charges as
+ * open charges (streams whose provider stalls): one in this process (serveInProcess), one a child
+ * process whose clock runs two minutes ahead (and is killed at the end). Before the fix the fast one refunded the other's charges as
  * `replica_lost` on its first sweep, and after a store stall longer than the lease the two live
  * replicas refunded each other's. Now leases are written and compared by the store's clock, and
  * a sweeper sweeps only after a whole lease of reaching the store itself: neither refunds the
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client } from "../support/pg-admin.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN } from "../support/gateway.ts"
-import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { type GatewayProcess, serveInProcess, type ServeInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import { canRunPostgres, startPostgres, type Throwaway } from "../support/throwaway.ts"
 import { expectOpen, newKey, openStream, sleep, waitFor } from "../limits/support.ts"
 
@@ -24,7 +24,7 @@ const AHEAD = "--import=data:text/javascript,const%20n=Date.now;Date.now=()=>n()
 
 let pg: Throwaway
 let fake: FakeUpstream
-let normal: GatewayProcess
+let normal: ServeInProcess
 let ahead: GatewayProcess
 
 beforeAll(async () => {
@@ -34,7 +34,8 @@ beforeAll(async () => {
   const config = (name: string) => {
     const dir = tempDir(`modelgate-${name}-`)
     return writeConfig(dir, {
-      server: { data_dir: dir },
+      // Its streams stall for good: a stop need not wait out the grace (15 s by default) for them.
+      server: { data_dir: dir, shutdown_grace_seconds: 0 },
       store: pg.url,
       admin: { token: ADMIN_TOKEN },
       workspace: { credits: 1000 },
@@ -46,7 +47,7 @@ beforeAll(async () => {
     })
   }
   ;[normal, ahead] = await Promise.all([
-    spawnGateway(config("normal")),
+    serveInProcess(["--config", config("normal"), "serve", "--port", "0"]),
     spawnGateway(config("ahead"), { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} ${AHEAD}`.trim() })
   ])
 }, 60_000)
