@@ -3,7 +3,8 @@
  * replicas share a Postgres store; the first holds open streams and a request still waiting for
  * its provider, all charged, and is killed. The survivor refunds each of them once the dead
  * replica's lease lapses, records each with the slug `replica_lost`, and the ledger sums to the
- * balance. Keys are created through the survivor, so nothing else moves credits meanwhile.
+ * balance. Keys are created through the survivor, so nothing else moves credits meanwhile. The
+ * doomed replica is a child process; the survivor runs in this process.
  */
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -11,7 +12,7 @@ import type { AuditRecord } from "../../src/domain/records.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN } from "../support/gateway.ts"
-import { type GatewayProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { type GatewayProcess, serveInProcess, type ServeInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import { adminCall, chatRequest, expectOpen, ledger, newKey, openStream, waitFor } from "../limits/support.ts"
 
 const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
@@ -21,7 +22,7 @@ const LEASE_SECONDS = 2
 let db: TempDatabase
 let fake: FakeUpstream
 let doomed: GatewayProcess
-let survivor: GatewayProcess
+let survivor: ServeInProcess
 
 beforeAll(async () => {
   db = await createPostgresDatabase("mg_replica_lost")
@@ -43,7 +44,11 @@ beforeAll(async () => {
       models: [{ alias: "paid", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: PRICE }]
     })
   }
-  ;[doomed, survivor] = await Promise.all([spawnGateway(config("doomed")), spawnGateway(config("survivor"))])
+  // Only the doomed one must be a process of its own (it is killed); the survivor runs in this one.
+  ;[doomed, survivor] = await Promise.all([
+    spawnGateway(config("doomed")),
+    serveInProcess(["--config", config("survivor"), "serve", "--port", "0"])
+  ])
 }, 60_000)
 
 afterAll(async () => {
