@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { LongFirstSequencer } from "./test/support/sequencer.ts"
 
 export default defineConfig({
   test: {
@@ -12,6 +13,8 @@ export default defineConfig({
     // the gateway per file was most of the suite's CPU (test/wire + test/services: 45 s of CPU
     // isolated, 22 s not). The tests share no global state (no env writes, listeners or mocks);
     // each starts its own gateway, databases and fakes.
-    isolate: false
+    isolate: false,
+    // The fault tests that mostly wait start first, so the run does not end waiting on one alone.
+    sequence: { sequencer: LongFirstSequencer }
   }
 })

@@ -1,0 +1,60 @@
+/**
+ * The order files start in. Vitest's own order puts files with a cached result longest first,
+ * but a clean clone has no cache and it falls back to the largest file first: the fault tests
+ * that mostly wait (leases lapsing, a store frozen, a browser stepping through the app) are
+ * short files and started last, so the run ended with one of them waiting alone on an idle
+ * machine. These start first, longest first (their wall time in a whole run on a loaded two-core
+ * machine, 4.5 s and more); everything else follows in Vitest's order.
+ */
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+
+export const LONG_FIRST = [
+  // Mostly waits (leases lapsing, a frozen store): first whatever its length; then by wall time.
+  "test/faults/lease-clock.test.ts",
+  "test/limits/credit-blocks.test.ts",
+  "test/app/app.e2e.test.ts",
+  "test/limits/one-gateway.test.ts",
+  "test/pipelines/matrix.test.ts",
+  "test/app/oidc-signin.e2e.test.ts",
+  "test/faults/spools.test.ts",
+  "test/faults/partition.test.ts",
+  "test/pipelines/mcp.test.ts",
+  "test/identity/oidc-tokens.test.ts",
+  "test/faults/readyz.test.ts",
+  "test/docs/readme-snippets.test.ts",
+  "test/faults/credits-outage.test.ts",
+  "test/services/limits/stream-slots.test.ts",
+  "test/services/sql/tools/tools.test.ts",
+  "test/faults/stop-during-outage.test.ts",
+  "test/hardening/metrics-usage.test.ts",
+  "test/services/sql/guard/guard.test.ts",
+  "test/hardening/protocol.test.ts",
+  "test/services/store/store.test.ts",
+  "test/http/traces.test.ts",
+  "test/http/reload-live.test.ts",
+  "test/limits/replicas.test.ts",
+  "test/pipelines/chat-completions-failures.test.ts",
+  "test/pipelines/routing.test.ts",
+  "test/services/sql/tools/guard-mysql.test.ts"
+]
+
+// A file renamed or removed would silently lose its place: name it here.
+const missing = LONG_FIRST.filter((file) => !existsSync(join(import.meta.dirname, "../..", file)))
+if (missing.length > 0) throw new Error(`test/support/sequencer.ts names files that do not exist: ${missing.join(", ")}`)
+
+export class LongFirstSequencer extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    const sorted = await super.sort(files)
+    const rank = (spec: TestSpecification) => {
+      const relative = spec.moduleId.slice(spec.project.config.root.length + 1).replaceAll("\\", "/")
+      const index = LONG_FIRST.indexOf(relative)
+      return index === -1 ? LONG_FIRST.length : index
+    }
+    // A stable sort: the listed files in the list's order, then the rest as Vitest ordered them.
+    return sorted.map((spec, at) => ({ spec, at, rank: rank(spec) }))
+      .sort((a, b) => a.rank - b.rank || a.at - b.at)
+      .map(({ spec }) => spec)
+  }
+}
