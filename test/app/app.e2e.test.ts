@@ -309,6 +309,8 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await table.locator("tr[data-connection-id='2']").getByRole("button", { name: "Delete renamed" }).click()
     await page.getByRole("dialog", { name: "Delete “renamed”?" }).getByRole("button", { name: "Delete connection" }).click()
     await page.getByRole("status").getByText("Deleted “renamed”.").waitFor()
+    // The status can show a moment before the table is drawn again without the row.
+    await table.locator("tr[data-connection-id='2']").waitFor({ state: "detached" })
     expect(await table.locator("tr[data-connection-id='2']").count()).toBe(0)
     await shot("06b-connection-edited")
   })
