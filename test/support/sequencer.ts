@@ -4,7 +4,7 @@
  * that mostly wait (leases lapsing, a store frozen, a browser stepping through the app) are
  * short files and started last, so the run ended with one of them waiting alone on an idle
  * machine. These start first, longest first (their wall time in a whole run on a loaded two-core
- * machine, 4.5 s and more); everything else follows in Vitest's order.
+ * machine, 4.5 s and more in one of two runs); everything else follows in Vitest's order.
  */
 import { existsSync } from "node:fs"
 import { join } from "node:path"
@@ -37,7 +37,10 @@ export const LONG_FIRST = [
   "test/limits/replicas.test.ts",
   "test/pipelines/chat-completions-failures.test.ts",
   "test/pipelines/routing.test.ts",
-  "test/services/sql/tools/guard-mysql.test.ts"
+  "test/services/sql/tools/guard-mysql.test.ts",
+  "test/hardening/result-bytes.test.ts",
+  "test/services/sql/tools/guard-postgres.test.ts",
+  "test/clients/replay.test.ts"
 ]
 
 // A file renamed or removed would silently lose its place: name it here.
