@@ -5,6 +5,8 @@
  * from its first statement, so every ledger row's `balance_after` follows the previous one in
  * `seq` order across replicas. Each movement is still checked in order: a budget never passes its
  * maximum, a block never pays more than it holds, a lease never takes more than the pool has free.
+ * A charge may be conditional on a budget count of the same batch (a budgeted paid request's
+ * count and charge go in one commit): it is written only when that count admitted its request.
  *
  * Written once for both dialects over a small statement interface (`$n` placeholders; SQLite runs
  * them on its raw connection, synchronously, Postgres through the SqlClient).
@@ -52,6 +54,11 @@ export interface BatchCharge {
   readonly refundNote: string | undefined
   /** A failed or abandoned commit carried it: it may be written already, so look first. */
   readonly retried: boolean
+  /**
+   * The charge of a request whose budget count is in this batch too (one commit for both): it is
+   * written only if that count admitted the request, the `index`-th (from 0) of `keyId`'s counts.
+   */
+  readonly budget?: { readonly keyId: string; readonly index: number } | undefined
 }
 
 export interface CreditBatch {
@@ -88,6 +95,8 @@ export interface BatchResult {
   readonly found: ReadonlySet<string>
   /** Charges whose block was gone (swept after this replica's lease lapsed): not charged. */
   readonly dropped: ReadonlySet<string>
+  /** Charges whose budget count in the same batch was refused: not charged (the request is answered 429). */
+  readonly unbudgeted: ReadonlySet<string>
   readonly refunded: ReadonlyArray<Reservation>
   readonly lease: LeaseResult | undefined
   readonly reclaim: number
@@ -157,9 +166,15 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
 
     const written = new Set<string>()
     const dropped = new Set<string>()
+    const unbudgeted = new Set<string>()
     const byBlock = new Map<string, Array<BatchCharge>>()
     for (const charge of batch.charges) {
       if (found.has(charge.request_id)) continue
+      // Counted above, in order: a refused count leaves its charge unwritten (not charged, not served).
+      if (charge.budget !== undefined && charge.budget.index >= (budgets.get(charge.budget.keyId) ?? 0)) {
+        unbudgeted.add(charge.request_id)
+        continue
+      }
       const list = byBlock.get(charge.block)
       if (list === undefined) byBlock.set(charge.block, [charge])
       else list.push(charge)
@@ -256,7 +271,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
     }
     if (writes.length > 0) yield* tx.writeAll(writes)
-    return { budgets, written, found, dropped, refunded, lease, reclaim, live } satisfies BatchResult
+    return { budgets, written, found, dropped, unbudgeted, refunded, lease, reclaim, live } satisfies BatchResult
   })
 
 /** Returns the blocks of replicas whose lease lapsed (they died holding them); the rest of each goes back to the pool. */

@@ -28,6 +28,7 @@ const fakeStore = () => {
           written: new Set(batch.charges.map((c) => c.request_id)),
           found: new Set(),
           dropped: new Set(),
+          unbudgeted: new Set(),
           refunded: [],
           lease: batch.lease === undefined ? undefined : { _tag: "Leased", id: newBlockId(), amount: batch.lease.size },
           reclaim: 0,
