@@ -159,6 +159,8 @@ export const makeBlockWriter = (options: {
   readonly commitTimeout: Duration.Input
   /** The data directory the outbox spools to at stop (a file of this process's own) and takes spools back from at start. */
   readonly spoolDir: string | undefined
+  /** How long a settlement waits for a round that happens anyway; default SETTLE_DELAY_MS. */
+  readonly settleDelayMs?: number | undefined
 }): Effect.Effect<BlockWriter, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { owner, store } = options
@@ -716,7 +718,7 @@ export const makeBlockWriter = (options: {
           // A settlement changes no balance (the reservation row goes): nobody waits for it, and
           // it goes with the next round (within SETTLE_DELAY_MS). A crash before it lands refunds
           // the request (the sweep), in the customer's favour.
-          if (op === "settle") settleDue ??= Date.now() + SETTLE_DELAY_MS
+          if (op === "settle") settleDue ??= Date.now() + (options.settleDelayMs ?? SETTLE_DELAY_MS)
           wake()
           if (outage.down || op === "settle") return Effect.void
           // SQLite commits synchronously: the refund is written on this request's fiber before

@@ -145,6 +145,19 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
         if (admitted > 0) yield* tx.all(`UPDATE identity_subjects SET budget_used = budget_used + $1 WHERE id = $2`, [admitted, keyId])
         continue
       }
+      if (tx.dialect === "postgres") {
+        // One round trip instead of two: the row is locked by `k` and counted by `u` from the
+        // locked (latest) values, so the count is exactly what the two statements would make it.
+        const [key] = yield* tx.all(
+          `WITH k AS (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $1 FOR UPDATE),
+           u AS (UPDATE api_keys a SET budget_used = a.budget_used + LEAST($2::bigint, GREATEST(0, k.budget_max_requests - k.budget_used))
+                 FROM k WHERE a.id = k.id AND k.budget_max_requests IS NOT NULL RETURNING 1)
+           SELECT budget_used, budget_max_requests FROM k`,
+          [keyId, count]
+        )
+        budgets.set(keyId, key === undefined || key.budget_max_requests === null ? 0 : Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used))))
+        continue
+      }
       const [key] = yield* tx.all(`SELECT budget_used, budget_max_requests FROM api_keys WHERE id = $1${lock}`, [keyId])
       if (key === undefined || key.budget_max_requests === null) {
         budgets.set(keyId, 0)
