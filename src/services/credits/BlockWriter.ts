@@ -9,7 +9,10 @@
  * commit is in flight goes in the next one, so under load one commit serves many requests.
  *
  * A paid request waits for the commit that writes its charge before its provider is called, and
- * a refund for the commit that writes it; a settlement is not waited for. So a crash costs what
+ * a refund for the commit that writes it; a settlement is not waited for, and does not take a
+ * commit of its own at once either: it goes with the next round that happens anyway (the next
+ * request's), or after SETTLE_DELAY_MS (issue 25: at concurrency 1 its own commit, right after the
+ * response, was what the client's next request found the writer busy with). So a crash costs what
  * it cost before blocks: the sweep of a live replica refunds the open reservations (the customer
  * is never charged for a request that did not finish; at worst a finished one whose settlement
  * was still in memory is not charged) and returns the block's unspent rest to the pool.
@@ -21,7 +24,10 @@
  *
  * Budgets are not split into blocks (a budget per key per replica would strand requests with an
  * idle replica): a budgeted request waits for the commit that counts it, shared with every other
- * request of its round, and each count is checked in order, so a budget stays exact.
+ * request of its round, and each count is checked in order, so a budget stays exact. A budgeted
+ * paid request the block can pay at once (`countAndSpend`) has its count and its charge in the
+ * same commit, the charge conditional on the count (the store writes it only if the count
+ * admitted the request): one commit to wait for instead of two, a count refused is never charged.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
