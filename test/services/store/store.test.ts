@@ -347,6 +347,24 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         expect(counted.budgets.get("key_batch")).toBe(3)
         expect((yield* keys.findKeyById("key_batch"))?.budget_used).toBe(3)
 
+        // Charges conditional on their counts in the same batch: only the admitted request is charged.
+        yield* keys.insertKey({ ...key("key_cond", "hash_cond"), budget: { max_requests: 1 } })
+        expect((yield* credits.commitBatch({ ...empty, lease: { min: 1, size: 20 } }, newId)).lease).toEqual({ _tag: "Leased", id: "blk_two", amount: 20 })
+        const before = (yield* credits.getWorkspace).credits
+        const conditional = yield* credits.commitBatch({
+          ...empty,
+          budgets: [{ keyId: "key_cond", count: 2 }],
+          charges: [
+            charge("req_c6", { block: "blk_two", key_id: "key_cond", budget: { keyId: "key_cond", index: 0 } }),
+            charge("req_c7", { block: "blk_two", key_id: "key_cond", budget: { keyId: "key_cond", index: 1 } })
+          ]
+        }, newId)
+        expect(conditional.budgets.get("key_cond")).toBe(1)
+        expect([...conditional.written]).toEqual(["req_c6"])
+        expect([...conditional.unbudgeted]).toEqual(["req_c7"])
+        expect((yield* credits.getWorkspace).credits).toBe(before - 3)
+        expect((yield* keys.findKeyById("key_cond"))?.budget_used).toBe(1)
+
         const ledger = [...yield* credits.ledger({ limit: 1000 })].reverse()
         let running = 0
         for (const row of ledger) {
