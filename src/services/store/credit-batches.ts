@@ -126,6 +126,15 @@ export const storeNowMs = (dialect: "sqlite" | "postgres") =>
     ? "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
     : "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
+/**
+ * Postgres: counts `count` (a placeholder) requests against the budget of the key locked by the
+ * CTE `k`, from the locked (latest) values, so the count is exactly what a locking read and an
+ * update would make it.
+ */
+const countKey = (count: string) =>
+  `u AS (UPDATE api_keys a SET budget_used = a.budget_used + LEAST(${count}::bigint, GREATEST(0, k.budget_max_requests - k.budget_used))
+   FROM k WHERE a.id = k.id AND k.budget_max_requests IS NOT NULL RETURNING 1)`
+
 const placeholders = (from: number, count: number) => Array.from({ length: count }, (_, i) => `$${from + i}`).join(", ")
 
 /**
@@ -138,7 +147,19 @@ const placeholders = (from: number, count: number) => Array.from({ length: count
 export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () => string, optimistic = false) =>
   Effect.gen(function*() {
     const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
-    const [ws] = yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+    // Postgres: the first key's budget is counted by the statement that locks the workspace row
+    // (one round trip less); its row is locked only after the workspace's (`EXISTS (SELECT 1 FROM
+    // ws)` is evaluated before `k` locks a row), the order every commit takes them in.
+    const first = tx.dialect === "postgres" && batch.budgets[0]?.subject === undefined ? batch.budgets[0] : undefined
+    const [ws] = first === undefined
+      ? yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+      : yield* tx.all(
+        `WITH ws AS MATERIALIZED (SELECT credits, leased, reclaim FROM workspaces WHERE id = $1 FOR UPDATE),
+         k AS MATERIALIZED (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $2 AND EXISTS (SELECT 1 FROM ws) FOR UPDATE),
+         ${countKey("$3")}
+         SELECT ws.credits, ws.leased, ws.reclaim, k.id AS key_id, k.budget_used, k.budget_max_requests FROM ws LEFT JOIN k ON true`,
+        [DEFAULT_WORKSPACE, first.keyId, first.count]
+      )
     let credits = n(ws!.credits)
     let leased = n(ws!.leased)
     let reclaim = n(ws!.reclaim)
@@ -149,7 +170,13 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
 
     const budgets = new Map<string, number>()
-    for (const { count, keyId, subject } of batch.budgets) {
+    const admittedOf = (key: Record<string, unknown> | undefined, count: number) =>
+      key === undefined || key.budget_max_requests === null || key.budget_max_requests === undefined
+        ? 0
+        : Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used)))
+    if (first !== undefined) budgets.set(first.keyId, ws!.key_id === null ? 0 : admittedOf(ws, first.count))
+    for (const [index, { count, keyId, subject }] of batch.budgets.entries()) {
+      if (index === 0 && first !== undefined) continue
       if (subject !== undefined) {
         // A subject's row is made by its first count; its maximum is its policy's, not stored.
         yield* tx.all(
@@ -167,13 +194,11 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
         // One round trip instead of two: the row is locked by `k` and counted by `u` from the
         // locked (latest) values, so the count is exactly what the two statements would make it.
         const [key] = yield* tx.all(
-          `WITH k AS (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $1 FOR UPDATE),
-           u AS (UPDATE api_keys a SET budget_used = a.budget_used + LEAST($2::bigint, GREATEST(0, k.budget_max_requests - k.budget_used))
-                 FROM k WHERE a.id = k.id AND k.budget_max_requests IS NOT NULL RETURNING 1)
+          `WITH k AS MATERIALIZED (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $1 FOR UPDATE), ${countKey("$2")}
            SELECT budget_used, budget_max_requests FROM k`,
           [keyId, count]
         )
-        budgets.set(keyId, key === undefined || key.budget_max_requests === null ? 0 : Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used))))
+        budgets.set(keyId, admittedOf(key, count))
         continue
       }
       const [key] = yield* tx.all(`SELECT budget_used, budget_max_requests FROM api_keys WHERE id = $1${lock}`, [keyId])

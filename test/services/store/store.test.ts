@@ -364,6 +364,16 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         expect([...conditional.unbudgeted]).toEqual(["req_c7"])
         expect((yield* credits.getWorkspace).credits).toBe(before - 3)
         expect((yield* keys.findKeyById("key_cond"))?.budget_used).toBe(1)
+        // Several keys in one batch (on Postgres the first is counted by the workspace's lock statement), an unknown one admitted nothing.
+        yield* keys.insertKey({ ...key("key_two", "hash_two"), budget: { max_requests: 5 } })
+        const several = yield* credits.commitBatch({
+          ...empty,
+          budgets: [{ keyId: "key_cond", count: 1 }, { keyId: "key_two", count: 2 }, { keyId: "key_none", count: 1 }]
+        }, newId)
+        expect([...several.budgets]).toEqual([["key_cond", 0], ["key_two", 2], ["key_none", 0]])
+        const unknownFirst = yield* credits.commitBatch({ ...empty, budgets: [{ keyId: "key_none", count: 1 }, { keyId: "key_two", count: 4 }] }, newId)
+        expect([...unknownFirst.budgets]).toEqual([["key_none", 0], ["key_two", 3]])
+        expect((yield* keys.findKeyById("key_two"))?.budget_used).toBe(5)
         // The block's rest back to the pool, as the tests after this one expect it.
         yield* credits.commitBatch({ ...empty, returns: ["blk_two"] }, newId)
 
