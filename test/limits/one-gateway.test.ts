@@ -325,6 +325,21 @@ describe.each(backends)("$name", ({ postgres }) => {
       expect((await keyView(url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
     })
 
+    it("100 concurrent paid requests against a budget of 20: exactly 20 admitted and charged, the 80 refused charge nothing", async () => {
+      // A budgeted paid request's count and charge go in one commit, the charge only if the count admitted it.
+      const { key, id } = await newKey(url, { budget: { max_requests: 20 }, limits: { requests_per_minute: 1000 } })
+      const before = await balance(url)
+      const replies = await burst(100, () => url, key, { model: "paid" })
+      expect(count(replies, 200), summary(replies)).toBe(20)
+      expect(count(replies, 429), summary(replies)).toBe(80)
+      for (const reply of replies.filter((r) => r.status === 429)) expectError(reply, 429, "budget_exhausted")
+      expect((await keyView(url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+      expect(await balance(url)).toBe(before - 20 * PRICES.paid)
+      const charged = (await ledger(url)).filter((row) => row.key_id === id)
+      expect(charged.map((row) => row.amount)).toEqual(Array.from({ length: 20 }, () => -PRICES.paid))
+      expect(new Set(charged.map((row) => row.request_id))).toEqual(new Set(replies.filter((r) => r.status === 200).map((r) => r.requestId)))
+    })
+
     it("a stream refused for want of a slot does not spend the budget", async () => {
       const { key, id } = await newKey(url, { budget: { max_requests: 5 }, limits: { concurrent_streams: 1 } })
       fake.setDefault(() => ({ kind: "stall_after", chunks: 1 }))

@@ -9,7 +9,10 @@
  * commit is in flight goes in the next one, so under load one commit serves many requests.
  *
  * A paid request waits for the commit that writes its charge before its provider is called, and
- * a refund for the commit that writes it; a settlement is not waited for. So a crash costs what
+ * a refund for the commit that writes it; a settlement is not waited for, and does not take a
+ * commit of its own at once either: it goes with the next round that happens anyway (the next
+ * request's), or after SETTLE_DELAY_MS (issue 25: at concurrency 1 its own commit, right after the
+ * response, was what the client's next request found the writer busy with). So a crash costs what
  * it cost before blocks: the sweep of a live replica refunds the open reservations (the customer
  * is never charged for a request that did not finish; at worst a finished one whose settlement
  * was still in memory is not charged) and returns the block's unspent rest to the pool.
@@ -21,7 +24,10 @@
  *
  * Budgets are not split into blocks (a budget per key per replica would strand requests with an
  * idle replica): a budgeted request waits for the commit that counts it, shared with every other
- * request of its round, and each count is checked in order, so a budget stays exact.
+ * request of its round, and each count is checked in order, so a budget stays exact. A budgeted
+ * paid request the block can pay at once (`countAndSpend`) has its count and its charge in the
+ * same commit, the charge conditional on the count (the store writes it only if the count
+ * admitted the request): one commit to wait for instead of two, a count refused is never charged.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -46,6 +52,13 @@ const RECLAIM_RETRY_MS = 10
 const IDLE_RETURN_MS = 1_000
 /** With other replicas live, a held block checks this often whether one of them asked for it back. */
 const RECLAIM_POLL_MS = 50
+/**
+ * How long a settlement may wait for a round that happens anyway (the next request's) before it
+ * gets one of its own. Nobody waits for a settlement, but its own commit right after a response
+ * held the writer when the client's next request came in (at concurrency 1 on Postgres, the next
+ * admission waited ~1 ms for it); under load every round carries the settlements of the last.
+ */
+export const SETTLE_DELAY_MS = 20
 
 export interface SpendRequest {
   readonly amount: number
@@ -62,6 +75,9 @@ export type SpendOutcome =
   | { readonly _tag: "StoreFailed"; readonly error: unknown }
 
 export type BudgetOutcome = { readonly _tag: "Counted" } | { readonly _tag: "Exhausted" } | { readonly _tag: "StoreFailed"; readonly error: unknown }
+
+/** A budgeted paid admission: refused by the budget (429), else what the spend came to. */
+export type CountAndSpendOutcome = { readonly _tag: "Exhausted" } | SpendOutcome
 
 interface End {
   readonly op: "settle" | "refund"
@@ -87,6 +103,8 @@ interface Entry {
   acknowledge: (() => void) | undefined
   /** The admission waits for the commit that writes its charge: true once it is durable. */
   onWritten: ((written: boolean) => void) | undefined
+  /** The budget count its charge depends on, in the same commit (countAndSpend); cleared once that commit is over. */
+  counted: BudgetWaiter | undefined
 }
 
 /** What a graceful stop could not write: taken back by the next start. The first two are the outbox's older format. */
@@ -123,6 +141,12 @@ export interface BlockWriter {
   /** Counts one request against the budget of the key (or, with `subject`, the subject) `keyId`, in the next commit. */
   readonly countBudget: (keyId: string, subject?: SubjectBudget) => Effect.Effect<BudgetOutcome>
   /**
+   * `countBudget` then `spend`, as one admission: when the block can pay at once, the count and
+   * the charge go in the same commit, the charge written only if the count admitted the request
+   * (one commit to wait for instead of two); otherwise the count, then the spend.
+   */
+  readonly countAndSpend: (request: SpendRequest, subject?: SubjectBudget) => Effect.Effect<CountAndSpendOutcome>
+  /**
    * The request ended: its charge stays (settle) or goes back (refund). Waits for the commit that
    * writes it, or for that commit to fail (then it is retried in the background). Never fails.
    */
@@ -141,6 +165,8 @@ export const makeBlockWriter = (options: {
   readonly commitTimeout: Duration.Input
   /** The data directory the outbox spools to at stop (a file of this process's own) and takes spools back from at start. */
   readonly spoolDir: string | undefined
+  /** How long a settlement waits for a round that happens anyway; default SETTLE_DELAY_MS. */
+  readonly settleDelayMs?: number | undefined
 }): Effect.Effect<BlockWriter, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { owner, store } = options
@@ -155,6 +181,8 @@ export const makeBlockWriter = (options: {
     let live = 1
     let lastSpend = 0
     let lastCommit = 0
+    /** When the oldest settlement not yet taken by a round gets a round of its own; undefined: none waiting. */
+    let settleDue: number | undefined
     const outage = outageTracker()
     let wakeUp: (() => void) | undefined
     /** The round whose commit is in flight, so a stop can hand its waiters an answer. */
@@ -173,7 +201,12 @@ export const makeBlockWriter = (options: {
       block = undefined
     }
 
-    const admit = (request: SpendRequest, from: { id: string; remaining: number }, onWritten: (written: boolean) => void) => {
+    const admit = (
+      request: SpendRequest,
+      from: { id: string; remaining: number },
+      onWritten: (written: boolean) => void,
+      counted?: BudgetWaiter
+    ) => {
       from.remaining -= request.amount
       lastSpend = Date.now()
       entries.set(request.request_id, {
@@ -189,7 +222,8 @@ export const makeBlockWriter = (options: {
         sentEnded: false,
         retried: false,
         acknowledge: undefined,
-        onWritten
+        onWritten,
+        counted
       })
       wake()
     }
@@ -209,12 +243,12 @@ export const makeBlockWriter = (options: {
         } else if (item.op === "charge") {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: item.amount, model: item.model, method: null, endpoint: null,
-            block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined, onWritten: undefined
+            block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined, onWritten: undefined, counted: undefined
           })
         } else {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: 0, model: null, method: null, endpoint: null,
-            block: "", state: "written", end: { op: item.op, note: item.note }, sentEnded: false, retried: false, acknowledge: undefined, onWritten: undefined
+            block: "", state: "written", end: { op: item.op, note: item.note }, sentEnded: false, retried: false, acknowledge: undefined, onWritten: undefined, counted: undefined
           })
         }
       }
@@ -229,7 +263,9 @@ export const makeBlockWriter = (options: {
     /** Something to commit. `strays` (set by a failed commit) also makes the round that tells an outage is over. */
     const hasWork = (now: number) => {
       if (budgetWaiters.length > 0 || returns.length > 0 || strays || (waiters.length > 0 && now >= retryAt)) return true
-      for (const entry of entries.values()) if (entry.state === "pending" || (entry.state === "written" && entry.end !== undefined)) return true
+      if (settleDue !== undefined && now >= settleDue) return true
+      // Settlements wait for settleDue (or ride along with a round that happens anyway); refunds go at once.
+      for (const entry of entries.values()) if (entry.state === "pending" || (entry.state === "written" && entry.end?.op === "refund")) return true
       return false
     }
 
@@ -239,6 +275,17 @@ export const makeBlockWriter = (options: {
       const charges: Array<BatchCharge> = []
       const settles: Array<string> = []
       const refunds: Array<{ request_id: string; actor: string; note: string }> = []
+      // A charge that depends on a count of this batch names it by its place among its key's counts.
+      let countIndex: Map<BudgetWaiter, number> | undefined
+      if (budgetWaiters.length > 0) {
+        const seen = new Map<string, number>()
+        countIndex = new Map()
+        for (const waiter of budgetWaiters) {
+          const index = seen.get(waiter.keyId) ?? 0
+          seen.set(waiter.keyId, index + 1)
+          countIndex.set(waiter, index)
+        }
+      }
       for (const entry of entries.values()) {
         if (entry.state === "pending") {
           entry.state = "writing"
@@ -252,7 +299,8 @@ export const makeBlockWriter = (options: {
             model: entry.model,
             open: entry.end === undefined ? { method: entry.method, endpoint: entry.endpoint } : undefined,
             refundNote: entry.end?.op === "refund" ? entry.end.note : undefined,
-            retried: entry.retried
+            retried: entry.retried,
+            budget: budgetOf(entry, countIndex)
           })
         } else if (entry.state === "written" && entry.end !== undefined) {
           entry.state = "ending"
@@ -261,6 +309,7 @@ export const makeBlockWriter = (options: {
           else refunds.push({ request_id: entry.request_id, actor: entry.key_id, note: entry.end.note })
         }
       }
+      settleDue = undefined
       const leasing = waiters.length > 0 && now >= retryAt
       // The block cannot pay the first waiter: its rest goes back in the same commit as the new lease.
       if (leasing) detach()
@@ -295,6 +344,15 @@ export const makeBlockWriter = (options: {
         returned,
         leasing
       }
+    }
+
+    /** The count a pending charge depends on: always in the same batch (both are queued together, and a batch takes every one). */
+    const budgetOf = (entry: Entry, countIndex: Map<BudgetWaiter, number> | undefined) => {
+      if (entry.counted === undefined) return undefined
+      const index = countIndex?.get(entry.counted)
+      // Unreachable; should it happen, the charge goes unconditionally (never uncharged while served).
+      if (index === undefined) return undefined
+      return { keyId: entry.counted.keyId, index }
     }
 
     const settleBudgets = (budgets: Array<BudgetWaiter>, admitted: ReadonlyMap<string, number>) => {
@@ -333,8 +391,15 @@ export const makeBlockWriter = (options: {
           onWritten?.(written)
         }
         for (const entry of taken.sent) {
+          entry.counted = undefined
           if (entry.state === "ending") {
             done(entry)
+          } else if (result.unbudgeted.has(entry.request_id)) {
+            // Its budget refused it (the count's waiter answered 429): nothing was charged, so the
+            // block still holds its price.
+            entry.onWritten = undefined
+            done(entry)
+            if (block?.id === entry.block) block.remaining += entry.amount
           } else if (result.dropped.has(entry.request_id)) {
             // Not charged, so not served either.
             dropped++
@@ -388,6 +453,8 @@ export const makeBlockWriter = (options: {
 
     const failed = (taken: NonNullable<ReturnType<typeof takeBatch>>, error: unknown) => {
       for (const entry of taken.sent) {
+        // Retried unconditionally, as a charge with its refund: the count's outcome is unknown.
+        entry.counted = undefined
         if (entry.state === "writing") {
           entry.state = "pending"
           entry.retried = true
@@ -399,7 +466,11 @@ export const makeBlockWriter = (options: {
             entry.end ??= { op: "refund", note: "the admission's outcome was unknown (store error)" }
             onWritten(false)
           }
-        } else if (entry.state === "ending") entry.state = "written"
+        } else if (entry.state === "ending") {
+          entry.state = "written"
+          // Settlements are retried with the rest, not deferred again.
+          settleDue ??= Date.now()
+        }
       }
       // Ends stay queued and are retried; their requests do not wait through an outage.
       for (const entry of entries.values()) {
@@ -492,9 +563,11 @@ export const makeBlockWriter = (options: {
       while (true) {
         const now = Date.now()
         if (!hasWork(now)) {
-          const timeout = waiters.length > 0
+          const held = waiters.length > 0
             ? Math.max(1, retryAt - now)
             : block !== undefined ? (live > 1 ? RECLAIM_POLL_MS : IDLE_RETURN_MS) : undefined
+          const settling = settleDue === undefined ? undefined : Math.max(1, settleDue - now)
+          const timeout = held === undefined ? settling : settling === undefined ? held : Math.min(held, settling)
           if (timeout === undefined) yield* idleWait
           else yield* Effect.timeoutOption(idleWait, Duration.millis(timeout))
           yield* housekeeping
@@ -586,39 +659,73 @@ export const makeBlockWriter = (options: {
         wake()
       })
 
+    const spend = (request: SpendRequest): Effect.Effect<SpendOutcome> =>
+      Effect.suspend(() => {
+        if (outage.down) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
+        // One charge per request id (the store holds it unique, as it always held the reservation).
+        if (entries.has(request.request_id)) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error(`request ${request.request_id} is already charged`) })
+        // Waiters first: a request arriving now does not overtake one waiting for a lease.
+        if (waiters.length === 0 && block !== undefined && block.remaining >= request.amount) {
+          const from = block
+          // The charge is durable before the provider is called (group commit: one transaction for every request of the round).
+          return Effect.callback<SpendOutcome>((resume) => {
+            admit(request, from, (written) => resume(Effect.succeed(written ? admitted : notWritten)))
+          })
+        }
+        return spendSlow(request)
+      })
+
+    const countBudget = (keyId: string, subject?: SubjectBudget): Effect.Effect<BudgetOutcome> =>
+      Effect.suspend(() =>
+        outage.down
+          ? Effect.succeed<BudgetOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
+          : Effect.callback<BudgetOutcome>((resume) => {
+            budgetWaiters.push({ keyId, subject, resume: (outcome) => resume(Effect.succeed(outcome)) })
+            wake()
+          })
+      )
+
     return {
-      spend: (request) =>
+      spend,
+      countAndSpend: (request, subject) =>
         Effect.suspend(() => {
-          if (outage.down) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
-          // One charge per request id (the store holds it unique, as it always held the reservation).
-          if (entries.has(request.request_id)) return Effect.succeed<SpendOutcome>({ _tag: "StoreFailed", error: new Error(`request ${request.request_id} is already charged`) })
-          // Waiters first: a request arriving now does not overtake one waiting for a lease.
-          if (waiters.length === 0 && block !== undefined && block.remaining >= request.amount) {
-            const from = block
-            // The charge is durable before the provider is called (group commit: one transaction for every request of the round).
-            return Effect.callback<SpendOutcome>((resume) => {
-              admit(request, from, (written) => resume(Effect.succeed(written ? admitted : notWritten)))
-            })
+          if (outage.down || entries.has(request.request_id) || waiters.length > 0 || block === undefined || block.remaining < request.amount) {
+            // The block cannot pay at once (or the spend refuses by itself): the count, then the spend.
+            return Effect.flatMap(countBudget(request.key_id, subject), (counted) =>
+              counted._tag === "Counted" ? spend(request) : Effect.succeed<CountAndSpendOutcome>(counted))
           }
-          return spendSlow(request)
+          const from = block
+          return Effect.callback<CountAndSpendOutcome>((resume) => {
+            let answered = false
+            const answer = (outcome: CountAndSpendOutcome) => {
+              if (answered) return
+              answered = true
+              resume(Effect.succeed(outcome))
+            }
+            // The count answers first in its commit: a refusal (429) or a failure ends the
+            // admission; a count that admitted waits for its charge (written in that commit).
+            const counted: BudgetWaiter = {
+              keyId: request.key_id,
+              subject,
+              resume: (outcome) => {
+                if (outcome._tag !== "Counted") answer(outcome)
+              }
+            }
+            budgetWaiters.push(counted)
+            admit(request, from, (written) => answer(written ? admitted : notWritten), counted)
+          })
         }),
-      countBudget: (keyId, subject) =>
-        Effect.suspend(() =>
-          outage.down
-            ? Effect.succeed<BudgetOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
-            : Effect.callback<BudgetOutcome>((resume) => {
-              budgetWaiters.push({ keyId, subject, resume: (outcome) => resume(Effect.succeed(outcome)) })
-              wake()
-            })
-        ),
+      countBudget,
       end: (requestId, op, note) =>
         Effect.suspend(() => {
           const entry = entries.get(requestId)
           if (entry === undefined || entry.end !== undefined) return Effect.void
           entry.end = { op, note }
+          // A settlement changes no balance (the reservation row goes): nobody waits for it, and
+          // it goes with the next round (within SETTLE_DELAY_MS). A crash before it lands refunds
+          // the request (the sweep), in the customer's favour.
+          if (op === "settle") settleDue ??= Date.now() + (options.settleDelayMs ?? SETTLE_DELAY_MS)
           wake()
-          // A settlement changes no balance (the reservation row goes): nobody waits for it. A
-          // crash before it lands refunds the request (the sweep), in the customer's favour.
           if (outage.down || op === "settle") return Effect.void
           // SQLite commits synchronously: the refund is written on this request's fiber before
           // its scope finishes closing, as it was before blocks (the worker would write it a tick later).

@@ -242,6 +242,20 @@ export class Credits extends Context.Service<Credits, {
               : writer === undefined
               ? admitDirect(charge, principal)
               : Effect.gen(function*() {
+                if (budget !== null && charge.amount > 0) {
+                  // One commit for the count and the charge (the charge written only if the count admitted it).
+                  const outcome = yield* writer.countAndSpend(charge, subjectBudget(principal))
+                  switch (outcome._tag) {
+                    case "Admitted":
+                      return charge
+                    case "Exhausted":
+                      return yield* Effect.fail(budgetExhausted(principal))
+                    case "StoreFailed":
+                      return yield* Effect.fail(storeUnavailable(outcome.error))
+                    case "Insufficient":
+                      return yield* Effect.fail(insufficient(charge, outcome.available))
+                  }
+                }
                 if (budget !== null) {
                   const counted = yield* writer.countBudget(charge.key_id, subjectBudget(principal))
                   if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))

@@ -13,7 +13,16 @@ import { SqlClient } from "effect/sql/SqlClient"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"
 import { decodeRows, DEFAULT_WORKSPACE, Num, NullableString } from "./rows.ts"
-import { type BatchResult, type BatchTx, type BatchWrite, type CreditBatch, returnOrphanedBlocks, runCreditBatch, storeNowMs, type SubjectBudget } from "./credit-batches.ts"
+import {
+  type BatchResult,
+  type BatchTx,
+  type BatchWrite,
+  type CreditBatch,
+  returnOrphanedBlocks,
+  runCreditBatch,
+  storeNowMs,
+  type SubjectBudget
+} from "./credit-batches.ts"
 
 export type { SubjectBudget }
 import { SqliteDatabase } from "./sqlite-client.ts"
@@ -234,20 +243,31 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           Effect.gen(function*() {
             // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
             // parameters per statement: a larger batch goes in several.
-            let group: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
+            // A checked write's row count is what the statement's final SELECT returns for it.
+            const counts: Array<number> = []
+            let group: Array<PgStatement> = []
             let count = 0
             const flush = Effect.suspend(() => {
               if (group.length === 0) return Effect.void
               const params: Array<unknown> = []
+              const checked: Array<number> = []
               const parts = group.map((write, i) => {
                 const offset = params.length
                 params.push(...write.params)
+                if (write.check === true) checked.push(i)
                 return `w${i} AS (${write.text.replace(/\$(\d+)/g, (_, d: string) => `$${Number(d) + offset}`)})`
               })
-              const text = group.length === 1 ? group[0]!.text : `WITH ${parts.join(", ")} SELECT 1`
+              const sent = group
+              const text = sent.length === 1
+                ? sent[0]!.text
+                : `WITH ${parts.join(", ")} SELECT ${checked.length === 0 ? "1" : checked.map((i) => `(SELECT COUNT(*) FROM w${i}) AS c${i}`).join(", ")}`
               group = []
               count = 0
-              return Effect.asVoid(sql.unsafe(text, params))
+              return Effect.map(sql.unsafe<Record<string, unknown>>(text, params), (rows) => {
+                if (sent.length === 1) {
+                  if (sent[0]!.check === true) counts.push(rows.length)
+                } else for (const i of checked) counts.push(Number(rows[0]![`c${i}`]))
+              })
             })
             for (const write of writes.flatMap(pgStatements)) {
               if (count + write.params.length > 60_000) yield* flush
@@ -255,11 +275,12 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
               count += write.params.length
             }
             yield* flush
+            return counts
           })
       }
 
       /** A batch on Postgres in one SqlClient transaction; on SQLite in one synchronous transaction on the raw connection. */
-      const inTransaction = <A>(work: (tx: BatchTx) => Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> => {
+      const inTransaction = <A, E = never>(work: (tx: BatchTx) => Effect.Effect<A, SqlError | E>): Effect.Effect<A, SqlError | E> => {
         if (sqlite === undefined) return sql.withTransaction(work(pgTx))
         const raw = sqlite
         const tx = sqliteTx(raw)
@@ -279,7 +300,15 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
 
       return CreditsRepo.of({
         dialect,
-        commitBatch: (batch, newBlockId) => inTransaction((tx) => runCreditBatch(tx, batch, newBlockId)).pipe(storeOp("CreditsRepo.commitBatch")),
+        commitBatch: (batch, newBlockId) => {
+          const careful = inTransaction((tx) => runCreditBatch(tx, batch, newBlockId)).pipe(Effect.catchTag("OptimisticMiss", Effect.die))
+          // Postgres: the block charges go with the other writes, unless the batch also returns
+          // blocks (a block returned with the charges it paid must be charged first).
+          const optimistic = sqlite === undefined && batch.returns.length === 0 && batch.strays === undefined
+          return (optimistic
+            ? inTransaction((tx) => runCreditBatch(tx, batch, newBlockId, true)).pipe(Effect.catchTag("OptimisticMiss", () => careful))
+            : careful).pipe(storeOp("CreditsRepo.commitBatch"))
+        },
         reclaimCounter: sql`SELECT reclaim FROM workspaces WHERE id = ${DEFAULT_WORKSPACE}`.pipe(
           decodeRows(Schema.Struct({ reclaim: Num })),
           Effect.map((rows) => rows[0]?.reclaim ?? 0),
@@ -455,20 +484,27 @@ const sqliteTx = (raw: SqliteDatabase["Service"]): BatchTx => {
       }, "commitBatch"),
     writeAll: (writes) =>
       sqliteTry(() => {
+        const counts: Array<number> = []
         for (const write of writes) {
           if ("text" in write) {
-            raw.prepare(text(write.text)).run(...(write.params as Array<string | number | null>))
+            const statement = raw.prepare(text(write.text))
+            const params = write.params as Array<string | number | null>
+            if (write.check === true) counts.push(statement.all(...params).length)
+            else statement.run(...params)
             continue
           }
           const statement = raw.prepare(`INSERT INTO ${write.table} (${write.columns.join(", ")}) VALUES (${write.columns.map(() => "?").join(", ")})`)
           for (const row of write.rows) statement.run(...(row as Array<string | number | null>))
         }
+        return counts
       }, "commitBatch")
   }
 }
 
+type PgStatement = { readonly text: string; readonly params: ReadonlyArray<unknown>; readonly check?: boolean | undefined }
+
 /** A write as Postgres statements: rows as multi-row INSERTs of at most 30,000 parameters each. */
-const pgStatements = (write: BatchWrite): Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> => {
+const pgStatements = (write: BatchWrite): Array<PgStatement> => {
   if ("text" in write) return [write]
   const { columns, rows, table } = write
   const statements: Array<{ text: string; params: ReadonlyArray<unknown> }> = []

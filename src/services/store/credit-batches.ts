@@ -5,10 +5,13 @@
  * from its first statement, so every ledger row's `balance_after` follows the previous one in
  * `seq` order across replicas. Each movement is still checked in order: a budget never passes its
  * maximum, a block never pays more than it holds, a lease never takes more than the pool has free.
+ * A charge may be conditional on a budget count of the same batch (a budgeted paid request's
+ * count and charge go in one commit): it is written only when that count admitted its request.
  *
  * Written once for both dialects over a small statement interface (`$n` placeholders; SQLite runs
  * them on its raw connection, synchronously, Postgres through the SqlClient).
  */
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Reservation } from "../../domain/records.ts"
@@ -24,10 +27,19 @@ export interface SubjectBudget {
   readonly subject: string
 }
 
-/** A statement whose result nobody reads, or rows to insert (each store inserts them its own way). */
+/**
+ * A statement whose result nobody reads (with `check`: only how many rows it returned), or rows
+ * to insert (each store inserts them its own way).
+ */
 export type BatchWrite =
-  | { readonly text: string; readonly params: ReadonlyArray<unknown> }
+  | { readonly text: string; readonly params: ReadonlyArray<unknown>; readonly check?: boolean | undefined }
   | { readonly table: string; readonly columns: ReadonlyArray<string>; readonly rows: ReadonlyArray<ReadonlyArray<unknown>> }
+
+/**
+ * An optimistic batch (Postgres) found a block that could not pay what it assumed: its
+ * transaction is rolled back and the batch run again the careful way.
+ */
+export class OptimisticMiss extends Data.TaggedError("OptimisticMiss")<{}> {}
 
 export interface BatchTx {
   readonly dialect: "sqlite" | "postgres"
@@ -35,9 +47,10 @@ export interface BatchTx {
   /**
    * Writes whose results nobody reads, in order (Postgres sends them as one statement of
    * data-modifying CTEs, one round trip instead of one each: they touch different rows; SQLite
-   * runs them one by one, rows through one prepared statement).
+   * runs them one by one, rows through one prepared statement). Returns, for each write with
+   * `check`, in order, how many rows it returned.
    */
-  readonly writeAll: (writes: ReadonlyArray<BatchWrite>) => Effect.Effect<void, SqlError>
+  readonly writeAll: (writes: ReadonlyArray<BatchWrite>) => Effect.Effect<ReadonlyArray<number>, SqlError>
 }
 
 export interface BatchCharge {
@@ -52,6 +65,11 @@ export interface BatchCharge {
   readonly refundNote: string | undefined
   /** A failed or abandoned commit carried it: it may be written already, so look first. */
   readonly retried: boolean
+  /**
+   * The charge of a request whose budget count is in this batch too (one commit for both): it is
+   * written only if that count admitted the request, the `index`-th (from 0) of `keyId`'s counts.
+   */
+  readonly budget?: { readonly keyId: string; readonly index: number } | undefined
 }
 
 export interface CreditBatch {
@@ -88,6 +106,8 @@ export interface BatchResult {
   readonly found: ReadonlySet<string>
   /** Charges whose block was gone (swept after this replica's lease lapsed): not charged. */
   readonly dropped: ReadonlySet<string>
+  /** Charges whose budget count in the same batch was refused: not charged (the request is answered 429). */
+  readonly unbudgeted: ReadonlySet<string>
   readonly refunded: ReadonlyArray<Reservation>
   readonly lease: LeaseResult | undefined
   readonly reclaim: number
@@ -106,12 +126,40 @@ export const storeNowMs = (dialect: "sqlite" | "postgres") =>
     ? "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
     : "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
+/**
+ * Postgres: counts `count` (a placeholder) requests against the budget of the key locked by the
+ * CTE `k`, from the locked (latest) values, so the count is exactly what a locking read and an
+ * update would make it.
+ */
+const countKey = (count: string) =>
+  `u AS (UPDATE api_keys a SET budget_used = a.budget_used + LEAST(${count}::bigint, GREATEST(0, k.budget_max_requests - k.budget_used))
+   FROM k WHERE a.id = k.id AND k.budget_max_requests IS NOT NULL RETURNING 1)`
+
 const placeholders = (from: number, count: number) => Array.from({ length: count }, (_, i) => `$${from + i}`).join(", ")
 
-export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () => string) =>
+/**
+ * `optimistic` (Postgres, issue 25): each block's charge is not sent on its own and awaited
+ * before the ledger rows are computed, but goes in the one statement of every write, assumed to
+ * pay (a block only fails to when another replica reclaimed it after this one's lease lapsed);
+ * should one not pay, the batch fails with OptimisticMiss (its transaction rolled back) and is
+ * run again without this. One round trip less per commit.
+ */
+export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () => string, optimistic = false) =>
   Effect.gen(function*() {
     const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
-    const [ws] = yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+    // Postgres: the first key's budget is counted by the statement that locks the workspace row
+    // (one round trip less); its row is locked only after the workspace's (`EXISTS (SELECT 1 FROM
+    // ws)` is evaluated before `k` locks a row), the order every commit takes them in.
+    const first = tx.dialect === "postgres" && batch.budgets[0]?.subject === undefined ? batch.budgets[0] : undefined
+    const [ws] = first === undefined
+      ? yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+      : yield* tx.all(
+        `WITH ws AS MATERIALIZED (SELECT credits, leased, reclaim FROM workspaces WHERE id = $1 FOR UPDATE),
+         k AS MATERIALIZED (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $2 AND EXISTS (SELECT 1 FROM ws) FOR UPDATE),
+         ${countKey("$3")}
+         SELECT ws.credits, ws.leased, ws.reclaim, k.id AS key_id, k.budget_used, k.budget_max_requests FROM ws LEFT JOIN k ON true`,
+        [DEFAULT_WORKSPACE, first.keyId, first.count]
+      )
     let credits = n(ws!.credits)
     let leased = n(ws!.leased)
     let reclaim = n(ws!.reclaim)
@@ -122,7 +170,13 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
 
     const budgets = new Map<string, number>()
-    for (const { count, keyId, subject } of batch.budgets) {
+    const admittedOf = (key: Record<string, unknown> | undefined, count: number) =>
+      key === undefined || key.budget_max_requests === null || key.budget_max_requests === undefined
+        ? 0
+        : Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used)))
+    if (first !== undefined) budgets.set(first.keyId, ws!.key_id === null ? 0 : admittedOf(ws, first.count))
+    for (const [index, { count, keyId, subject }] of batch.budgets.entries()) {
+      if (index === 0 && first !== undefined) continue
       if (subject !== undefined) {
         // A subject's row is made by its first count; its maximum is its policy's, not stored. No
         // conflict target: a racing first insert conflicts on (issuer, subject) as well as on id.
@@ -135,6 +189,17 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
         const admitted = Math.max(0, Math.min(count, subject.max_requests - n(row!.budget_used)))
         budgets.set(keyId, admitted)
         if (admitted > 0) yield* tx.all(`UPDATE identity_subjects SET budget_used = budget_used + $1 WHERE id = $2`, [admitted, keyId])
+        continue
+      }
+      if (tx.dialect === "postgres") {
+        // One round trip instead of two: the row is locked by `k` and counted by `u` from the
+        // locked (latest) values, so the count is exactly what the two statements would make it.
+        const [key] = yield* tx.all(
+          `WITH k AS MATERIALIZED (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $1 FOR UPDATE), ${countKey("$2")}
+           SELECT budget_used, budget_max_requests FROM k`,
+          [keyId, count]
+        )
+        budgets.set(keyId, admittedOf(key, count))
         continue
       }
       const [key] = yield* tx.all(`SELECT budget_used, budget_max_requests FROM api_keys WHERE id = $1${lock}`, [keyId])
@@ -158,20 +223,26 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
 
     const written = new Set<string>()
     const dropped = new Set<string>()
+    const unbudgeted = new Set<string>()
     const byBlock = new Map<string, Array<BatchCharge>>()
     for (const charge of batch.charges) {
       if (found.has(charge.request_id)) continue
+      // Counted above, in order: a refused count leaves its charge unwritten (not charged, not served).
+      if (charge.budget !== undefined && charge.budget.index >= (budgets.get(charge.budget.keyId) ?? 0)) {
+        unbudgeted.add(charge.request_id)
+        continue
+      }
       const list = byBlock.get(charge.block)
       if (list === undefined) byBlock.set(charge.block, [charge])
       else list.push(charge)
     }
+    const blockCharges: Array<BatchWrite> = []
     for (const [block, charges] of byBlock) {
       const total = charges.reduce((sum, c) => sum + c.amount, 0)
-      const paid = yield* tx.all(
-        // By id alone: a spool taken back at start charges the blocks of the previous start.
-        `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND remaining >= $1 RETURNING remaining`,
-        [total, block]
-      )
+      // By id alone: a spool taken back at start charges the blocks of the previous start.
+      const charge = `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND remaining >= $1 RETURNING remaining`
+      if (optimistic) blockCharges.push({ text: charge, params: [total, block], check: true })
+      const paid = optimistic ? [true] : yield* tx.all(charge, [total, block])
       if (paid.length === 0) {
         for (const c of charges) dropped.add(c.request_id)
         continue
@@ -238,7 +309,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       }
     }
 
-    const writes: Array<BatchWrite> = []
+    const writes: Array<BatchWrite> = [...blockCharges]
     for (let i = 0; i < batch.settles.length; i += 30_000) {
       const ids = batch.settles.slice(i, i + 30_000)
       writes.push({ text: `DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, ids.length)})`, params: ids })
@@ -256,8 +327,11 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
       writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
     }
-    if (writes.length > 0) yield* tx.writeAll(writes)
-    return { budgets, written, found, dropped, refunded, lease, reclaim, live } satisfies BatchResult
+    if (writes.length > 0) {
+      const paid = yield* tx.writeAll(writes)
+      if (paid.some((rows) => rows === 0)) return yield* new OptimisticMiss()
+    }
+    return { budgets, written, found, dropped, unbudgeted, refunded, lease, reclaim, live } satisfies BatchResult
   })
 
 /** Returns the blocks of replicas whose lease lapsed (they died holding them); the rest of each goes back to the pool. */

@@ -13,9 +13,13 @@ import { StoreError } from "../../../src/services/store/StoreError.ts"
 
 const outage = new StoreError({ operation: "CreditsRepo.commitBatch", message: "connection refused", outage: true, cause: null })
 
-/** A store whose commits fail while `down` is set; otherwise it admits every budget count and leases what is asked. */
+/**
+ * A store whose commits fail while `down` is set; otherwise it admits budget counts up to
+ * `budgetLeft` per key (every count when unset), leaves unwritten a charge whose count in the
+ * same batch it refused (as the real store does), and leases what is asked.
+ */
 const fakeStore = () => {
-  const state = { down: false, commits: [] as Array<CreditBatch> }
+  const state = { down: false, commits: [] as Array<CreditBatch>, budgetLeft: new Map<string, number>() }
   const store = {
     dialect: "sqlite",
     reclaimCounter: Effect.succeed(0),
@@ -23,11 +27,20 @@ const fakeStore = () => {
       Effect.suspend(() => {
         if (state.down) return Effect.fail(outage)
         state.commits.push(batch)
+        const budgets = new Map(batch.budgets.map((b) => {
+          const left = state.budgetLeft.get(b.keyId)
+          if (left === undefined) return [b.keyId, b.count]
+          const admitted = Math.min(left, b.count)
+          state.budgetLeft.set(b.keyId, left - admitted)
+          return [b.keyId, admitted]
+        }))
+        const refused = (c: CreditBatch["charges"][number]) => c.budget !== undefined && c.budget.index >= (budgets.get(c.budget.keyId) ?? 0)
         const result: BatchResult = {
-          budgets: new Map(batch.budgets.map((b) => [b.keyId, b.count])),
-          written: new Set(batch.charges.map((c) => c.request_id)),
+          budgets,
+          written: new Set(batch.charges.filter((c) => !refused(c)).map((c) => c.request_id)),
           found: new Set(),
           dropped: new Set(),
+          unbudgeted: new Set(batch.charges.filter(refused).map((c) => c.request_id)),
           refunded: [],
           lease: batch.lease === undefined ? undefined : { _tag: "Leased", id: newBlockId(), amount: batch.lease.size },
           reclaim: 0,
@@ -92,6 +105,57 @@ describe("BlockWriter", () => {
       expect(req2).toHaveLength(1)
       expect(req2[0]).toMatchObject({ retried: true, open: undefined })
       expect(req2[0]!.refundNote).toMatch(/unknown/)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  })
+
+  it("a budgeted paid admission waits for one commit: its count and its charge together, the charge written only if the count admits it", async () => {
+    const { state, store } = fakeStore()
+    const scope = Effect.runSync(Scope.make())
+    const writer = await Effect.runPromise(
+      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined }), scope)
+    )
+    try {
+      // A block first (its lease is a commit of its own).
+      expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
+      state.budgetLeft.set("key_a", 1)
+      const before = state.commits.length
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
+      const admitted = state.commits.slice(before)
+      expect(admitted).toHaveLength(1)
+      expect(admitted[0]!.budgets).toEqual([{ keyId: "key_a", count: 1, subject: undefined }])
+      expect(admitted[0]!.charges).toMatchObject([{ request_id: "req_2", budget: { keyId: "key_a", index: 0 } }])
+
+      // The budget is used up: 429, and nothing is charged or left pending.
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_3", model: "m" }))).toEqual({ _tag: "Exhausted" })
+      expect(writer.pending()).toBe(0)
+      // The refused request's price went back to the block: the 8 it still holds pay without a lease.
+      const leases = state.commits.filter((c) => c.lease !== undefined).length
+      expect(await Effect.runPromise(writer.spend({ amount: 8, key_id: "key_b", request_id: "req_4", model: "m" }))).toEqual({ _tag: "Admitted" })
+      expect(state.commits.filter((c) => c.lease !== undefined)).toHaveLength(leases)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  })
+
+  it("a settlement does not take a commit of its own right after its request: it goes with the next round", async () => {
+    const { state, store } = fakeStore()
+    const scope = Effect.runSync(Scope.make())
+    const writer = await Effect.runPromise(
+      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined, settleDelayMs: 60_000 }), scope)
+    )
+    try {
+      expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
+      await Effect.runPromise(writer.end("req_1", "settle", ""))
+      const before = state.commits.length
+      await new Promise((r) => setTimeout(r, 100))
+      expect(state.commits.length).toBe(before)
+      expect(writer.pending()).toBe(1)
+      // The next admission's commit carries it.
+      expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
+      expect(state.commits.slice(before)).toMatchObject([{ settles: ["req_1"], charges: [{ request_id: "req_2" }] }])
+      expect(writer.pending()).toBe(0)
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
     }

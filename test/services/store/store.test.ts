@@ -373,6 +373,36 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         expect(counted.budgets.get("key_batch")).toBe(3)
         expect((yield* keys.findKeyById("key_batch"))?.budget_used).toBe(3)
 
+        // Charges conditional on their counts in the same batch: only the admitted request is charged.
+        yield* keys.insertKey({ ...key("key_cond", "hash_cond"), budget: { max_requests: 1 } })
+        expect((yield* credits.commitBatch({ ...empty, lease: { min: 1, size: 20 } }, newId)).lease).toEqual({ _tag: "Leased", id: "blk_two", amount: 20 })
+        const before = (yield* credits.getWorkspace).credits
+        const conditional = yield* credits.commitBatch({
+          ...empty,
+          budgets: [{ keyId: "key_cond", count: 2 }],
+          charges: [
+            charge("req_c6", { block: "blk_two", key_id: "key_cond", budget: { keyId: "key_cond", index: 0 } }),
+            charge("req_c7", { block: "blk_two", key_id: "key_cond", budget: { keyId: "key_cond", index: 1 } })
+          ]
+        }, newId)
+        expect(conditional.budgets.get("key_cond")).toBe(1)
+        expect([...conditional.written]).toEqual(["req_c6"])
+        expect([...conditional.unbudgeted]).toEqual(["req_c7"])
+        expect((yield* credits.getWorkspace).credits).toBe(before - 3)
+        expect((yield* keys.findKeyById("key_cond"))?.budget_used).toBe(1)
+        // Several keys in one batch (on Postgres the first is counted by the workspace's lock statement), an unknown one admitted nothing.
+        yield* keys.insertKey({ ...key("key_two", "hash_two"), budget: { max_requests: 5 } })
+        const several = yield* credits.commitBatch({
+          ...empty,
+          budgets: [{ keyId: "key_cond", count: 1 }, { keyId: "key_two", count: 2 }, { keyId: "key_none", count: 1 }]
+        }, newId)
+        expect([...several.budgets]).toEqual([["key_cond", 0], ["key_two", 2], ["key_none", 0]])
+        const unknownFirst = yield* credits.commitBatch({ ...empty, budgets: [{ keyId: "key_none", count: 1 }, { keyId: "key_two", count: 4 }] }, newId)
+        expect([...unknownFirst.budgets]).toEqual([["key_none", 0], ["key_two", 3]])
+        expect((yield* keys.findKeyById("key_two"))?.budget_used).toBe(5)
+        // The block's rest back to the pool, as the tests after this one expect it.
+        yield* credits.commitBatch({ ...empty, returns: ["blk_two"] }, newId)
+
         const ledger = [...yield* credits.ledger({ limit: 1000 })].reverse()
         let running = 0
         for (const row of ledger) {
