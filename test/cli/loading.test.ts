@@ -31,7 +31,22 @@ const srcFilesOf = (urls: ReadonlyArray<string>) =>
   urls.filter((url) => url.startsWith(`file://${ROOT}/src/`)).map((url) => url.slice(`file://${ROOT}/`.length))
 
 /** Libraries only some deployments use: each is loaded by the feature that needs it. */
-const OPTIONAL = ["@modelcontextprotocol/server", "zod", "mysql2", "@effect/sql-pg", "libpg-query", "node-sql-parser", "redis", "gpt-tokenizer", "@smithy/signature-v4", "@smithy/core"]
+const OPTIONAL = [
+  "@modelcontextprotocol/server",
+  "zod",
+  "mysql2",
+  "@effect/sql-pg",
+  "libpg-query",
+  "node-sql-parser",
+  "redis",
+  "gpt-tokenizer",
+  "@smithy/signature-v4",
+  "@smithy/core",
+  // Identity providers: API-token verification (auth.oidc) and the admin sign-in (admin.oidc).
+  "jose",
+  "openid-client",
+  "oauth4webapi"
+]
 
 describe("what a process loads", () => {
   it("a store command loads the config and the store, not the server", async () => {
