@@ -72,6 +72,9 @@ describe("what a process loads", () => {
     const gateway = await spawnGateway(config, modules.env)
     try {
       expect([...packagesOf(modules.loaded())].filter((name) => OPTIONAL.includes(name))).toEqual([])
+      // Of undici, only the Agent, request and errors (services/providers/undici.ts): not its index,
+      // which loads fetch, WebSocket and the rest.
+      expect(modules.loaded().filter((url) => /\/node_modules\/undici\/(index\.js|lib\/web\/)/.test(url))).toEqual([])
 
       const created = await fetch(`${gateway.url}/api-keys`, {
         method: "POST",
