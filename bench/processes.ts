@@ -13,7 +13,7 @@ import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { createClient } from "redis"
 import { stringify } from "yaml"
-import { heapChosen, SERVE_HEAP_FLAGS } from "../bin/serve-flags.ts"
+import { heapChosen, SERVE_ENV, SERVE_NODE_FLAGS } from "../bin/serve-flags.ts"
 
 export const ROOT = resolve(import.meta.dirname, "..")
 /** The Node 24 running this script: `npm run bench` puts node_modules/.bin first on PATH. */
@@ -86,8 +86,8 @@ export interface Child {
  */
 const childEnv = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("MODELGATE_")))
 
-const startChild = (args: ReadonlyArray<string>, stdin: "pipe" | "ignore"): Child => {
-  const child = spawn(NODE, args, { cwd: ROOT, env: childEnv(), stdio: [stdin, "pipe", "pipe"] })
+const startChild = (args: ReadonlyArray<string>, stdin: "pipe" | "ignore", env: Record<string, string> = {}): Child => {
+  const child = spawn(NODE, args, { cwd: ROOT, env: { ...childEnv(), ...env }, stdio: [stdin, "pipe", "pipe"] })
   let output = ""
   const keep = (chunk: Buffer) => {
     // Bounded: only the tail matters for a failure message.
@@ -158,7 +158,7 @@ const GATEWAY_NODE_FLAGS = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(/\
 /** The gateway's heap settings as the report states them: the `modelgate` command's, unless chosen here. */
 export const GATEWAY_HEAP_NOTE = heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS)
   ? [...GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS ?? ""].join(" ").trim()
-  : `${SERVE_HEAP_FLAGS.join(" ")} (bin/serve-flags.ts, the defaults of modelgate serve)`
+  : `${SERVE_NODE_FLAGS.join(" ")} ${Object.entries(SERVE_ENV).map(([name, value]) => `${name}=${value}`).join(" ")} (bin/serve-flags.ts, the defaults of modelgate serve)`
 
 export interface Gateway extends Child {
   readonly url: string
@@ -180,6 +180,10 @@ export const startGateway = async (
     readonly without?: ReadonlyArray<"audit" | "metrics">
     /** The log level (default none: no request lines); the lines go to a pipe the bench reads. */
     readonly logLevel?: "none" | "info"
+    /** Node flags for this gateway (bench/memory.ts's variants), instead of BENCH_GATEWAY_NODE_FLAGS. */
+    readonly nodeFlags?: ReadonlyArray<string>
+    /** More environment for this gateway (MALLOC_ARENA_MAX, NODE_OPTIONS). */
+    readonly env?: Record<string, string>
   } = {}
 ): Promise<Gateway> => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
@@ -189,9 +193,9 @@ export const startGateway = async (
     const port = await freePort()
     const command = options.without === undefined
       ? ["bin/modelgate.js", "--config", configPath, "serve", "--port", String(port)]
-      // With serve's own heap settings, which bin/modelgate.js would have applied.
+      // With serve's own Node settings, which bin/modelgate.js would have applied (SERVE_ENV below).
       : [
-        ...(heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS) ? [] : SERVE_HEAP_FLAGS),
+        ...(heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS) ? [] : SERVE_NODE_FLAGS),
         "bench/serve-variant.ts",
         "--config",
         configPath,
@@ -200,7 +204,10 @@ export const startGateway = async (
         "--without",
         options.without.join(",")
       ]
-    const child = startChild([...GATEWAY_NODE_FLAGS, ...command], "ignore")
+    const variantEnv = options.without !== undefined && !heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS)
+      ? Object.fromEntries(Object.entries(SERVE_ENV).filter(([name]) => process.env[name] === undefined))
+      : {}
+    const child = startChild([...(options.nodeFlags ?? GATEWAY_NODE_FLAGS), ...command], "ignore", { ...variantEnv, ...options.env })
     const url = `http://127.0.0.1:${port}`
     const started = Date.now()
     while (child.process.exitCode === null && Date.now() - started < 30_000) {

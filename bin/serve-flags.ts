@@ -1,12 +1,26 @@
 /**
- * V8 heap settings for `modelgate serve`, chosen by measurement (README, Performance): Node's
- * defaults size the young generation by the machine's memory (up to 64 MiB per semi-space here)
- * and let the old generation grow to four times what survives a full GC, so a gateway that idles
- * at 160 MiB peaked at 300-390 MiB under the benchmark's load. A smaller young generation and a
- * slower growing old one hold it near 140 MiB idle and under 200 MiB under load, for a few
- * percent more CPU per request. Neither is a hard limit: a burst that needs more heap gets it.
+ * Node settings for `modelgate serve`, chosen by measurement (README, Memory and start-up;
+ * `node bench/memory.ts` compares settings). Node's defaults size the young generation by the
+ * machine's memory (up to 64 MiB per semi-space here) and let the old generation grow to four
+ * times what survives a full GC, so a gateway that idles at 160 MiB peaked at 300-390 MiB under
+ * the benchmark's load. None of these is a hard limit: a burst that needs more heap gets it.
+ *
+ * - A 2 MiB semi-space (young generation 4 MiB): a request's objects die young either way, and a
+ *   larger one stays resident once start-up has grown it (V8 keeps its pages pooled): 16 MiB at
+ *   8 MiB. 1 MiB saved 3 more MiB idle but promoted more under load (a higher, less steady peak).
+ * - The old generation grows by 25% of what survives a full GC rather than by up to 4x.
+ * - WebAssembly stays on its baseline compiler (Liftoff): undici parses HTTP answers with llhttp
+ *   compiled to WebAssembly, and under load V8 re-compiled its parser with its optimizing
+ *   compiler, whose working memory peaked at 15 MiB and stayed with the process.
  */
-export const SERVE_HEAP_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=8", "--heap-growing-percent=50"]
+export const SERVE_NODE_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=2", "--heap-growing-percent=25", "--liftoff-only"]
+
+/**
+ * Environment for `modelgate serve`, where the operator's environment does not set it: glibc
+ * keeps a malloc arena per thread that allocates (V8's compiler and GC threads do), and memory
+ * freed in them stays resident; two arenas hold the peak lower with no cost measured.
+ */
+export const SERVE_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: "2" }
 
 const HEAP_FLAG = /--(max-semi-space-size|min-semi-space-size|max-old-space-size|max-heap-size|heap-growing-percent)\b/
 

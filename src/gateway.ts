@@ -11,7 +11,6 @@ import { BodyLimits } from "./http/body.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
-import { AdminIdentity } from "./services/admin-identity/AdminIdentity.ts"
 import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
@@ -82,6 +81,17 @@ const publicUrlOf = (config: GatewayConfig) =>
     return `${config.server.tls === undefined ? "http" : "https"}://${host}:${port}`
   })
 
+/**
+ * The admin sign-in's module (openid-client, and jose under it: about 60 modules), loaded only
+ * when `admin.oidc` is configured.
+ */
+const loadAdminIdentity = Effect.promise(() => import("./services/admin-identity/AdminIdentity.ts"))
+
+const adminIdentityLayer = (config: GatewayConfig) => {
+  const settings = config.admin.oidc
+  return settings === undefined ? Layer.empty : Layer.unwrap(Effect.map(loadAdminIdentity, (module) => module.AdminIdentity.layer(settings)))
+}
+
 export const httpLayer = (config: GatewayConfig) =>
   Layer.unwrap(Effect.gen(function*() {
     const options = {
@@ -90,7 +100,9 @@ export const httpLayer = (config: GatewayConfig) =>
       trustedHops: config.server.trusted_hops
     }
     const secure = config.server.tls !== undefined || config.server.trust_proxy
-    const identity = Option.getOrUndefined(yield* Effect.serviceOption(AdminIdentity))
+    const identity = config.admin.oidc === undefined
+      ? undefined
+      : Option.getOrUndefined(yield* Effect.serviceOption((yield* loadAdminIdentity).AdminIdentity))
     const auth = makeAdminAuth({ token: config.admin.token, secure, identity })
     const publicUrl = identity === undefined ? undefined : yield* publicUrlOf(config)
     const signInRoutes = identity === undefined || publicUrl === undefined
@@ -184,7 +196,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
     Auth.layer,
-    config.admin.oidc === undefined ? Layer.empty : AdminIdentity.layer(config.admin.oidc),
+    adminIdentityLayer(config),
     TokenEstimator.layer,
     StoredResponses.layer,
     routerLayer(config),

@@ -4,9 +4,10 @@
  * real child processes through a module-recording hook (test/support/loaded-modules.ts).
  */
 import { describe, expect, it } from "vitest"
-import { readFileSync, writeFileSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
-import { ROOT, runCliProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { NODE, ROOT, runCliProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 
 const HOOK = resolve(import.meta.dirname, "../support/loaded-modules.ts")
 
@@ -30,7 +31,22 @@ const srcFilesOf = (urls: ReadonlyArray<string>) =>
   urls.filter((url) => url.startsWith(`file://${ROOT}/src/`)).map((url) => url.slice(`file://${ROOT}/`.length))
 
 /** Libraries only some deployments use: each is loaded by the feature that needs it. */
-const OPTIONAL = ["@modelcontextprotocol/server", "zod", "mysql2", "@effect/sql-pg", "libpg-query", "node-sql-parser", "redis", "gpt-tokenizer", "@smithy/signature-v4", "@smithy/core"]
+const OPTIONAL = [
+  "@modelcontextprotocol/server",
+  "zod",
+  "mysql2",
+  "@effect/sql-pg",
+  "libpg-query",
+  "node-sql-parser",
+  "redis",
+  "gpt-tokenizer",
+  "@smithy/signature-v4",
+  "@smithy/core",
+  // Identity providers: API-token verification (auth.oidc) and the admin sign-in (admin.oidc).
+  "jose",
+  "openid-client",
+  "oauth4webapi"
+]
 
 describe("what a process loads", () => {
   it("a store command loads the config and the store, not the server", async () => {
@@ -56,6 +72,9 @@ describe("what a process loads", () => {
     const gateway = await spawnGateway(config, modules.env)
     try {
       expect([...packagesOf(modules.loaded())].filter((name) => OPTIONAL.includes(name))).toEqual([])
+      // Of undici, only the Agent, request and errors (services/providers/undici.ts): not its index,
+      // which loads fetch, WebSocket and the rest.
+      expect(modules.loaded().filter((url) => /\/node_modules\/undici\/(index\.js|lib\/web\/)/.test(url))).toEqual([])
 
       const created = await fetch(`${gateway.url}/api-keys`, {
         method: "POST",
@@ -80,5 +99,34 @@ describe("what a process loads", () => {
     } finally {
       await gateway.stop()
     }
+  })
+
+  it("the modelgate command, its compile cache warm, never loads Node's TypeScript stripper", async () => {
+    // Its own cache directory (the default one under TMPDIR), enabled by bin/modelgate.js itself.
+    const dir = tempDir()
+    const tmp = join(dir, "tmp")
+    mkdirSync(tmp)
+    const builtins = join(dir, "builtins")
+    const { NODE_COMPILE_CACHE: _cache, NODE_DISABLE_COMPILE_CACHE: _disabled, ...inherited } = process.env
+    const run = () =>
+      new Promise<ReadonlyArray<string>>((resolvePromise, reject) => {
+        const child = spawn(NODE, ["bin/modelgate.js", "--help"], {
+          cwd: ROOT,
+          env: {
+            ...inherited,
+            TMPDIR: tmp,
+            NODE_OPTIONS: `--import=${resolve(import.meta.dirname, "../support/builtins-at-exit.mjs")}`,
+            TEST_BUILTINS_FILE: builtins
+          },
+          stdio: "ignore"
+        })
+        child.once("error", reject)
+        child.once("exit", (code) => code === 0 ? resolvePromise(readFileSync(builtins, "utf8").split("\n")) : reject(new Error(`exit ${code}`)))
+      })
+    // The first run fills the cache (and compiles: it loads the stripper); a later one only reads it.
+    await run()
+    const warm = await run()
+    expect(warm).toContain("NativeModule internal/modules/typescript")
+    expect(warm.filter((name) => name.includes("amaro"))).toEqual([])
   })
 })

@@ -42,9 +42,10 @@ export interface GatewayProcess {
   readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
 }
 
-export const spawnGateway = (configPath: string, env: Record<string, string> = {}): Promise<GatewayProcess> =>
+/** `entry`: the script Node runs, `src/main.ts` unless a test needs the installed command (`bin/modelgate.js`). */
+export const spawnGateway = (configPath: string, env: Record<string, string> = {}, entry = "src/main.ts"): Promise<GatewayProcess> =>
   new Promise((resolvePromise, reject) => {
-    const child = spawn(NODE, ["src/main.ts", "--config", configPath, "serve", "--port", "0"], {
+    const child = spawn(NODE, [entry, "--config", configPath, "serve", "--port", "0"], {
       cwd: ROOT,
       env: childEnv(env),
       stdio: ["ignore", "pipe", "pipe"]

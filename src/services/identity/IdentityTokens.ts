@@ -24,13 +24,12 @@
  */
 import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
 import { createHash } from "node:crypto"
-import { decodeJwt } from "jose"
 import { DependencyUnavailable, Unauthorized } from "../../domain/errors.ts"
 import type { SubjectPrincipal } from "../../domain/records.ts"
 import type { OidcIssuerConfig, OidcPolicyConfig } from "../config/schema.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { type SubjectSighting, SubjectsRepo } from "../store/SubjectsRepo.ts"
-import { type IssuerVerifier, makeIssuerVerifier, MAX_TOKEN_LENGTH, type TokenRejected } from "./issuer.ts"
+import { type IssuerVerifier, loadJose, makeIssuerVerifier, MAX_TOKEN_LENGTH, type TokenRejected } from "./issuer.ts"
 import { choosePolicy, subjectPrincipal } from "./policies.ts"
 
 export interface IdentityTokensShape {
@@ -58,9 +57,9 @@ interface Remembered {
 const MALFORMED = "the bearer token is neither an API key nor a well-formed identity-provider token (JWT)"
 
 /** The unverified `iss` of a token, only to choose the verifier; the verifier checks it again. */
-const claimedIssuer = (token: string): string | undefined => {
+const claimedIssuer = (jose: typeof import("jose"), token: string): string | undefined => {
   try {
-    const iss = decodeJwt(token).iss
+    const iss = jose.decodeJwt(token).iss
     return typeof iss === "string" ? iss : undefined
   } catch {
     return undefined
@@ -160,7 +159,12 @@ export class IdentityTokens extends Context.Service<IdentityTokens, IdentityToke
             if (now < known.until) return sighted(known.principal, now)
             cache.delete(digest)
           }
-          const iss = claimedIssuer(token)
+          // jose loads with the first token (issuer.ts): a gateway without identity providers never needs it.
+          const jose = yield* Effect.tryPromise({
+            try: loadJose,
+            catch: () => new DependencyUnavailable({ message: "the identity-provider token verifier could not be loaded", details: { dependency: "identity_provider" } })
+          })
+          const iss = claimedIssuer(jose, token)
           if (iss === undefined) return yield* new Unauthorized({ message: MALFORMED, details: { reason: "malformed" } })
           const configured = issuersNow.get(iss)
           if (configured === undefined) {

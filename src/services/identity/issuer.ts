@@ -17,7 +17,7 @@
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import { createRemoteJWKSet, customFetch, decodeProtectedHeader, type JWTPayload, jwtVerify, type RemoteJWKSetOptions } from "jose"
+import type { JWTPayload, RemoteJWKSetOptions } from "jose"
 import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "./issuer-rules.ts"
 
 export { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "./issuer-rules.ts"
@@ -49,6 +49,15 @@ const boundedJwksFetch = async (url: string, options: RequestInit): Promise<Resp
   const text = await readBoundedText(response, MAX_JWKS_BYTES, "key set")
   return new Response(text, { status: 200, headers: { "content-type": "application/json" } })
 }
+
+type Jose = typeof import("jose")
+let joseLoading: Promise<Jose> | undefined
+
+/**
+ * jose, loaded when the first token is verified: a gateway with no identity provider (the
+ * default) never runs it, and it is about 50 modules. One load per process, shared by every issuer.
+ */
+export const loadJose = (): Promise<Jose> => (joseLoading ??= import("jose"))
 
 export interface IssuerSettings {
   readonly issuer: string
@@ -192,13 +201,13 @@ export const makeIssuerVerifier = (settings: IssuerSettings): IssuerVerifier => 
   const audience = typeof settings.audience === "string" ? [settings.audience] : [...settings.audience]
   if (audience.length === 0) throw new Error("audience: at least one audience is needed")
   const clockTolerance = settings.clock_skew_seconds ?? DEFAULT_CLOCK_SKEW_SECONDS
-  const jwksOptions: RemoteJWKSetOptions = {
+  const jwksOptions = (jose: Jose): RemoteJWKSetOptions => ({
     timeoutDuration: FETCH_TIMEOUT_MS,
     cooldownDuration: 30_000,
     cacheMaxAge: 600_000,
     ...settings.jwks_options,
-    [customFetch]: boundedJwksFetch
-  }
+    [jose.customFetch]: boundedJwksFetch
+  })
 
   let discovered: Readonly<Record<string, unknown>> | undefined
   let discovering: Promise<Readonly<Record<string, unknown>>> | undefined
@@ -228,18 +237,19 @@ export const makeIssuerVerifier = (settings: IssuerSettings): IssuerVerifier => 
     catch: (error) => unavailable(issuer, `discovery: ${(error as Error)?.message ?? "failed"}`)
   })
 
-  let keySet: ReturnType<typeof createRemoteJWKSet> | undefined
-  const keys = Effect.suspend(() => {
-    if (keySet !== undefined) return Effect.succeed(keySet)
-    if (settings.jwks_url !== undefined) {
-      keySet = createRemoteJWKSet(new URL(settings.jwks_url), jwksOptions)
-      return Effect.succeed(keySet)
-    }
-    return Effect.map(metadata, (document) => {
-      keySet ??= createRemoteJWKSet(new URL(document["jwks_uri"] as string), jwksOptions)
-      return keySet
+  let keySet: ReturnType<Jose["createRemoteJWKSet"]> | undefined
+  const keys = (jose: Jose) =>
+    Effect.suspend(() => {
+      if (keySet !== undefined) return Effect.succeed(keySet)
+      if (settings.jwks_url !== undefined) {
+        keySet = jose.createRemoteJWKSet(new URL(settings.jwks_url), jwksOptions(jose))
+        return Effect.succeed(keySet)
+      }
+      return Effect.map(metadata, (document) => {
+        keySet ??= jose.createRemoteJWKSet(new URL(document["jwks_uri"] as string), jwksOptions(jose))
+        return keySet
+      })
     })
-  })
 
   const verify = Effect.fnUntraced(function*(
     token: string,
@@ -248,19 +258,20 @@ export const makeIssuerVerifier = (settings: IssuerSettings): IssuerVerifier => 
     if (token.length > MAX_TOKEN_LENGTH) {
       return yield* new TokenRejected({ reason: "malformed", message: `the token is longer than ${MAX_TOKEN_LENGTH} characters` })
     }
+    const jose = yield* Effect.tryPromise({ try: loadJose, catch: () => unavailable(issuer, "its token verifier could not be loaded") })
     // Refuse what is not a signed JWT before the key set is fetched for it.
     const header = yield* Effect.try({
-      try: () => decodeProtectedHeader(token),
+      try: () => jose.decodeProtectedHeader(token),
       catch: () => new TokenRejected({ reason: "malformed", message: "the token is not a well-formed signed JWT" })
     })
     if (typeof header.alg !== "string" || !algorithms.includes(header.alg)) {
       return yield* new TokenRejected({ reason: "signature", message: "the token's signing algorithm is not accepted" })
     }
-    const jwks = yield* keys
+    const jwks = yield* keys(jose)
     const now = yield* Clock.currentTimeMillis
     const { payload } = yield* Effect.tryPromise({
       try: () =>
-        jwtVerify(token, jwks, {
+        jose.jwtVerify(token, jwks, {
           issuer,
           audience: options?.audience ?? audience,
           algorithms,

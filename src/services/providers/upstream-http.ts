@@ -7,7 +7,7 @@
 import { type Array as Arr, type Cause, Effect, References, Stream } from "effect"
 import { constVoid } from "effect/Function"
 import * as Sse from "effect/encoding/Sse"
-import { Agent, errors as undiciErrors, request } from "undici"
+import { Agent, errors as undiciErrors, request } from "./undici.ts"
 import type { Readable } from "node:stream"
 import { NotFound, ProviderError, UpstreamTimeout, ValidationFailed } from "../../domain/errors.ts"
 import type { ProviderConfig } from "../config/schema.ts"

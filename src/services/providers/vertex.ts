@@ -10,7 +10,7 @@
 import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { importPKCS8, SignJWT } from "jose"
-import { type Agent, request } from "undici"
+import { type Agent, request } from "./undici.ts"
 import { ProviderError } from "../../domain/errors.ts"
 import { vertexBaseUrl } from "../config/cloud-kinds.ts"
 import type { ProviderConfig } from "../config/schema.ts"

@@ -20,7 +20,7 @@ import * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as OtlpExporter from "effect/observability/OtlpExporter"
 import * as OtlpSerialization from "effect/observability/OtlpSerialization"
 import * as OtlpTracer from "effect/observability/OtlpTracer"
-import { Agent, request } from "undici"
+import { Agent, request } from "../providers/undici.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { withTracePolicy } from "./policy.ts"
 
