@@ -91,6 +91,13 @@ export class Metrics extends Context.Service<Metrics, MetricsShape>()("modelgate
   })
 }
 
+/**
+ * prom-client writes a NaN sample as `Nan`, which the text format does not have (it is `NaN`):
+ * Prometheus and promtool refuse the whole scrape. Node's event-loop-lag gauges are NaN while
+ * their histogram holds no sample yet (a scrape within 10 ms of start or of the last scrape).
+ */
+export const exposition = (text: string): string => text.replace(/^([^#\n][^\n]*) Nan$/gm, "$1 NaN")
+
 export const makeMetrics = (): MetricsShape => {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
@@ -364,7 +371,7 @@ export const makeMetrics = (): MetricsShape => {
           auditDropped.inc(refresh.auditDropped - droppedSeen)
           droppedSeen = refresh.auditDropped
         }
-        return registry.metrics()
+        return registry.metrics().then(exposition)
       }),
     contentType: registry.contentType
   }

@@ -2,7 +2,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { AuditRecord } from "../../../src/domain/records.ts"
-import { makeMetrics } from "../../../src/services/metrics/Metrics.ts"
+import { Gauge, Registry } from "prom-client"
+import { exposition, makeMetrics } from "../../../src/services/metrics/Metrics.ts"
 
 const record = (model: string): AuditRecord => ({
   request_id: "req_x",
@@ -26,6 +27,18 @@ const record = (model: string): AuditRecord => ({
 })
 
 describe("Metrics", () => {
+  it("writes a NaN sample as NaN, not prom-client's Nan, which Prometheus refuses with the whole scrape", async () => {
+    const registry = new Registry()
+    new Gauge({ name: "lag_seconds", help: "a gauge with no sample yet", registers: [registry] }).set(Number.NaN)
+    const raw = await registry.metrics()
+    expect(raw).toContain("lag_seconds Nan\n")
+    const fixed = exposition(raw)
+    expect(fixed).toContain("lag_seconds NaN\n")
+    expect(fixed).not.toMatch(/ Nan$/m)
+    // Only the value is touched: a label or a help text that says Nan stays as it is.
+    expect(exposition('# HELP x Nan\nx{a="Nan"} 1\n')).toBe('# HELP x Nan\nx{a="Nan"} 1\n')
+  })
+
   it.effect("caps distinct model labels at 200 and counts the rest as `other`, losing no tokens", () =>
     Effect.gen(function*() {
       const metrics = makeMetrics()
