@@ -5,16 +5,17 @@
  * times what survives a full GC, so a gateway that idles at 160 MiB peaked at 300-390 MiB under
  * the benchmark's load. None of these is a hard limit: a burst that needs more heap gets it.
  *
- * - A 4 MiB semi-space (young generation 8 MiB): a larger one stays resident once start-up has
- *   grown it (V8 keeps its pages pooled): 16 MiB at 8 MiB. 2 MiB with the old generation growing
- *   by 25% held idle 8 MiB lower but cost about 20% more CPU per request (more scavenges and full
- *   collections) for no measurable difference in the peak (README, Memory and start-up).
+ * - An 8 MiB semi-space (young generation 16 MiB, resident once start-up has grown it: V8 keeps
+ *   its pages pooled). Smaller ones hold idle lower but cost CPU on every request (more
+ *   scavenges): 4 MiB about 6% more CPU per request for 8 to 25 MiB less idle, 2 MiB with the old
+ *   generation growing by 25% about 20% more, for no lower peak in a quiet run (README, Node
+ *   settings). An operator who wants the smaller footprint sets them (see heapChosen below).
  * - The old generation grows by 50% of what survives a full GC rather than by up to 4x.
  * - WebAssembly stays on its baseline compiler (Liftoff): undici parses HTTP answers with llhttp
  *   compiled to WebAssembly, and under load V8 re-compiled its parser with its optimizing
  *   compiler, whose working memory peaked at 15 MiB and stayed with the process.
  */
-export const SERVE_NODE_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=4", "--heap-growing-percent=50", "--liftoff-only"]
+export const SERVE_NODE_FLAGS: ReadonlyArray<string> = ["--max-semi-space-size=8", "--heap-growing-percent=50", "--liftoff-only"]
 
 /**
  * Environment for `modelgate serve`, where the operator's environment does not set it: glibc
