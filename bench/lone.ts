@@ -6,7 +6,10 @@
  * change are compared within one run on a noisy machine. Per store, one gateway per tree: SQLite,
  * and Postgres with the limits in Redis (the ladder's paid rungs, the same config); the model costs
  * 1 credit and the key has a request budget (`--free`: the free model, budget only).
- * Prints p50 beyond the hop and the median of the rounds' p99s.
+ * Prints p50 beyond the hop and the median of the rounds' p99s. `--cpu`: then the same targets
+ * at concurrency 32 in interleaved windows (`--windows`, 2 s each), printing each server's CPU per
+ * request and req/s, each gateway's CPU against the first tree's: how a hot-path change is judged
+ * on a machine shared with other work (CPU per request moves much less with the load than time).
  *
  * `BENCH_GATEWAY_NODE_FLAGS` is passed to every gateway, e.g. `--import ./timeline-marks.mjs` to
  * preload a script that records a per-request timeline (node:diagnostics_channel gives the HTTP
@@ -19,8 +22,18 @@ import { createServer } from "node:net"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { stringify } from "yaml"
-import { latencyRounds, makePool, median, percentile, type Target, warmUp } from "./load.ts"
-import { cleanupAll, createPostgresDatabase, installSignalHandlers, onCleanup, REDIS_URL, startReferenceProxy, startUpstream, tempDir } from "./processes.ts"
+import { latencyRounds, makePool, median, percentile, type Target, throughputWindows, warmUp } from "./load.ts"
+import {
+  cleanupAll,
+  cpuTimeMs,
+  createPostgresDatabase,
+  installSignalHandlers,
+  onCleanup,
+  REDIS_URL,
+  startReferenceProxy,
+  startUpstream,
+  tempDir
+} from "./processes.ts"
 
 const { values } = parseArgs({
   options: {
@@ -28,7 +41,9 @@ const { values } = parseArgs({
     stores: { type: "string", default: "sqlite,pg" },
     rounds: { type: "string", default: "10" },
     per: { type: "string", default: "150" },
-    free: { type: "boolean", default: false }
+    free: { type: "boolean", default: false },
+    cpu: { type: "boolean", default: false },
+    windows: { type: "string", default: "8" }
   }
 })
 if (values.roots === undefined) throw new Error("--roots A,B: the source trees to compare")
@@ -79,7 +94,7 @@ const startGatewayAt = async (root: string, name: string, config: Record<string,
     body: JSON.stringify({ name: "lone", budget: { max_requests: 1_000_000_000 }, limits: { requests_per_minute: 1_000_000, concurrent_streams: 1_000 } })
   })
   if (created.status !== 201) throw new Error(`creating a key failed: ${created.status} ${await created.text()}`)
-  return { url, key: ((await created.json()) as { key: string }).key }
+  return { url, pid: child.pid!, key: ((await created.json()) as { key: string }).key }
 }
 
 try {
@@ -94,6 +109,8 @@ try {
     body: BODY("bench-upstream")
   }]
   const origin = new Map<string, string>()
+  const pids = new Map<string, number>([["hop", hop.pid]])
+  const urls = new Map<string, string>([["hop", hop.url]])
   for (const store of stores) {
     for (const [i, root] of roots.entries()) {
       const name = `${store}-${i}`
@@ -106,6 +123,8 @@ try {
         models: [{ id: "bench", provider: "up", credits: 1, max_tokens: 4096 }, { id: "bench-free", provider: "up", credits: 0, max_tokens: 4096 }]
       })
       origin.set(name, root)
+      pids.set(name, gateway.pid)
+      urls.set(name, gateway.url)
       targets.push({
         label: name,
         pool: makePool(gateway.url, 1),
@@ -130,6 +149,29 @@ try {
     )
   }
   for (const target of targets) await target.pool.close()
+  if (values.cpu) {
+    const CONCURRENCY = 32
+    const loaded = targets.map((target): Target => ({
+      ...target,
+      pool: makePool(urls.get(target.label)!, CONCURRENCY),
+      cpuMs: () => cpuTimeMs(pids.get(target.label)!)
+    }))
+    await warmUp(loaded, 400, CONCURRENCY)
+    const throughput = await throughputWindows(loaded, { windows: Number(values.windows), windowMs: 2000, concurrency: CONCURRENCY })
+    const firstOf = new Map<string, number>()
+    for (const target of loaded) {
+      const result = throughput.get(target.label)!
+      const cpuUs = result.cpuPerRequest * 1000
+      const store = target.label.split("-")[0]!
+      if (origin.has(target.label) && !firstOf.has(store)) firstOf.set(store, cpuUs)
+      const against = origin.has(target.label) ? `, ${(cpuUs / firstOf.get(store)!).toFixed(3)}x the first tree's` : ""
+      console.log(
+        `${target.label.padEnd(10)} c=${CONCURRENCY}: CPU ${cpuUs.toFixed(0)} us/request${against}; ${median(result.rates).toFixed(0)} req/s` +
+          (origin.has(target.label) ? `  (${origin.get(target.label)})` : "")
+      )
+    }
+    for (const target of loaded) await target.pool.close()
+  }
 } finally {
   await cleanupAll()
 }
