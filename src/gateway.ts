@@ -116,11 +116,11 @@ export const httpLayer = (config: GatewayConfig) =>
       metricsRoute(config.telemetry.metrics_token),
       ...modelRoutes,
       ...completionRoutes,
-      ...adminRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes }),
+      ...adminRoutes({ auth }),
       ...adminSubjectRoutes({ auth }),
       ...adminReloadRoutes({ auth }),
       ...openApiRoutes(SERVER_INFO.version),
-      ...appRoutes({ auth, maxBodyBytes: config.limits.max_body_bytes, identityProvider }),
+      ...appRoutes({ auth, identityProvider }),
       ...signInRoutes
     ]
     return HttpServer.serve(yield* makeHttpApp(routes, options))

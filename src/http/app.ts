@@ -140,7 +140,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
     const bodyLimitsFor = (limits: LimitsSettings | undefined) => {
       if (limits === undefined) return bodyLimits
       if (bodyLimitsOf?.from !== limits) {
-        bodyLimitsOf = { from: limits, value: { ...bodyLimits, maxJsonDepth: limits.max_json_depth, maxBodyBytes: limits.max_body_bytes } }
+        bodyLimitsOf = { from: limits, value: { ...bodyLimits, maxJsonDepth: limits.max_json_depth } }
       }
       return bodyLimitsOf.value
     }
@@ -235,8 +235,9 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         }))
       const handled = dispatch(request, state, found).pipe(
         Effect.provideService(CurrentRequest, state),
-        Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, maxBodyBytes) }),
-        Effect.provideService(BodyLimits, bodyLimitsFor(state.limits)),
+        // The body limits in force when the request started go with its body (not provided as a
+        // service of their own: one more per-request service made Effect copy the whole context).
+        Effect.provideService(RequestBody, { jsonObject: readJsonObject(request, maxBodyBytes, bodyLimitsFor(state.limits)) }),
         Effect.flatMap((response) => finish(request, state, response, undefined)),
         Effect.catchCause((cause) => {
           // The client left while an interruptible stage (the upstream call) was waiting: no

@@ -17,11 +17,6 @@ export const BodyLimits = Context.Reference<{
   readonly timeoutMs: number
   /** Nesting depth of arrays and objects. */
   readonly maxJsonDepth: number
-  /**
-   * The request's body size limit when the gateway keeps live limits (a config reload may change
-   * it); absent: the limit the route was built with.
-   */
-  readonly maxBodyBytes?: number | undefined
 }>("modelgate/BodyLimits", { defaultValue: () => ({ timeoutMs: 30_000, maxJsonDepth: 64 }) })
 
 /**
@@ -123,10 +118,14 @@ export const readRawBody = (
     return Effect.sync(cleanup)
   })
 
-/** A JSON object body: media type, size, syntax and shape each answered with their own error. */
+/**
+ * A JSON object body: media type, size, syntax and shape each answered with their own error.
+ * `limits`: the request's (the HTTP app passes those in force when it started); else the context's.
+ */
 export const readJsonObject = (
   request: HttpServerRequest,
-  limit: number
+  limit: number,
+  limits?: Context.Service.Shape<typeof BodyLimits>
 ): Effect.Effect<Record<string, unknown>, RequestTooLarge | UnsupportedMediaType | ValidationFailed> =>
   Effect.gen(function*() {
     if (!isJsonMediaType(request.headers["content-type"])) {
@@ -134,11 +133,11 @@ export const readJsonObject = (
         message: `expected Content-Type: application/json, got ${request.headers["content-type"] ?? "none"}`
       })
     }
-    const limits = yield* BodyLimits
-    const raw = yield* readRawBody(request, limit, limits.timeoutMs)
+    const bodyLimits = limits ?? (yield* BodyLimits)
+    const raw = yield* readRawBody(request, limit, bodyLimits.timeoutMs)
     if (raw.length === 0) return yield* new ValidationFailed({ message: "request body is empty; expected a JSON object" })
     const text = raw.toString("utf8")
-    if (exceedsDepth(text, limits.maxJsonDepth)) return yield* tooDeep(limits.maxJsonDepth)
+    if (exceedsDepth(text, bodyLimits.maxJsonDepth)) return yield* tooDeep(bodyLimits.maxJsonDepth)
     const parsed: unknown = yield* Effect.try({
       try: () => JSON.parse(text),
       catch: (error) => new ValidationFailed({ message: `malformed JSON: ${(error as Error).message}` })

@@ -19,15 +19,13 @@ import { type ApiKeyRecord, type ConnectionRecord, TRAFFIC_KINDS, type TrafficKi
 import { AuditRepo } from "../../services/store/AuditRepo.ts"
 import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
 import { Credits } from "../../services/credits/Credits.ts"
-import { BodyLimits, readJsonObject } from "../body.ts"
-import { CurrentRequest } from "../../pipelines/request.ts"
+import { CurrentRequest, RequestBody } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 
 export interface AdminOptions {
   readonly auth: AdminAuth
-  readonly maxBodyBytes: number
 }
 
 /** The admin API's query and body schemas: the handlers decode with them and GET /openapi.json describes them. */
@@ -80,7 +78,7 @@ export const adminRoutes = (options: AdminOptions) => {
       const request = yield* HttpServerRequest
       const hasBody = request.headers["content-length"] !== undefined && request.headers["content-length"] !== "0" ||
         request.headers["transfer-encoding"] !== undefined
-      const raw = optional && !hasBody ? {} : yield* readJsonObject(request, (yield* BodyLimits).maxBodyBytes ?? options.maxBodyBytes)
+      const raw = optional && !hasBody ? {} : yield* (yield* RequestBody).jsonObject
       return yield* decodeStrict(schema)(raw)
     })
 

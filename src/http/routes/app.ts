@@ -15,8 +15,7 @@ import { extname, join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { NotFound } from "../../domain/errors.ts"
 import { decodeStrict } from "../../domain/validation.ts"
-import { BodyLimits, readJsonObject } from "../body.ts"
-import { CurrentRequest } from "../../pipelines/request.ts"
+import { CurrentRequest, RequestBody } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import type { AdminAuth, AdminSession } from "./admin-auth.ts"
@@ -86,7 +85,6 @@ export const loadStaticFiles = (root: string): ReadonlyMap<string, StaticFile> =
 
 export interface AppRoutesOptions {
   readonly auth: AdminAuth
-  readonly maxBodyBytes: number
   /** Where the built app is; tests may point elsewhere. */
   readonly dist?: string
   /** `admin.oidc`: the sign-in button's name and where it starts (an absolute URL on the public origin). */
@@ -151,7 +149,7 @@ export const appRoutes = (options: AppRoutesOptions) => {
       return HttpServerResponse.setHeaders(json(sessionView(session)), noStore)
     })),
     route("POST", "/app/session", Effect.gen(function*() {
-      const input = yield* decodeStrict(SignIn)(yield* readJsonObject(yield* HttpServerRequest, (yield* BodyLimits).maxBodyBytes ?? options.maxBodyBytes))
+      const input = yield* decodeStrict(SignIn)(yield* (yield* RequestBody).jsonObject)
       const { session, setCookie } = yield* options.auth.signIn(input.token)
       return HttpServerResponse.setHeaders(json(sessionView(session), 201), { ...noStore, "set-cookie": setCookie })
     })),
