@@ -299,6 +299,8 @@ export const runCommandLine = (argv: ReadonlyArray<string>, options: CommandLine
     }),
     Effect.provideService(Invocation, invocation),
     Effect.provide(NodeServices.layer),
-    Effect.provide(Logger.layer([Logger.consolePretty()]))
+    Effect.provide(Logger.layer([Logger.consolePretty()])),
+    // What a command logs (a store upgrade's progress, say) goes to stderr: stdout is its answer (JSON for scripts).
+    Effect.provideService(Logger.LogToStderr, true)
   )
 }

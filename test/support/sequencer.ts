@@ -13,6 +13,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 export const LONG_FIRST = [
   // Mostly waits (leases lapsing, a frozen store): first whatever its length; then by wall time.
   "test/faults/lease-clock.test.ts",
+  "test/services/store/migrations.test.ts",
   "test/limits/credit-blocks.test.ts",
   "test/app/app.e2e.test.ts",
   "test/limits/one-gateway.test.ts",

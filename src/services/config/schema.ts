@@ -343,6 +343,9 @@ export const GatewayConfig = Schema.Struct({
    * `statement_ms`, a lock is waited for at most `lock_ms`, a dead idle connection is noticed
    * within `keepalive_seconds` (+10 probes of 1 s), and every store call answers (or fails as
    * an outage, 503) within `call_ms`. Postgres only; SQLite is in-process.
+   * Schema migrations at start (issue 31) have bounds of their own, not the request path's: one
+   * migration statement runs at most `migration_ms` (Postgres), and a replica waits at most
+   * `migration_lock_ms` for another one's migration (both stores).
    */
   store_timeouts: def(
     Schema.Struct({
@@ -350,7 +353,9 @@ export const GatewayConfig = Schema.Struct({
       lock_ms: def(PositiveInt, 2_000),
       idle_in_transaction_ms: def(PositiveInt, 2_000),
       keepalive_seconds: def(PositiveInt, 5),
-      call_ms: def(PositiveInt, 6_000)
+      call_ms: def(PositiveInt, 6_000),
+      migration_ms: def(PositiveInt, 900_000),
+      migration_lock_ms: def(PositiveInt, 1_800_000)
     }),
     {}
   ),

@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
-import * as Migrator from "effect/sql/Migrator"
 import type { SqlClient } from "effect/sql/SqlClient"
 import { abandonAfter } from "../durability/backoff.ts"
 import { AuditRepo } from "./AuditRepo.ts"
@@ -18,6 +17,7 @@ import { CreditsRepo } from "./CreditsRepo.ts"
 import { KeysRepo } from "./KeysRepo.ts"
 import { McpSessionsRepo } from "./McpSessionsRepo.ts"
 import { ResponsesRepo } from "./ResponsesRepo.ts"
+import { DEFAULT_MIGRATION_BOUNDS, migrate, migrationList, type MigrationBounds } from "./migrate.ts"
 import { migrationsFor } from "./migrations.ts"
 import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
@@ -46,17 +46,16 @@ const repositories = Layer.mergeAll(
   ResponsesRepo.layer
 )
 
-/** The repositories on a client, built only after the schema is migrated. */
-const onClient = <R, E>(dialect: "sqlite" | "postgres", client: Layer.Layer<SqlClient | R, E>) =>
+/** The repositories on a client, built only after the schema is migrated (migrate.ts). */
+const onClient = <R, E>(dialect: "sqlite" | "postgres", client: Layer.Layer<SqlClient | R, E>, bounds: MigrationBounds) =>
   repositories.pipe(
     Layer.provide(
-      Layer.effectDiscard(
-        Migrator.make({})({ loader: Migrator.fromRecord(migrationsFor(dialect)), table: "modelgate_migrations" })
-      ).pipe(Layer.provideMerge(client))
+      Layer.effectDiscard(migrate(dialect, migrationList(migrationsFor(dialect)), bounds)).pipe(Layer.provideMerge(client))
     )
   )
 
-const sqlite = (filename: string) => onClient("sqlite", layerSqliteClient(filename))
+const sqlite = (filename: string, bounds: MigrationBounds = DEFAULT_MIGRATION_BOUNDS) =>
+  onClient("sqlite", layerSqliteClient(filename), bounds)
 
 /**
  * Bounds on every Postgres session (issue 21; config `store_timeouts`): sent in each
@@ -65,14 +64,20 @@ const sqlite = (filename: string) => onClient("sqlite", layerSqliteClient(filena
  * workspace row (idle in transaction) for as long as its dead TCP connection lived, and every
  * other replica's paid traffic and lease renewals queued behind it.
  */
-export interface StoreSession {
+export interface StoreSession extends MigrationBounds {
   readonly statement_ms: number
   readonly lock_ms: number
   readonly idle_in_transaction_ms: number
   readonly keepalive_seconds: number
 }
 
-export const DEFAULT_STORE_SESSION: StoreSession = { statement_ms: 5_000, lock_ms: 2_000, idle_in_transaction_ms: 2_000, keepalive_seconds: 5 }
+export const DEFAULT_STORE_SESSION: StoreSession = {
+  statement_ms: 5_000,
+  lock_ms: 2_000,
+  idle_in_transaction_ms: 2_000,
+  keepalive_seconds: 5,
+  ...DEFAULT_MIGRATION_BOUNDS
+}
 
 /** The Postgres driver loads only for a Postgres store: a SQLite deployment and the CLI never need it. */
 const pgClient = (url: string, session: StoreSession): ReturnType<typeof PgClient.layer> =>
@@ -112,7 +117,7 @@ const boundedClose = <A, E>(layer: Layer.Layer<A, E>): Layer.Layer<A, E> =>
   }))
 
 const postgres = (url: string, session: StoreSession = DEFAULT_STORE_SESSION) =>
-  onClient("postgres", boundedClose(pgClient(url, session)))
+  onClient("postgres", boundedClose(pgClient(url, session)), session)
 
 export const StoreLayer = {
   sqlite,
@@ -122,7 +127,7 @@ export const StoreLayer = {
    * Postgres sessions' bounds (issue 21); `secrets`: how DSNs are kept at rest (secrets.ts).
    */
   fromUrl: (url: string, session?: StoreSession, secrets: StoreSecretsShape = noSecrets) =>
-    (url.startsWith("sqlite:") ? sqlite(url.slice("sqlite:".length) || ":memory:") : postgres(url, session)).pipe(
+    (url.startsWith("sqlite:") ? sqlite(url.slice("sqlite:".length) || ":memory:", session) : postgres(url, session)).pipe(
       Layer.provide(Layer.succeed(StoreSecrets, secrets))
     ),
   /** A private in-memory SQLite store: the real queries, nothing on disk. */

@@ -1,6 +1,8 @@
 /**
- * Versioned migrations, one record per dialect. Ids only ever grow; a released migration is
- * never edited. Timestamps are ISO-8601 text in both dialects so queries stay portable and
+ * Versioned migrations, one record per dialect, run by migrate.ts. Ids only ever grow; what a
+ * released migration does is never changed (its statements may be rewritten to the same result,
+ * as migration 7's were when they proved quadratic). Each must run in time linear or n log n in
+ * its tables: it runs at start, before a replica serves. Timestamps are ISO-8601 text in both dialects so queries stay portable and
  * sort correctly as strings.
  */
 import * as Effect from "effect/Effect"
@@ -218,18 +220,47 @@ const creditBlocks = (dialect: Dialect) => {
  * (AuditRepo): the serving record stays, amended with the refund's outcome; any other duplicate
  * (a record written twice) keeps its first row. Then the request id is unique, which also makes
  * every audit write idempotent by request id.
+ *
+ * Every step is linear (or n log n) in the table (issue 31): each row's check is a semi-join on
+ * request_id (a hash join in Postgres, a lookup in the request_id index in SQLite). Its first
+ * release removed duplicates with `seq NOT IN (SELECT MIN(seq) ... GROUP BY request_id)`, which
+ * Postgres cannot turn into a join (NOT IN's NULL semantics) and, once it has statistics, plans
+ * as a subquery rescanned per row: quadratic, hours at 300,000 records. The result is the same.
  */
 const auditOnePerRequest = (_dialect: Dialect) =>
-  exec([
-    `CREATE TEMPORARY TABLE audit_lost_requests AS SELECT DISTINCT request_id FROM audit_log WHERE error = 'replica_lost'`,
-    `DELETE FROM audit_log WHERE error = 'replica_lost' AND EXISTS (
-       SELECT 1 FROM audit_log o WHERE o.request_id = audit_log.request_id AND (o.error IS NULL OR o.error <> 'replica_lost'))`,
-    `UPDATE audit_log SET error = 'replica_lost', credits = 0 WHERE request_id IN (SELECT request_id FROM audit_lost_requests)`,
-    `DELETE FROM audit_log WHERE seq NOT IN (SELECT MIN(seq) FROM audit_log GROUP BY request_id)`,
-    `DROP TABLE audit_lost_requests`,
-    `DROP INDEX audit_log_request`,
-    `CREATE UNIQUE INDEX audit_log_request_once ON audit_log (request_id)`
-  ])
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const [count] = yield* sql.unsafe<{ n: number | string }>(`SELECT COUNT(*) AS n FROM audit_log`)
+    const records = Number(count?.n ?? 0)
+    const step = (label: string, statement: string) =>
+      Effect.gen(function*() {
+        const started = performance.now()
+        yield* sql.unsafe(statement)
+        // Progress on a large table: which step, and how long it took.
+        if (records >= 10_000) yield* Effect.logInfo(`store: audit_log (${records} records): ${label} in ${Math.round(performance.now() - started)} ms`)
+      })
+    yield* step(
+      "found refunded requests",
+      `CREATE TEMPORARY TABLE audit_lost_requests AS SELECT DISTINCT request_id FROM audit_log WHERE error = 'replica_lost'`
+    )
+    yield* step(
+      "merged refunds into their serving records",
+      `DELETE FROM audit_log WHERE error = 'replica_lost' AND EXISTS (
+         SELECT 1 FROM audit_log o WHERE o.request_id = audit_log.request_id AND (o.error IS NULL OR o.error <> 'replica_lost'))`
+    )
+    yield* step(
+      "marked them refunded",
+      `UPDATE audit_log SET error = 'replica_lost', credits = 0 WHERE request_id IN (SELECT request_id FROM audit_lost_requests)`
+    )
+    yield* step(
+      "removed records written twice",
+      `DELETE FROM audit_log WHERE EXISTS (
+         SELECT 1 FROM audit_log o WHERE o.request_id = audit_log.request_id AND o.seq < audit_log.seq)`
+    )
+    yield* sql.unsafe(`DROP TABLE audit_lost_requests`)
+    yield* sql.unsafe(`DROP INDEX audit_log_request`)
+    yield* step("made request_id unique", `CREATE UNIQUE INDEX audit_log_request_once ON audit_log (request_id)`)
+  })
 
 /**
  * Stored Responses (issue 24): each response the gateway answered with `store` not false, owned
@@ -270,6 +301,7 @@ const storedResponses = (dialect: Dialect) => {
   ])
 }
 
+/** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),

@@ -1,0 +1,288 @@
+/**
+ * Upgrades (issue 31): the whole migration list run from every earlier schema version, on SQLite
+ * and Postgres, over rows written at that version, as earlier releases recorded them (with
+ * effect/sql's Migrator, which they used). Then the large-table upgrade an operator hit: a
+ * Postgres store of 1,000,000 audit records at the previous release's schema, migrated by two
+ * replicas that start together, under the request path's statement timeout. And the refusal of a
+ * store newer than this release.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
+import * as Migrator from "effect/sql/Migrator"
+import { SqlClient } from "effect/sql/SqlClient"
+import { PgClient } from "@effect/sql-pg"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
+import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
+import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
+import { layerSqliteClient } from "../../../src/services/store/sqlite-client.ts"
+import { migrationsFor } from "../../../src/services/store/migrations.ts"
+import { DEFAULT_STORE_SESSION, StoreLayer } from "../../../src/services/store/StoreLayer.ts"
+import { createPostgresDatabase, type TempDatabase } from "../../support/databases.ts"
+import { Client } from "../../support/pg-admin.ts"
+import { runCli, runCliProcess, writeConfig } from "../../support/process.ts"
+
+type Dialect = "sqlite" | "postgres"
+
+const dirs: Array<string> = []
+const databases: Array<TempDatabase> = []
+afterAll(async () => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  await Promise.all(databases.map((db) => db.drop()))
+})
+
+const tempDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "mg-migrations-"))
+  dirs.push(dir)
+  return dir
+}
+
+/** The migration ids this release knows, in order: the schema versions a store can be at. */
+const ids = (dialect: Dialect) => Object.keys(migrationsFor(dialect)).map((key) => Number(key.split("_")[0])).sort((a, b) => a - b)
+
+/** A store of one dialect: where it is, a raw SQL runner, and the config's store URL. */
+interface TestStore {
+  readonly url: string
+  readonly query: (text: string) => Promise<ReadonlyArray<Record<string, unknown>>>
+  readonly client: Layer.Layer<SqlClient>
+}
+
+const sqliteStore = (): TestStore => {
+  const file = join(tempDir(), "store.db")
+  return {
+    url: `sqlite:${file}`,
+    query: async (text) => {
+      const db = new DatabaseSync(file)
+      try {
+        return /^\s*(SELECT|PRAGMA|WITH)/i.test(text) ? (db.prepare(text).all() as Array<Record<string, unknown>>) : (db.exec(text), [])
+      } finally {
+        db.close()
+      }
+    },
+    client: layerSqliteClient(file).pipe(Layer.fresh) as Layer.Layer<SqlClient>
+  }
+}
+
+const postgresStore = async (prefix: string): Promise<TestStore> => {
+  const db = await createPostgresDatabase(prefix)
+  databases.push(db)
+  const admin = new Client(db.url)
+  return {
+    url: db.url,
+    query: (text) => admin.query(text),
+    client: PgClient.layer({ url: Redacted.make(db.url), maxConnections: 1 }).pipe(Layer.fresh) as unknown as Layer.Layer<SqlClient>
+  }
+}
+
+const makeStore = (dialect: Dialect, prefix: string) => dialect === "sqlite" ? Promise.resolve(sqliteStore()) : postgresStore(prefix)
+
+/** Migrates a store to `version` the way releases before issue 31 did: effect/sql's Migrator, its table. */
+const migrateAsEarlierRelease = (store: TestStore, dialect: Dialect, version: number) => {
+  const before = Object.fromEntries(Object.entries(migrationsFor(dialect)).filter(([key]) => Number(key.split("_")[0]) <= version))
+  return Effect.runPromise(
+    Migrator.make({})({ loader: Migrator.fromRecord(before), table: "modelgate_migrations" }).pipe(Effect.provide(store.client))
+  )
+}
+
+const NOW = "2026-11-01T00:00:00.000Z"
+const KEY_HASH = "a".repeat(64)
+
+/**
+ * Rows an earlier release wrote at schema `version`, one or more in every table that existed
+ * then. Before migration 7 the audit trail held duplicates: a refunded request's two records
+ * (serving + `replica_lost`), a record written twice, and a lone `replica_lost`.
+ */
+const rowsAt = (version: number): ReadonlyArray<string> => {
+  if (version < 1) return []
+  const audit = (requestId: string, status: number, error: string | null, credits: number) =>
+    `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
+     VALUES ('${requestId}', '${NOW}', 'key_1', 'POST', '/v1/chat/completions', ${status}, ${error === null ? "NULL" : `'${error}'`}, 'echo', ${credits}, 1.5, 0)`
+  const rows = [
+    `INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', 977, '${NOW}')`,
+    `INSERT INTO api_keys (id, workspace_id, name, key_hash, key_hint, is_active, allowed_models, tools_enabled, budget_max_requests, budget_used, created_at, updated_at)
+     VALUES ('key_1', 'ws_default', 'kept', '${KEY_HASH}', 'sk-mg-aaaa...aaaa', 1, '["echo"]', 1, 10, 3, '${NOW}', '${NOW}')`,
+    audit("req_pair", 200, null, 5),
+    audit("req_plain", 200, null, 1),
+    ...(version < 7
+      ? [audit("req_pair", 503, "replica_lost", 0), audit("req_twice", 200, null, 2), audit("req_twice", 200, null, 2), audit("req_lost", 503, "replica_lost", 0)]
+      : [audit("req_twice", 200, null, 2), audit("req_lost", 503, "replica_lost", 0)])
+  ]
+  if (version >= 2) {
+    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, note) VALUES ('${NOW}', 'ws_default', 'initial', 1000, 1000, 'config', 'initial pool')`)
+    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model) VALUES ('${NOW}', 'ws_default', 'charge', -23, 977, 'key_1', 'key_1', 'req_pair', 'echo')`)
+  }
+  if (version >= 3) {
+    rows.push(`INSERT INTO connections (id, name, dialect, url, created_at) VALUES (1, 'analytics', 'postgres', 'postgres://reader@db/analytics', '${NOW}')`)
+    rows.push(`INSERT INTO key_grants (key_id, connection_id, role, granted_at) VALUES ('key_1', 1, 'read', '${NOW}')`)
+    rows.push(`INSERT INTO sql_history (ts, key_id, connection_id, statement, duration_ms, kind, row_count) VALUES ('${NOW}', 'key_1', 1, 'SELECT 1', 1.2, 'rows', 1)`)
+  }
+  if (version >= 4) rows.push(`INSERT INTO replicas (id, lease_until, started_at) VALUES ('rep_old', 1, '${NOW}')`)
+  if (version >= 5) {
+    rows.push(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ('sub_1', 'https://idp', 'alice', 2, '${NOW}', '${NOW}')`)
+  }
+  if (version >= 9) {
+    rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
+  }
+  return rows
+}
+
+/** What a release's queries depend on: tables, columns (type, nullability, default) and indexes. */
+const schemaOf = async (store: TestStore, dialect: Dialect) => {
+  const rows = dialect === "sqlite"
+    ? await store.query(
+      `SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND name <> 'modelgate_migrations' ORDER BY type, name`
+    )
+    : [
+      ...await store.query(
+        `SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns
+         WHERE table_schema = 'public' AND table_name <> 'modelgate_migrations' ORDER BY table_name, column_name`
+      ),
+      ...await store.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY tablename, indexname`)
+    ]
+  return JSON.stringify(rows)
+}
+
+const count = async (store: TestStore, table: string) => Number((await store.query(`SELECT COUNT(*) AS n FROM ${table}`))[0]!.n)
+
+for (const dialect of ["sqlite", "postgres"] as const) {
+  describe(`store upgrades on ${dialect}`, () => {
+    it("migrates from every earlier schema version to the same schema a new store gets, keeping every row", { timeout: 120_000 }, async () => {
+      const fresh = await makeStore(dialect, "mg_mig_fresh")
+      await Effect.runPromise(Effect.scoped(Layer.build(StoreLayer.fromUrl(fresh.url))))
+      const expected = await schemaOf(fresh, dialect)
+
+      for (const version of [0, ...ids(dialect).slice(0, -1)]) {
+        const store = await makeStore(dialect, `mg_mig_${version}`)
+        if (version > 0) await migrateAsEarlierRelease(store, dialect, version)
+        for (const row of rowsAt(version)) await store.query(row)
+
+        const runtime = ManagedRuntime.make(StoreLayer.fromUrl(store.url))
+        try {
+          await runtime.runPromise(Effect.void) // builds the layer: migrates
+          const at = `from version ${version}`
+          expect(await schemaOf(store, dialect), at).toBe(expected)
+          const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
+          expect(recorded.map((r) => Number(r.migration_id)), at).toEqual(ids(dialect))
+          if (version === 0) continue
+
+          // What the release reads through its own repositories.
+          const { key, workspace } = await runtime.runPromise(Effect.gen(function*() {
+            const key = yield* (yield* KeysRepo).findKeyByHash(KEY_HASH)
+            const workspace = yield* (yield* CreditsRepo).getWorkspace
+            return { key, workspace }
+          }))
+
+          expect(key, at).toMatchObject({ id: "key_1", name: "kept", allowed_models: ["echo"], tools_enabled: true, budget_used: 3 })
+          expect(workspace.credits, at).toBe(977)
+          // One record per request: a refund merged into its serving record, a repeat dropped.
+          const audit = await store.query(`SELECT request_id, status, error, credits FROM audit_log ORDER BY request_id`)
+          expect(audit.map((r) => [r.request_id, Number(r.status), r.error, Number(r.credits)]), at).toEqual([
+            ["req_lost", 503, "replica_lost", 0],
+            ["req_pair", 200, version < 7 ? "replica_lost" : null, version < 7 ? 0 : 5],
+            ["req_plain", 200, null, 1],
+            ["req_twice", 200, null, 2]
+          ])
+          // The ledger: the initial pool (written by migration 2 from the workspace when it came later) plus what was charged.
+          expect(await count(store, "credit_ledger"), at).toBe(version >= 2 ? 2 : 1)
+          expect(await count(store, "connections"), at).toBe(version >= 3 ? 1 : 0)
+          expect(await count(store, "sql_history"), at).toBe(version >= 3 ? 1 : 0)
+          expect(await count(store, "replicas"), at).toBe(version >= 4 ? 1 : 0)
+          expect(await count(store, "identity_subjects"), at).toBe(version >= 5 ? 1 : 0)
+        } finally {
+          await runtime.dispose()
+        }
+      }
+    })
+
+    it("refuses a store whose schema is newer than this release, naming both versions, and changes nothing", { timeout: 60_000 }, async () => {
+      const store = await makeStore(dialect, "mg_mig_newer")
+      await Effect.runPromise(Effect.scoped(Layer.build(StoreLayer.fromUrl(store.url))))
+      const known = ids(dialect).at(-1)!
+      await store.query(`INSERT INTO modelgate_migrations (migration_id, name) VALUES (${known + 3}, 'from_a_later_release')`)
+      const before = await schemaOf(store, dialect)
+
+      const dir = tempDir()
+      const config = writeConfig(dir, { store: store.url })
+      const refused = await runCli(["--config", config, "keys", "list"])
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain(`the store's schema is version ${known + 3} (${known + 3}_from_a_later_release), newer than this release knows (version ${known})`)
+      expect(refused.stderr).toContain(`README "Upgrading"`)
+      expect(await schemaOf(store, dialect)).toBe(before)
+    })
+  })
+}
+
+describe("a large Postgres store upgraded from the previous release", () => {
+  it("migrates 1,000,000 audit records with duplicates while two replicas start together, under the request path's timeouts", { timeout: 300_000 }, async () => {
+    const store = await postgresStore("mg_mig_large")
+    // The release of 2026-11-25 (2742650) was at migration 6.
+    await migrateAsEarlierRelease(store, "postgres", 6)
+    // Written without the indexes, which are built once afterwards (a third of the insert's time).
+    await store.query(`DROP INDEX audit_log_key, audit_log_ts, audit_log_request`)
+    // 970,000 requests recorded once; 20,000 recorded twice; 10,000 refunded by another replica (two records each).
+    await store.query(
+      `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
+       SELECT 'req_' || g, '${NOW}', 'key_' || (g % 50), 'POST', '/v1/chat/completions', 200, NULL, 'echo', 1, 1.5, 0
+       FROM generate_series(1, 970000) g`
+    )
+    await store.query(
+      `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
+       SELECT 'req_' || g, '${NOW}', 'key_' || (g % 50), 'POST', '/v1/chat/completions', 200, NULL, 'echo', 1, 1.5, 0
+       FROM generate_series(1, 20000) g
+       UNION ALL
+       SELECT 'req_' || g, '${NOW}', 'key_' || (g % 50), 'POST', '/v1/chat/completions', 503, 'replica_lost', 'echo', 0, 1.5, 0
+       FROM generate_series(20001, 30000) g`
+    )
+    await store.query(`CREATE INDEX audit_log_key ON audit_log (key_id, seq)`)
+    await store.query(`CREATE INDEX audit_log_ts ON audit_log (ts)`)
+    await store.query(`CREATE INDEX audit_log_request ON audit_log (request_id)`)
+    // Statistics, as a store in service has them: the old migration's quadratic plan needed them.
+    await store.query(`ANALYZE audit_log`)
+    expect(await count(store, "audit_log")).toBe(1_000_000)
+
+    // Both replicas run with a request-path statement timeout far below what the migration takes.
+    const session = { ...DEFAULT_STORE_SESSION, statement_ms: 300, lock_ms: 300 }
+    const replicas = [ManagedRuntime.make(StoreLayer.fromUrl(store.url, session)), ManagedRuntime.make(StoreLayer.fromUrl(store.url, session))]
+    try {
+      const started = performance.now()
+      // Each replica's store is usable once its layer is built: the one that migrated and the one that waited.
+      const versions = await Promise.all(replicas.map((runtime) => runtime.runPromise(Effect.flatMap(KeysRepo, (keys) => keys.keyChangeVersion))))
+      console.log(`1,000,000 audit records migrated in ${Math.round(performance.now() - started)} ms`)
+      expect(versions).toEqual([0, 0])
+    } finally {
+      await Promise.all(replicas.map((r) => r.dispose()))
+    }
+    const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
+    expect(recorded.map((r) => Number(r.migration_id))).toEqual(ids("postgres"))
+    expect(await count(store, "audit_log")).toBe(970_000)
+    const refunded = await store.query(`SELECT COUNT(*) AS n, SUM(credits) AS credits, MIN(status) AS status FROM audit_log WHERE error = 'replica_lost'`)
+    expect(refunded.map((r) => [Number(r.n), Number(r.credits), Number(r.status)])).toEqual([[10_000, 0, 200]])
+    const unique = await store.query(`SELECT indexdef FROM pg_indexes WHERE indexname = 'audit_log_request_once'`)
+    expect(String(unique[0]?.indexdef)).toContain("UNIQUE")
+  })
+})
+
+describe("two processes starting together on one SQLite store of the previous release", () => {
+  it("one migrates, the other waits for it; both start", { timeout: 120_000 }, async () => {
+    const store = sqliteStore()
+    await migrateAsEarlierRelease(store, "sqlite", 6)
+    const db = new DatabaseSync(store.url.slice("sqlite:".length))
+    db.exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 200000)
+      INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
+      SELECT 'req_' || (n % 150000), '${NOW}', 'key_1', 'POST', '/v1/chat/completions', 200, NULL, 'echo', 1, 1.5, 0 FROM g`)
+    db.close()
+    const config = writeConfig(tempDir(), { store: store.url })
+    const both = await Promise.all([runCliProcess(["--config", config, "keys", "list"]), runCliProcess(["--config", config, "keys", "list"])])
+    for (const run of both) {
+      expect(run.code, run.stderr).toBe(0)
+      expect(JSON.parse(run.stdout)).toEqual([])
+    }
+    // Exactly one of them migrated (its progress on stderr, never mixed into the command's output).
+    expect(both.filter((run) => run.stderr.includes("store: migrating the schema from version 6"))).toHaveLength(1)
+    const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
+    expect(recorded.map((r) => Number(r.migration_id))).toEqual(ids("sqlite"))
+    expect(await count(store, "audit_log")).toBe(150_000)
+  })
+})
