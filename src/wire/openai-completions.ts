@@ -7,19 +7,33 @@
  * applied): the vendor judges the values it alone knows (logit bias token ids, model names).
  */
 import { Schema } from "effect"
-import { type DecodeResult, Int, JsonObject, makeDecoder, NonEmptyString, NonNegativeInt, numberBetween, PositiveInt } from "./decode.ts"
+import { type DecodeResult, Int, JsonObject, makeDecoder, NonEmptyString, NonNegativeInt, numberBetween } from "./decode.ts"
 
 const nullable = <S extends Schema.Top>(schema: S) => Schema.optionalKey(Schema.NullOr(schema))
 
 const Token = NonNegativeInt
 
-/** A prompt: text, texts, token ids or lists of token ids (the SDK's four forms). */
+/**
+ * A prompt: text, texts, token ids or lists of token ids (the SDK's four forms). A list of several
+ * prompts is answered with one completion each, so, like `n` and `best_of` above 1, it would buy
+ * many answers for one request's price (issue 32 item 5): one prompt per request, as chat's `n`.
+ */
 const Prompt = Schema.Union([
   Schema.String,
   Schema.Array(Schema.String),
   Schema.Array(Token),
   Schema.Array(Schema.Array(Token))
-]).annotate({ expected: "a string, an array of strings, an array of token ids or an array of token arrays" })
+]).annotate({ expected: "a string, an array of token ids, or a one-element array of either" }).check(
+  Schema.makeFilter(
+    (prompt: string | ReadonlyArray<unknown>) => typeof prompt === "string" || prompt.length <= 1 || typeof prompt[0] === "number",
+    { expected: "a single prompt (one completion per request, for one request's price: send one request per prompt)" }
+  )
+)
+
+/** One answer per request, as `n` on /v1/chat/completions: more would be answered for one request's price. */
+const onlyOne = Schema.optionalKey(
+  Schema.NullOr(Schema.Literal(1)).annotate({ message: "only 1 is supported (one answer per request, as on /v1/chat/completions)" })
+)
 
 const Stop = Schema.Union([
   Schema.String,
@@ -33,13 +47,13 @@ const Penalty = numberBetween(-2, 2)
 export const LegacyCompletionRequestSchema = Schema.Struct({
   model: NonEmptyString,
   prompt: Schema.NullOr(Prompt),
-  best_of: nullable(PositiveInt.check(Schema.makeFilter((n: number) => n <= 20, { expected: "an integer between 1 and 20" }))),
+  best_of: onlyOne,
   echo: nullable(Schema.Boolean),
   frequency_penalty: nullable(Penalty),
   logit_bias: nullable(Schema.Record(Schema.String, numberBetween(-100, 100))),
   logprobs: nullable(Int.check(Schema.makeFilter((n: number) => n >= 0 && n <= 5, { expected: "an integer between 0 and 5" }))),
   max_tokens: nullable(NonNegativeInt),
-  n: nullable(PositiveInt.check(Schema.makeFilter((n: number) => n <= 128, { expected: "an integer between 1 and 128" }))),
+  n: onlyOne,
   presence_penalty: nullable(Penalty),
   seed: nullable(Int),
   stop: nullable(Stop),

@@ -91,6 +91,24 @@ describe("POST /v1/completions", () => {
     expect(unknownModel.status).toBe(404)
     expect(legacy.requests).toHaveLength(0)
   })
+
+  it("answers one completion per request: n, best_of and several prompts, which would buy many for one price, are refused by name (issue 32.5)", async () => {
+    for (const [body, field] of [
+      [{ n: 128 }, "n"],
+      [{ best_of: 20 }, "best_of"],
+      [{ prompt: ["a", "b", "c"] }, "prompt"],
+      [{ prompt: [[1, 2], [3]] }, "prompt"]
+    ] as const) {
+      const refused = await post("/v1/completions", { model: "instruct", prompt: "x", ...body })
+      expect(refused.status, JSON.stringify(body)).toBe(400)
+      expect(await refused.json()).toMatchObject({ error: "validation_failed", details: { field } })
+    }
+    expect(legacy.requests).toHaveLength(0)
+    // One prompt in a list, and n/best_of of 1, are what the SDKs send: still forwarded.
+    const one = await post("/v1/completions", { model: "instruct", prompt: ["only"], n: 1, best_of: 1 })
+    expect(one.status).toBe(200)
+    expect(legacy.requests).toHaveLength(1)
+  })
 })
 
 describe("POST /v1/moderations", () => {
