@@ -180,4 +180,37 @@ describe.each(ROUTES)("Codex on a $name model", (route) => {
     expect(replayed).toContain("codex__view_image")
     expect(replayed).toContain("total 0")
   })
+
+  it("sends tools whose flattened names would collide under distinct names, and maps each call back to its own tool (issue 32.8)", async () => {
+    const { headers, body } = codexRequest(route.model)
+    const object = { type: "object", properties: { n: { type: "string" } } }
+    const request = {
+      ...body,
+      tools: [
+        { type: "function", name: "a__b__c", description: "plain", parameters: object },
+        { type: "namespace", name: "a", description: "ns a", tools: [{ type: "function", name: "b__c", description: "in a", parameters: object }] },
+        { type: "namespace", name: "a__b", description: "ns a__b", tools: [{ type: "custom", name: "c", description: "in a__b" }] }
+      ]
+    }
+    await send(headers, request)
+    const names = upstreamTools(route.fake().requests[0]!.body!).map((tool) => tool.name as string)
+    expect(names).toHaveLength(3)
+    expect(new Set(names).size).toBe(3)
+    expect(names[0]).toBe("a__b__c") // a plain function keeps its name
+    for (const name of names) expect(name).toMatch(/^[a-zA-Z0-9_-]{1,64}$/)
+
+    // The model calls each of them by the name it was offered: each comes back as the tool it is.
+    route.fake().enqueue({
+      kind: "tool_calls",
+      calls: [{ name: names[0]!, arguments: { n: "plain" } }, { name: names[1]!, arguments: { n: "ns" } }, { name: names[2]!, arguments: { input: "free text" } }]
+    })
+    const events = await send(headers, request)
+    const output = events.find((frame) => frame.event === "response.completed")!.data.response.output as Array<JsonBody>
+    const calls = output.filter((item) => item.type !== "message").map((item) => [item.type, item.name, item.namespace, item.arguments ?? item.input])
+    expect(calls).toEqual([
+      ["function_call", "a__b__c", undefined, "{\"n\":\"plain\"}"],
+      ["function_call", "b__c", "a", "{\"n\":\"ns\"}"],
+      ["custom_tool_call", "c", "a__b", "free text"]
+    ])
+  })
 })

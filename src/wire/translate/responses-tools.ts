@@ -7,7 +7,11 @@
  *
  * - `additional_tools` items are taken out of `input` and their tools join `tools`;
  * - a namespace's tools become top-level tools named `<namespace>__<name>` (made valid for
- *   `^[a-zA-Z0-9_-]{1,64}$`, a hash appended when shortened);
+ *   `^[a-zA-Z0-9_-]{1,64}$`, a hash appended when shortened). Every flattened name is unique
+ *   among the tools sent (issue 32 item 8): namespace `a` with tool `b__c`, namespace `a__b`
+ *   with tool `c` and a plain function `a__b__c` would otherwise all be `a__b__c`, and the
+ *   model's call would run whichever the map found. A name already taken gets a hash of what it
+ *   stands for appended, so each maps back to exactly one offered tool;
  * - a custom tool becomes a function with one string argument, `input` (its grammar, if any, in
  *   the argument's description so the model knows the syntax);
  * - earlier calls in the input (`function_call` with a `namespace`, `custom_tool_call`) are
@@ -32,11 +36,13 @@ const isObject = (value: unknown): value is Json => typeof value === "object" &&
 
 const VALID = /^[a-zA-Z0-9_-]{1,64}$/
 
+const digest = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 8)
+
+const withDigest = (joined: string, of: string) => `${joined.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 55)}_${digest(of)}`
+
 const flatName = (namespace: string | undefined, name: string): string => {
   const joined = namespace === undefined ? name : `${namespace}__${name}`
-  if (VALID.test(joined)) return joined
-  const digest = createHash("sha256").update(joined).digest("hex").slice(0, 8)
-  return `${joined.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 55)}_${digest}`
+  return VALID.test(joined) ? joined : withDigest(joined, joined)
 }
 
 const customParameters = (tool: Json) => {
@@ -55,9 +61,16 @@ const customParameters = (tool: Json) => {
 export class ToolNames {
   readonly #byFlat = new Map<string, OfferedTool>()
   readonly #byOffered = new Map<string, string>()
+  /** Every name sent upstream: plain functions' own names and the flattened ones. */
+  readonly #taken = new Set<string>()
 
   get empty(): boolean {
     return this.#byFlat.size === 0
+  }
+
+  /** A plain function keeps its name: nothing flattened may take it. */
+  reserve(name: string): void {
+    this.#taken.add(name)
   }
 
   /** The function a client tool is offered as (and registers it). */
@@ -65,7 +78,10 @@ export class ToolNames {
     const key = `${tool.namespace ?? ""}\u0000${tool.name}`
     const known = this.#byOffered.get(key)
     if (known !== undefined) return known
-    const flat = flatName(tool.namespace, tool.name)
+    let flat = flatName(tool.namespace, tool.name)
+    // Taken by another tool: the hash of what this one is makes it unique (a counter past a clash of hashes).
+    for (let attempt = 0; this.#taken.has(flat); attempt++) flat = withDigest(flatName(tool.namespace, tool.name), `${key}\u0000${attempt}`)
+    this.#taken.add(flat)
     this.#byOffered.set(key, flat)
     if (tool.custom || tool.namespace !== undefined) this.#byFlat.set(flat, tool)
     return flat
@@ -165,6 +181,7 @@ export const flattenResponsesTools = (raw: Json): { readonly raw: Json; readonly
     offered.some((tool) => isObject(tool) && (tool["type"] === "custom" || tool["type"] === "namespace")) ||
     (items ?? []).some((item) => isObject(item) && (item["type"] === "custom_tool_call" || (item["type"] === "function_call" && typeof item["namespace"] === "string")))
   if (!needs) return { raw, names }
+  for (const tool of offered) if (isObject(tool) && tool["type"] === "function" && typeof tool["name"] === "string") names.reserve(tool["name"])
   const tools = flattenTools(offered, names)
   const next: Json = { ...raw }
   if (tools.length > 0) next["tools"] = tools
