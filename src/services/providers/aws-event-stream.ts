@@ -35,20 +35,51 @@ const malformedStream = (provider: string, status: number, message: string) =>
     details: { provider, upstream_status: status, upstream_error: { message } }
   })
 
-/** Splits bytes into whole messages; what is left waits for the next read. */
+/**
+ * Splits bytes into whole messages; what is left waits for the next read. Reads are kept as they
+ * came and a message's bytes are joined once, when it is whole (issue 32 item 7): joining the
+ * pending bytes with every read copied a 16 MiB message in 2 KiB reads 8,000 times over,
+ * stalling the event loop for seconds.
+ */
 export class EventStreamFramer {
-  #pending: Buffer = Buffer.alloc(0)
+  #reads: Array<Buffer> = []
+  #buffered = 0
+
+  /** The first `n` buffered bytes (n <= buffered), as one buffer: the first read, or the reads joined once. */
+  #take(n: number, consume: boolean): Buffer {
+    const first = this.#reads[0]!
+    let bytes: Buffer
+    if (first.length >= n) {
+      bytes = first.subarray(0, n)
+      if (consume) {
+        if (first.length === n) this.#reads.shift()
+        else this.#reads[0] = first.subarray(n)
+      }
+    } else {
+      let covered = 0
+      let used = 0
+      while (covered < n) covered += this.#reads[used++]!.length
+      const joined = Buffer.concat(this.#reads.slice(0, used), covered)
+      bytes = joined.subarray(0, n)
+      const rest = joined.subarray(n)
+      this.#reads.splice(0, used, ...(consume ? (rest.length > 0 ? [rest] : []) : [joined]))
+    }
+    if (consume) this.#buffered -= n
+    return bytes
+  }
 
   /** The messages completed by `bytes`, or the reason the stream cannot be read. */
   push(bytes: Uint8Array): Array<EventStreamMessage> | string {
-    this.#pending = this.#pending.length === 0 ? Buffer.from(bytes) : Buffer.concat([this.#pending, bytes])
+    if (bytes.length > 0) {
+      this.#reads.push(Buffer.from(bytes))
+      this.#buffered += bytes.length
+    }
     const messages: Array<EventStreamMessage> = []
-    while (this.#pending.length >= PRELUDE_BYTES) {
-      const total = this.#pending.readUInt32BE(0)
+    while (this.#buffered >= PRELUDE_BYTES) {
+      const total = this.#take(4, false).readUInt32BE(0)
       if (total < MINIMUM_MESSAGE_BYTES || total > MAXIMUM_MESSAGE_BYTES) return `a message claims ${total} bytes`
-      if (this.#pending.length < total) break
-      const frame = this.#pending.subarray(0, total)
-      this.#pending = this.#pending.subarray(total)
+      if (this.#buffered < total) break
+      const frame = this.#take(total, true)
       let decoded: ReturnType<EventStreamCodec["decode"]>
       try {
         decoded = codec.decode(frame)
@@ -66,7 +97,7 @@ export class EventStreamFramer {
 
   /** Bytes of a message that never completed. */
   get leftover(): number {
-    return this.#pending.length
+    return this.#buffered
   }
 }
 

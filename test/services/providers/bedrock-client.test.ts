@@ -8,7 +8,7 @@ import { Effect, Exit, Stream } from "effect"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Agent } from "undici"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { EventStreamFramer, MAXIMUM_MESSAGE_BYTES } from "../../../src/services/providers/aws-event-stream.ts"
 import { makeBedrockClient } from "../../../src/services/providers/bedrock.ts"
 import { bedrockStatusFailure } from "../../../src/services/providers/bedrock-errors.ts"
@@ -42,6 +42,31 @@ describe("EventStreamFramer", () => {
     const huge = Buffer.alloc(12)
     huge.writeUInt32BE(MAXIMUM_MESSAGE_BYTES + 1, 0)
     expect(new EventStreamFramer().push(huge)).toMatch(/claims/)
+  })
+
+  it("copies a message's bytes once however small the reads (issue 32.7: linear, not one copy of the pending bytes per read)", () => {
+    // A 4 MiB message (a 16 MiB one would do the same at four times the cost) in 2 KiB reads, then a small one.
+    const big = eventMessage("contentBlockDelta", { contentBlockIndex: 0, delta: { text: "x".repeat(4 * 1024 * 1024) } })
+    const stream = Buffer.concat([big, messages[0]!])
+    const framer = new EventStreamFramer()
+    const from = vi.spyOn(Buffer, "from")
+    const concat = vi.spyOn(Buffer, "concat")
+    const out = []
+    try {
+      for (let at = 0; at < stream.length; at += 2048) {
+        const framed = framer.push(stream.subarray(at, at + 2048))
+        if (typeof framed === "string") throw new Error(framed)
+        out.push(...framed)
+      }
+      const copied = [...concat.mock.results, ...from.mock.results].reduce((sum, result) => sum + (result.value as Buffer).length, 0)
+      // Each read copied once as it arrives, each message joined once: about twice the stream, never ~reads x message.
+      expect(copied).toBeLessThanOrEqual(2 * stream.length + 4096)
+    } finally {
+      from.mockRestore()
+      concat.mockRestore()
+    }
+    expect(out.map((m) => m.headers[":event-type"])).toEqual(["contentBlockDelta", "messageStart"])
+    expect(framer.leftover).toBe(0)
   })
 })
 
