@@ -71,8 +71,22 @@ export interface Forwarding {
   readonly client: (forwardedFor: string | undefined) => string | undefined
 }
 
+/** Addresses whose answer is remembered; the memo starts over when full (a flood of distinct peers costs checks, never memory). */
+const MEMO_SIZE = 1_024
+
 export const makeForwarding = (trustedProxies: ReadonlyArray<string>, hops: number): Forwarding => {
   const list: BlockList = trustedProxyList(trustedProxies)
-  const trusts = (address: string) => isListed(list, address)
+  // A BlockList check builds a native SocketAddress each time (0.3-1.2 us on Node 24); the peers
+  // are a few proxies' addresses over and over, so a lookup by text answers almost every request.
+  const memo = new Map<string, boolean>()
+  const trusts = (address: string) => {
+    let listed = memo.get(address)
+    if (listed === undefined) {
+      listed = isListed(list, address)
+      if (memo.size >= MEMO_SIZE) memo.clear()
+      memo.set(address, listed)
+    }
+    return listed
+  }
   return { trusts, client: (forwardedFor) => forwardedClient(forwardedFor, hops, trusts) }
 }

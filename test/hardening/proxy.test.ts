@@ -163,6 +163,9 @@ describe("which peers are proxies", () => {
     const listed = makeForwarding(["10.0.0.0/8", "fd00::/8", "192.0.2.7"], 1)
     expect(["10.1.2.3", "::ffff:10.1.2.3", "fd12::1", "192.0.2.7", "::ffff:192.0.2.7"].map(listed.trusts)).toEqual([true, true, true, true, true])
     expect(["11.0.0.1", "192.0.2.8", "fe80::1", "127.0.0.1", "::1"].map(listed.trusts)).toEqual([false, false, false, false, false])
+    // Answers are remembered by address text; a flood of distinct peers does not change them.
+    for (let i = 0; i < 3_000; i++) listed.trusts(`203.0.${i >> 8}.${i & 255}`)
+    expect(["10.1.2.3", "11.0.0.1", "::ffff:10.1.2.3"].map(listed.trusts)).toEqual([true, false, true])
   })
 
   it("walks X-Forwarded-For from the right past entries that are themselves trusted proxies", () => {
