@@ -66,7 +66,6 @@ const pathOf = (url: string) => {
   return q === -1 ? url : url.slice(0, q)
 }
 
-
 /** A store outage anywhere in the cause, as a typed failure or as a defect (services that `orDie` store errors). */
 const storeOutageIn = (cause: Cause.Cause<unknown>): unknown => {
   for (const reason of cause.reasons) {
@@ -214,7 +213,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         ? yield* startRequestSpan({ method: request.method, route: found._tag === "NotFound" ? undefined : found.pattern, requestId, parent })
         : undefined
       const peer = Option.getOrNull(request.remoteAddress)
-      // One list check per request, and only with trust_proxy.
+      // Only with trust_proxy: one lookup of the peer (forwarded.ts remembers the answers).
       const viaProxy = forwarding !== undefined && peer !== null && forwarding.trusts(peer)
       const state = makeRequestState({
         method: request.method,
