@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # modelgate: the gateway on Node 24, as a non-root user, with its data in a volume.
 #   docker build -t modelgate .
-#   docker run -p 8080:8080 -v modelgate-data:/opt/modelgate/data -e MODELGATE_ADMIN_TOKEN=... modelgate
+#   docker run -p 8080:8080 -v modelgate-data:/opt/modelgate/data -e MODELGATE_ADMIN_TOKEN=...
+#     -e MODELGATE_SERVER_TRUSTED_PROXIES=<your TLS proxy's address> modelgate
 # scripts/container-smoke.ts performs these steps in a clean directory (CI runs it), so keep each
 # RUN relative to WORKDIR: the script runs them outside a container.
 FROM node:24-slim
@@ -25,9 +26,13 @@ COPY src ./src
 RUN mkdir -p data && chown node:node data
 VOLUME /opt/modelgate/data
 
-# Listen on every interface: plain HTTP is then served only to a TLS-terminating proxy
-# (trust_proxy, X-Forwarded-Proto: https) and to the health probes. For several replicas, set
-# MODELGATE_STORE (postgres://...) and MODELGATE_REDIS (compose.yaml).
+# Listen on every interface, behind a TLS-terminating proxy (trust_proxy): plain HTTP is then
+# served only to the health probes and to a proxy the gateway trusts that says
+# X-Forwarded-Proto: https. Trusted are the addresses in server.trusted_proxies; unset, as here,
+# loopback peers only, so from outside the container nothing but the probes is served until
+# MODELGATE_SERVER_TRUSTED_PROXIES names your proxy (an address or CIDR range, comma-separated;
+# compose.yaml names its Caddy). No peer's X-Forwarded-For is believed otherwise. For several
+# replicas, set MODELGATE_STORE (postgres://...) and MODELGATE_REDIS (compose.yaml).
 ENV MODELGATE_SERVER_HOST=0.0.0.0 \
     MODELGATE_SERVER_PORT=8080 \
     MODELGATE_SERVER_TRUST_PROXY=true \

@@ -210,10 +210,14 @@ const main = async () => {
     step("HEALTHCHECK passed")
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`)
     if (ready.status !== 200) fail(`/readyz answered ${ready.status}: ${await ready.text()}`)
-    // Behind the TLS proxy the image expects (trust_proxy): the admin app is served.
+    // Behind the TLS proxy the image expects (trust_proxy; a loopback peer is the proxy while
+    // server.trusted_proxies is unset): the admin app is served over what the proxy says is HTTPS.
     const page = await fetch(`http://127.0.0.1:${port}/app/`, { headers: { "x-forwarded-proto": "https" } })
     if (page.status !== 200 || !(await page.text()).includes("<html")) fail(`/app/ answered ${page.status}`)
-    step("/readyz ready, /app/ served")
+    // Plain HTTP the proxy does not vouch for is refused (only the probes are exempt).
+    const plain = await fetch(`http://127.0.0.1:${port}/app/`)
+    if (plain.status !== 403) fail(`/app/ over plain HTTP answered ${plain.status}, not 403 https_required`)
+    step("/readyz ready, /app/ served through the proxy, refused over plain HTTP")
     for (const volume of volumes) {
       if (readdirSync(join(rootfs, volume)).length === 0 && volume.endsWith("data")) fail(`nothing was written to the volume ${volume}`)
     }

@@ -8,6 +8,8 @@ import { HttpServer } from "effect/http"
 import { coreLayer, type CoreOverrides, storeDeadlineLayer } from "./core.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { BodyLimits } from "./http/body.ts"
+import { makeForwarding } from "./http/forwarded.ts"
+import { LOOPBACK_PROXIES } from "./domain/trusted-proxies.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
@@ -92,13 +94,24 @@ const adminIdentityLayer = (config: GatewayConfig) => {
   return settings === undefined ? Layer.empty : Layer.unwrap(Effect.map(loadAdminIdentity, (module) => module.AdminIdentity.layer(settings)))
 }
 
+/**
+ * `server.trust_proxy` as the app applies it: the peers in `server.trusted_proxies` (loopback
+ * when the list is empty: trust_proxy alone no longer means every peer, issue 31) are proxies.
+ */
+const forwardingOf = (config: GatewayConfig) =>
+  config.server.trust_proxy
+    ? makeForwarding(config.server.trusted_proxies.length > 0 ? config.server.trusted_proxies : LOOPBACK_PROXIES, config.server.trusted_hops)
+    : undefined
+
 export const httpLayer = (config: GatewayConfig) =>
   Layer.unwrap(Effect.gen(function*() {
     const options = {
       maxBodyBytes: config.limits.max_body_bytes,
-      trustProxy: config.server.trust_proxy,
-      trustedHops: config.server.trusted_hops
+      forwarding: forwardingOf(config),
+      tls: config.server.tls !== undefined
     }
+    // With trust_proxy every request but the probes arrives over HTTPS (app.ts refuses the rest),
+    // so the admin cookies can be Secure and `__Host-` whoever the peer is.
     const secure = config.server.tls !== undefined || config.server.trust_proxy
     const identity = config.admin.oidc === undefined
       ? undefined

@@ -36,8 +36,8 @@ export const serve = (
   // With no admin token and only this machine able to connect (the embedded default), a
   // one-time token printed here lets `npm ci && npm start` open the admin app at once; it
   // lasts as long as the process. Anywhere else an unset token keeps the admin API disabled;
-  // so does trust_proxy, even on loopback: the proxy in front makes the admin API reachable from
-  // wherever the proxy is (issue 22).
+  // so does trust_proxy, even on loopback: a trusted proxy (server.trusted_proxies, loopback ones
+  // when the list is empty) makes the admin API reachable from wherever the proxy is (issue 22).
   const oneTimeToken = configured.admin.token === undefined && isLoopback(configured.server.host) && !configured.server.trust_proxy
     ? randomBytes(24).toString("base64url")
     : undefined

@@ -40,7 +40,7 @@ import { storeUnavailable } from "../services/credits/Credits.ts"
 import { isStoreOutage } from "../services/store/StoreError.ts"
 import { LiveLimits, type LimitsSettings } from "../services/limits/LiveLimits.ts"
 import { BodyLimits, declaredLengthExceeds, readJsonObject, tooLarge } from "./body.ts"
-import { forwardedClient } from "./forwarded.ts"
+import type { Forwarding } from "./forwarded.ts"
 import { makeNoiseSampler } from "./audit-noise.ts"
 import { protocolRefusal } from "./protocol.ts"
 import { clientParent } from "../services/tracing/propagation.ts"
@@ -51,21 +51,19 @@ import { type Match, makeRouteTable, type Route } from "./router.ts"
 
 export interface AppOptions {
   readonly maxBodyBytes: number
-  /** Behind a proxy named by trust_proxy: take the client address and scheme from X-Forwarded-*. */
-  readonly trustProxy: boolean
-  /** With trustProxy: the X-Forwarded-For entry this many places from the right is the client (default 1). */
-  readonly trustedHops?: number | undefined
+  /**
+   * `server.trust_proxy`: absent, every peer is the client and plain HTTP is served (the bound
+   * address is loopback, or the server speaks TLS). Present, only HTTPS is served (besides the
+   * probes): over this server's own TLS, or through a peer it trusts that says X-Forwarded-Proto: https.
+   */
+  readonly forwarding?: Forwarding | undefined
+  /** `server.tls`: the socket itself is HTTPS. */
+  readonly tls?: boolean | undefined
 }
 
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
   return q === -1 ? url : url.slice(0, q)
-}
-
-const clientAddress = (request: HttpServerRequest, trustProxy: boolean, trustedHops: number): string | null => {
-  const socket = Option.getOrNull(request.remoteAddress)
-  if (!trustProxy) return socket
-  return forwardedClient(request.headers["x-forwarded-for"], trustedHops) ?? socket
 }
 
 /** A store outage anywhere in the cause, as a typed failure or as a defect (services that `orDie` store errors). */
@@ -145,11 +143,19 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       return bodyLimitsOf.value
     }
 
-    const dispatch = (request: HttpServerRequest, state: RequestState, found: Match<RoutesContext<Routes>>) => {
-      // The health probes are exempt: a Kubernetes or load-balancer probe talks to the process
-      // directly, not through the TLS proxy, and they carry no credential and no data.
-      if (options.trustProxy && request.headers["x-forwarded-proto"] !== "https" && !isProbe(found)) {
-        return Effect.fail(new HttpsRequired({ message: "plain HTTP is refused: connect over HTTPS" }))
+    const forwarding = options.forwarding
+    const socketIsHttps = options.tls === true
+
+    const dispatch = (request: HttpServerRequest, state: RequestState, found: Match<RoutesContext<Routes>>, viaProxy: boolean) => {
+      // Behind a proxy, HTTPS as the client reached it: what a trusted proxy says, else what the
+      // socket is (a peer that is not a proxy of yours does not get to say). The health probes
+      // are exempt: a Kubernetes or load-balancer probe talks to the process directly, not
+      // through the TLS proxy, and they carry no credential and no data.
+      if (
+        forwarding !== undefined && !(viaProxy ? request.headers["x-forwarded-proto"] === "https" : socketIsHttps) &&
+        !isProbe(found)
+      ) {
+        return Effect.fail(new HttpsRequired({ message: "plain HTTP is refused: connect over HTTPS, through the TLS proxy in front of this gateway" }))
       }
       const refusal = protocolRefusal(request)
       if (refusal !== undefined) return Effect.fail(refusal)
@@ -206,10 +212,13 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
       const span = tracing
         ? yield* startRequestSpan({ method: request.method, route: found._tag === "NotFound" ? undefined : found.pattern, requestId, parent })
         : undefined
+      const peer = Option.getOrNull(request.remoteAddress)
+      // Only with trust_proxy: one lookup of the peer (forwarded.ts remembers the answers).
+      const viaProxy = forwarding !== undefined && peer !== null && forwarding.trusts(peer)
       const state = makeRequestState({
         method: request.method,
         path: pathOf(request.url),
-        clientAddr: clientAddress(request, options.trustProxy, options.trustedHops ?? 1),
+        clientAddr: viaProxy ? forwarding.client(request.headers["x-forwarded-for"]) ?? peer : peer,
         client: clientAttribution(request.headers),
         requestId,
         span
@@ -233,7 +242,7 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
           const logged = logsRequests ? logRequest(record, span) : Effect.void
           return span === undefined ? logged : Effect.andThen(logged, endRequestSpan(span, record))
         }))
-      const handled = dispatch(request, state, found).pipe(
+      const handled = dispatch(request, state, found, viaProxy).pipe(
         Effect.provideService(CurrentRequest, state),
         // The body limits in force when the request started go with its body (not provided as a
         // service of their own: one more per-request service made Effect copy the whole context).

@@ -34,9 +34,10 @@ import { CurrentRequest } from "../../pipelines/request.ts"
 
 export const SESSION_COOKIE = "mg_session"
 /**
- * The session cookie's name when the gateway is reached over HTTPS (TLS or trust_proxy): the
- * `__Host-` prefix makes browsers refuse it unless it is Secure, Path=/ and without Domain, so a
- * sibling subdomain or a plain-HTTP page cannot plant or overwrite it (issue 22). Browsers also
+ * The session cookie's name when the gateway is reached over HTTPS (TLS, or trust_proxy, where
+ * only HTTPS as a trusted proxy reports it is served): the `__Host-` prefix makes browsers refuse
+ * it unless it is Secure, Path=/ and without Domain, so a sibling subdomain or a plain-HTTP page
+ * cannot plant or overwrite it (issue 22). Browsers also
  * refuse such a cookie over plain HTTP, so a loopback development gateway keeps the plain name.
  */
 export const SECURE_SESSION_COOKIE = "__Host-mg_session"

@@ -7,6 +7,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as YAML from "yaml"
+import { parseTrustedProxy } from "../../domain/trusted-proxies.ts"
 import { ASYMMETRIC_ALGORITHMS, isAcceptableIssuerUrl } from "../identity/issuer-rules.ts"
 import { bedrockFromEnv, checkBedrockFields } from "./bedrock.ts"
 import { azureFromEnv, checkCloudFields, geminiFromEnv, vertexFromEnv } from "./cloud-kinds.ts"
@@ -77,10 +78,24 @@ const parseScalar = (text: string): Json => {
   }
 }
 
+/**
+ * Lists that one variable can set whole, comma-separated (`10.0.0.0/8,fd00::/8`): a container's
+ * proxy addresses are one setting, not a count of indexed variables. Named one by one, never every
+ * list, since an item of some lists (a secret) may itself hold a comma; `_0`, `_1`... still work.
+ */
+const COMMA_LISTS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  MODELGATE_SERVER_TRUSTED_PROXIES: ["server", "trusted_proxies"]
+}
+
 export const applyEnvOverrides = (raw: Record<string, Json>, env: Env): Result.Result<Record<string, Json>, ConfigInvalid> => {
   const out = structuredClone(raw)
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith("MODELGATE_") || value === undefined || name === "MODELGATE_CONFIG") continue
+    const list = COMMA_LISTS[name]
+    if (list !== undefined) {
+      setPath(out, list, value.split(",").map((item) => item.trim()).filter((item) => item !== ""))
+      continue
+    }
     const tokens = name.slice("MODELGATE_".length).toLowerCase().split("_")
     const path = resolveEnvPath(tokens, keyTree)
     if (!path) {
@@ -313,10 +328,26 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
     if (ids.has(c.id)) return `connections.${i}.id: duplicate connection id ${c.id}`
     ids.add(c.id)
   }
+  const proxyProblem = checkTrustedProxies(config)
+  if (proxyProblem) return proxyProblem
   if (config.server.tls === undefined && config.server.trust_proxy === false) {
-    // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a trusted proxy.
+    // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a
+    // proxy (trust_proxy: then only HTTPS as a trusted proxy reports it is served, app.ts).
     const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.server.host) || config.server.host.startsWith("127.")
     if (!loopback) return `server.tls: required when server.host (${config.server.host}) is not loopback, unless server.trust_proxy is true`
+  }
+  return undefined
+}
+
+/** `server.trusted_proxies`: addresses or CIDR ranges, and only with trust_proxy (without it no peer's headers are read). */
+const checkTrustedProxies = (config: GatewayConfig): string | undefined => {
+  const entries = config.server.trusted_proxies
+  if (entries.length > 0 && !config.server.trust_proxy) {
+    return "server.trusted_proxies: only used with server.trust_proxy: true (set it, or remove the list)"
+  }
+  for (const [i, entry] of entries.entries()) {
+    const parsed = parseTrustedProxy(entry)
+    if (typeof parsed === "string") return `server.trusted_proxies.${i}: "${entry}" ${parsed}`
   }
   return undefined
 }

@@ -5,6 +5,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
+import { MAX_TRUSTED_PROXIES, MAX_TRUSTED_PROXY_CHARS } from "../../domain/trusted-proxies.ts"
 const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
   schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
 
@@ -239,11 +240,25 @@ export const GatewayConfig = Schema.Struct({
       host: def(Schema.NonEmptyString, "127.0.0.1"),
       port: def(Port, 8080),
       tls: Schema.optional(Schema.Struct({ cert: Schema.NonEmptyString, key: Schema.NonEmptyString })),
+      /**
+       * Behind a proxy: only HTTPS is served (besides the probes), and the X-Forwarded-For and
+       * X-Forwarded-Proto of the peers in trusted_proxies are believed; no other peer's.
+       */
       trust_proxy: def(Schema.Boolean, false),
+      /**
+       * With trust_proxy: your proxies' addresses, as IPv4 or IPv6 addresses or CIDR ranges
+       * (checked at load). Empty: loopback only (127.0.0.0/8, ::1), a proxy on the same machine;
+       * trust_proxy alone never trusts every peer (issue 31).
+       */
+      trusted_proxies: def(
+        Schema.Array(Schema.NonEmptyString.check(Schema.isMaxLength(MAX_TRUSTED_PROXY_CHARS))).check(Schema.isMaxLength(MAX_TRUSTED_PROXIES)),
+        []
+      ),
       /**
        * With trust_proxy: how many proxies of yours append to `X-Forwarded-For`. The client
        * address is the entry that many places from the right (the one your outermost proxy
-       * wrote); everything left of it is the client's own text.
+       * wrote), or further left past entries that are themselves in trusted_proxies; everything
+       * left of it is the client's own text.
        */
       trusted_hops: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 16 })), 1),
       shutdown_grace_seconds: def(NonNegativeInt, 15),
