@@ -203,13 +203,13 @@ export const makeRouter = (options: {
 
   let tracked = 0
   /** Counts one ended attempt: a few increments (RecentAttempts), nothing that grows per request. */
-  const count = (state: DeploymentState, error: string | undefined) => {
+  const count = (state: DeploymentState, error: string | undefined, at: number) => {
     if (state.recent === undefined) {
       if (tracked >= MAX_TRACKED) return
       tracked++
       state.recent = new RecentAttempts()
     }
-    state.recent.record(now(), error)
+    state.recent.record(at, error)
   }
 
   /** The cooldowns Redis holds for `keys` (ms left, cause), or undefined when it does not answer by the deadline. */
@@ -287,11 +287,13 @@ export const makeRouter = (options: {
           ended = true
           state.inFlight--
           metrics?.routingAttempt(d.key, d.provider.name, outcome._tag === "Answered" ? "answered" : outcome._tag === "Failed" ? "failed" : "refused")
-          count(state, outcome._tag === "Failed" ? outcome.cause : outcome._tag === "Neutral" ? outcome.error : undefined)
+          // One clock read per attempt, shared by the counts and the cooldown.
+          const t = now()
+          count(state, outcome._tag === "Failed" ? outcome.cause : outcome._tag === "Neutral" ? outcome.error : undefined, t)
           if (outcome._tag === "Answered") {
             state.latency = state.latency === undefined ? outcome.seconds : state.latency + LATENCY_DECAY * (outcome.seconds - state.latency)
             // A probe that answered brings the deployment back before its cooldown ends.
-            if (state.coolingUntil > now()) {
+            if (state.coolingUntil > t) {
               state.coolingUntil = 0
               state.cause = undefined
               return clearShared(d)
@@ -299,7 +301,7 @@ export const makeRouter = (options: {
             return Effect.void
           }
           if (outcome._tag === "Failed" && outcome.cooldownMs > 0) {
-            const until = now() + outcome.cooldownMs
+            const until = t + outcome.cooldownMs
             if (until > state.coolingUntil) {
               state.coolingUntil = until
               state.cause = outcome.cause
