@@ -24,8 +24,12 @@ const completion = {
   usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
 } as ChatResponse
 
-const failing = (provider: string, status: number) =>
-  new ProviderError({ message: `provider "${provider}" answered ${status}`, details: { provider, upstream_status: status, upstream_error: { message: "boom" } } })
+const failing = (provider: string, status: number, retryAfter?: string) =>
+  new ProviderError({
+    message: `provider "${provider}" answered ${status}`,
+    details: { provider, upstream_status: status, upstream_error: { message: "boom" } },
+    ...(retryAfter === undefined ? {} : { retryAfter })
+  })
 
 interface DeploymentJson {
   key: string | null
@@ -73,7 +77,8 @@ describe("one replica", () => {
   /** The providers that fail now, by name. */
   const broken = new Set<string>()
   const scripted = scriptedProviders(["a", "b", "pat"].map((name) => ({ name, kind: "openai" as const })), {
-    openai: (call) => (broken.has(call.provider) ? { fail: failing(call.provider, 503) } : { respond: completion })
+    // Retry-After: 3 makes the cooldown 3 s (cooldown_seconds is 1): long enough to be seen on a busy machine.
+    openai: (call) => (broken.has(call.provider) ? { fail: failing(call.provider, 503, "3") } : { respond: completion })
   })
   let gateway: TestGateway
 
@@ -81,7 +86,7 @@ describe("one replica", () => {
     gateway = await startGateway(
       testConfig({
         limits: { requests_per_minute: 100_000 },
-        // A short cooldown: the test waits for its end (by state, polling).
+        // Short cooldowns: the test waits for the end of one (by state, polling).
         routing: { cooldown_seconds: 1, backoff_ms: 1 },
         providers: ["a", "b", "pat"].map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1", api_key: SECRET })),
         models: [
@@ -138,7 +143,7 @@ describe("one replica", () => {
     expect(cooling.cooldown!.cause).toBe("upstream 503")
     const until = Date.parse(cooling.cooldown!.until)
     expect(until).toBeGreaterThan(sentAt - 1000)
-    expect(until).toBeLessThanOrEqual(Date.now() + 1000)
+    expect(until).toBeLessThanOrEqual(Date.now() + 3000)
     expect(cooling.recent!.last_5m).toEqual({ attempts: 1, errors: 1, by_error: { "upstream 503": 1 } })
     expect(cooling.recent!.last_60m.errors).toBe(1)
     // The other deployment answered every request.
