@@ -2,7 +2,9 @@
  * Which deployment of a model serves the next attempt, and what the gateway remembers about each
  * deployment between requests (issue 20): requests in flight, a decayed time to first answer, and
  * cooldowns. The retry loop itself is the model pipeline's (src/pipelines/model/route.ts); this
- * service only chooses and remembers.
+ * service only chooses and remembers. For the admin API's view of routing (issue 31) it also
+ * keeps what caused each cooldown and this process's recent attempts per deployment
+ * (RecentAttempts: fixed-size, a few increments per attempt).
  *
  * Cooldowns live in this process, and also in Redis when one is configured so that every replica
  * stops sending to a failing deployment at once. Redis is an accelerator here, never a
