@@ -120,6 +120,48 @@ export interface ModelView {
   credits: number
 }
 
+/** `GET /models/routing`: a deployment's counts over a window (this replica's). */
+export interface RecentCounts {
+  attempts: number
+  errors: number
+  by_error: Record<string, number>
+}
+
+export interface DeploymentRouting {
+  /** null: a `match:` route's deployment that sends the requested name, not used yet. */
+  key: string | null
+  provider: string
+  provider_kind: string
+  upstream_id: string | null
+  weight: number
+  status: "healthy" | "cooling"
+  cooldown: { until: string; seconds_left: number; cause: string | null } | null
+  in_flight: number
+  ttfb_seconds: number | null
+  recent: { last_5m: RecentCounts; last_60m: RecentCounts } | null
+}
+
+export interface ModelRouting {
+  kind: "model" | "route"
+  name: string
+  id: string | null
+  alias: string | null
+  match: string | null
+  display_name: string | null
+  endpoints: Array<string>
+  credits: number
+  max_tokens: number
+  fallbacks: Array<string>
+  deployments: Array<DeploymentRouting>
+}
+
+export interface RoutingView {
+  replica: string
+  generated_at: string
+  cooldowns: "shared" | "replica" | "replica_redis_unavailable"
+  data: Array<ModelRouting>
+}
+
 export interface LedgerEntry {
   seq: number
   ts: string

@@ -10,6 +10,7 @@ import { AuditPage } from "./audit.tsx"
 import { ConnectionsPage } from "./connections.tsx"
 import { CreditsPage } from "./credits.tsx"
 import { KeysPage } from "./keys.tsx"
+import { ModelsPage } from "./models.tsx"
 import { FormError, valueOf } from "./ui.tsx"
 import { UsagePage } from "./usage.tsx"
 import "./styles.css"
@@ -55,7 +56,8 @@ const pages = [
   { path: "connections", title: "Connections", Page: ConnectionsPage },
   { path: "credits", title: "Credits", Page: CreditsPage },
   { path: "usage", title: "Usage", Page: UsagePage },
-  { path: "audit", title: "Audit", Page: AuditPage }
+  { path: "audit", title: "Audit", Page: AuditPage },
+  { path: "models", title: "Models", Page: ModelsPage }
 ] as const
 
 const currentPath = () => location.hash.replace(/^#\/?/, "").split("?")[0] || "keys"

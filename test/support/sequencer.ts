@@ -38,6 +38,8 @@ export const LONG_FIRST = [
   "test/limits/replicas.test.ts",
   "test/pipelines/chat-completions-failures.test.ts",
   "test/pipelines/routing.test.ts",
+  "test/http/admin-models.test.ts",
+  "test/app/models.e2e.test.ts",
   "test/services/sql/tools/guard-mysql.test.ts",
   "test/hardening/result-bytes.test.ts",
   "test/services/sql/tools/guard-postgres.test.ts",

@@ -9,6 +9,7 @@ import { NotFound, ValidationFailed } from "../../domain/errors.ts"
 import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
 import type { UsageDimension } from "../../services/store/AuditRepo.ts"
 import { testConnection } from "./connection-test.ts"
+import { modelsRouting } from "./admin-models.ts"
 import { auditChange, auditTarget } from "./admin-audit.ts"
 import type { AdminAuth } from "./admin-auth.ts"
 import { Audit } from "../../services/audit/Audit.ts"
@@ -184,6 +185,8 @@ export const adminRoutes = (options: AdminOptions) => {
         data: catalog.models.map((m) => ({ name: m.alias ?? m.id, id: m.id, alias: m.alias ?? null, provider: m.provider, credits: m.credits }))
       })
     }))),
+    // Routing state per model and deployment (issue 31): admin-models.ts.
+    route("GET", "/models/routing", admin(modelsRouting)),
     route("POST", "/connections", admin(Effect.gen(function*() {
       const input = yield* body(ConnectionInput)
       const created = yield* (yield* Connections).create({

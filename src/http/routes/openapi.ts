@@ -44,6 +44,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "delete", path: "/connections/{connection_id}", summary: "Delete a connection added through this API, with its grants", status: 204 },
   { method: "post", path: "/connections/{connection_id}/test", summary: "Connect with each of the connection's URLs and report" },
   { method: "get", path: "/models", summary: "The configured models with their providers and credits" },
+  { method: "get", path: "/models/routing", summary: "Every model and route with its deployments: cooldowns (cause, end), recent errors, in-flight, time to first byte" },
   { method: "get", path: "/workspace", summary: "The workspace and its credit pool" },
   { method: "post", path: "/workspace/credits", summary: "Top up the credit pool", body: TopUp },
   { method: "get", path: "/workspace/ledger", summary: "Credit movements, newest first", query: LedgerQuery },

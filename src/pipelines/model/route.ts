@@ -87,11 +87,17 @@ export const retryAfterMsOf = (error: ApiError, now = Date.now()): number | unde
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
+/** Why an attempt failed, as the admin API counts it per deployment: the upstream's status when it answered one, else the slug. */
+const reasonOf = (error: ApiError): string => {
+  const status = upstreamStatusOf(error)
+  return status === null ? slugOf(error) : `upstream ${status}`
+}
+
 /** How a failed attempt weighs on its deployment: a cooldown for the provider's trouble, nothing for the request's. */
 const outcomeOfFailure = (error: ApiError, routing: RoutingConfig): AttemptOutcome =>
   isRetryable(error)
-    ? { _tag: "Failed", cooldownMs: Math.max(routing.cooldown_seconds * 1000, retryAfterMsOf(error) ?? 0) }
-    : { _tag: "Neutral" }
+    ? { _tag: "Failed", cooldownMs: Math.max(routing.cooldown_seconds * 1000, retryAfterMsOf(error) ?? 0), cause: reasonOf(error) }
+    : { _tag: "Neutral", error: reasonOf(error) }
 
 /**
  * The attempts list, kept in the audit draft's `details` with whatever else is there: always for
