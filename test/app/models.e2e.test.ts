@@ -57,7 +57,7 @@ describe.skipIf(!HAS_CHROMIUM)("Models page in Chromium", () => {
     gw = await startGateway(
       testConfig({
         limits: { requests_per_minute: 100_000 },
-        routing: { cooldown_seconds: 120, backoff_ms: 1 },
+        routing: { cooldown_seconds: 120, backoff_ms: 1, allowed_fails: 0 },
         providers: PROVIDERS.map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1", api_key: "sk-not-for-the-page" })),
         models: [
           { alias: "smart", id: "smart-model", deployments: [{ provider: "east" }, { provider: "west", id: "smart-west" }], credits: 9, max_tokens: 4096, fallbacks: ["cheap"] },

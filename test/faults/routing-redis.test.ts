@@ -36,7 +36,7 @@ const replica = () => {
     startGateway(
       testConfig({
         redis: REDIS_URL,
-        routing: { cooldown_seconds: 60, backoff_ms: 1 },
+        routing: { cooldown_seconds: 60, backoff_ms: 1, allowed_fails: 0 },
         limits: { requests_per_minute: 100_000 },
         providers: [
           { name: BAD, kind: "openai", base_url: "http://scripted.invalid/v1" },

@@ -87,7 +87,7 @@ describe("one replica", () => {
       testConfig({
         limits: { requests_per_minute: 100_000 },
         // Short cooldowns: the test waits for the end of one (by state, polling).
-        routing: { cooldown_seconds: 1, backoff_ms: 1 },
+        routing: { cooldown_seconds: 1, backoff_ms: 1, allowed_fails: 0 },
         providers: ["a", "b", "pat"].map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1", api_key: SECRET })),
         models: [
           { alias: "duo", id: "duo-model", deployments: [{ provider: "a" }, { provider: "b", id: "duo-on-b", weight: 3 }], credits: 7, max_tokens: 123, fallbacks: ["solo"] },
@@ -176,7 +176,7 @@ describe("replicas on one Redis", () => {
         startGateway(
           testConfig({
             redis,
-            routing: { cooldown_seconds: 60, backoff_ms: 1 },
+            routing: { cooldown_seconds: 60, backoff_ms: 1, allowed_fails: 0 },
             limits: { requests_per_minute: 100_000 },
             providers: [BAD, GOOD].map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1" })),
             models: [{ alias: "shared", id: "shared-model", deployments: [{ provider: BAD }, { provider: GOOD }], credits: 1 }]

@@ -137,7 +137,7 @@ describe("reload: what the router remembers", () => {
     providers: PROVIDERS.map((name) => ({ name, kind: "openai", base_url: "http://scripted.invalid/v1" })),
     models: [duo("pair", "fast", "slow"), duo("cooling", "bad1", "bad2")],
     limits: { requests_per_minute: 1000 },
-    routing: { cooldown_seconds: 600, backoff_ms: 1, ...routing }
+    routing: { cooldown_seconds: 600, backoff_ms: 1, allowed_fails: 0, ...routing }
   })
 
   beforeAll(async () => {

@@ -93,11 +93,46 @@ const reasonOf = (error: ApiError): string => {
   return status === null ? slugOf(error) : `upstream ${status}`
 }
 
-/** How a failed attempt weighs on its deployment: a cooldown for the provider's trouble, nothing for the request's. */
-const outcomeOfFailure = (error: ApiError, routing: RoutingConfig): AttemptOutcome =>
-  isRetryable(error)
-    ? { _tag: "Failed", cooldownMs: Math.max(routing.cooldown_seconds * 1000, retryAfterMsOf(error) ?? 0), cause: reasonOf(error) }
-    : { _tag: "Neutral", error: reasonOf(error) }
+const TOO_LARGE = /request too large|too large for|exceeds? (the )?(maximum|max) (request|input)|tokens per min.*requested/i
+
+/**
+ * A failure the request itself caused, though the provider's status says otherwise (issue 32
+ * item 3): OpenAI answers a prompt larger than the deployment's per-minute token limit with a 429
+ * "Request too large"; a non-streamed answer arrives whole, so a client asking for a long one runs
+ * past the first-byte timeout on any deployment. Either is retried elsewhere, never cools.
+ */
+const causedByRequest = (error: ApiError, streamed: boolean): boolean => {
+  if (error._tag === "UpstreamTimeout") return !streamed && (error.details as { timeout?: unknown } | undefined)?.timeout === "first_byte"
+  const upstream = (error.details as { upstream_error?: { message?: unknown } } | undefined)?.upstream_error
+  return upstreamStatusOf(error) === 429 && typeof upstream?.message === "string" && TOO_LARGE.test(upstream.message)
+}
+
+/**
+ * A failure only the deployment can cause, which cools it at once: it cannot be reached, or it
+ * refused the gateway's own credentials.
+ */
+const causedByDeployment = (error: ApiError): boolean => {
+  if (error._tag !== "ProviderError") return false
+  const status = upstreamStatusOf(error)
+  return status === null || status === 401 || status === 403
+}
+
+/**
+ * How a failed attempt weighs on its deployment: the provider's trouble counts toward a cooldown
+ * (at once when only the deployment can cause it), the request's own fault never does. A
+ * Retry-After lengthens the cooldown, up to `max_cooldown_seconds`.
+ */
+const outcomeOfFailure = (error: ApiError, routing: RoutingConfig, request: { readonly id: string; readonly stream: boolean }): AttemptOutcome => {
+  if (!isRetryable(error) || causedByRequest(error, request.stream)) return { _tag: "Neutral", error: reasonOf(error) }
+  return {
+    _tag: "Failed",
+    cooldownMs: Math.min(routing.max_cooldown_seconds * 1000, Math.max(routing.cooldown_seconds * 1000, retryAfterMsOf(error) ?? 0)),
+    cause: reasonOf(error),
+    tolerated: causedByDeployment(error) ? 0 : routing.allowed_fails,
+    windowMs: routing.allowed_fails_window_seconds * 1000,
+    request: request.id
+  }
+}
 
 /**
  * The attempts list, kept in the audit draft's `details` with whatever else is there: always for
@@ -257,7 +292,7 @@ export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
                 ? { _tag: "Neutral" }
                 : error === undefined
                 ? { _tag: "Answered", seconds: answeredSeconds ?? (performance.now() - startedAt) / 1000 }
-                : outcomeOfFailure(error, routing)
+                : outcomeOfFailure(error, routing, { id: state.requestId, stream: state.audit.stream })
             )
           })
       }

@@ -76,8 +76,19 @@ export type DeploymentConfig = typeof DeploymentConfig.Type
 export const RoutingConfig = Schema.Struct({
   /** Further attempts after the first, on other deployments (or fallbacks) of the request. */
   retries: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 10 })), 2),
-  /** How long a failing deployment leaves the rotation (a longer Retry-After wins). */
+  /** How long a failing deployment leaves the rotation (a longer Retry-After wins, up to `max_cooldown_seconds`). */
   cooldown_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 3600 })), 30),
+  /** The longest cooldown a provider's Retry-After may ask for (issue 32 item 3). */
+  max_cooldown_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 86_400 })), 300),
+  /**
+   * Failures of this many distinct requests within `allowed_fails_window_seconds` are tolerated;
+   * the next one cools the deployment (issue 32 item 3: one client's requests must not take a
+   * deployment out of rotation for everyone). Failures only the deployment can cause (it cannot
+   * be reached, it refused the gateway's credentials) cool it at once; a refusal of the request
+   * itself never does. Counted per replica.
+   */
+  allowed_fails: def(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 100 })), 3),
+  allowed_fails_window_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), 60),
   strategy: def(Schema.Literals(["weighted", "least_busy", "latency"]), "weighted"),
   /** Continue a stream cut after its first events on another deployment or fallback. */
   stream_continuation: def(Schema.Boolean, false),

@@ -81,8 +81,21 @@ export const REPLICA = `${hostname()}:${process.pid}`
 export type AttemptOutcome =
   /** It answered (a stream: it accepted the request); `seconds` to that answer. */
   | { readonly _tag: "Answered"; readonly seconds: number }
-  /** It failed in a way that takes it out of the rotation for `cooldownMs`; `cause`: why (`upstream 429`, a slug). */
-  | { readonly _tag: "Failed"; readonly cooldownMs: number; readonly cause: string }
+  /**
+   * It failed in a way that says the deployment is in trouble: it leaves the rotation for
+   * `cooldownMs` once more than `tolerated` other requests failed on it within `windowMs`
+   * (issue 32 item 3: one client's requests must not cool a deployment for everyone), at once
+   * when `tolerated` is 0 or absent. `request` tells one request's failures from another's.
+   * `cause`: why (`upstream 429`, a slug).
+   */
+  | {
+    readonly _tag: "Failed"
+    readonly cooldownMs: number
+    readonly cause: string
+    readonly tolerated?: number
+    readonly windowMs?: number
+    readonly request?: string
+  }
   /**
    * It failed for a reason that says nothing about its health (the request's own fault, the client
    * left); `error`, when set, is counted among the deployment's recent errors (`upstream 400`).
@@ -100,6 +113,8 @@ interface DeploymentState {
   readonly id: string
   /** Created on the first attempt while fewer than MAX_TRACKED deployments have counts. */
   recent: RecentAttempts | undefined
+  /** Recent tolerated failures, one per request, at most `tolerated` + 1 (emptied when it cools). */
+  fails: Array<{ readonly at: number; readonly request: string | undefined }>
 }
 
 /** Weight of the newest sample in the latency average (older samples decay geometrically). */
@@ -146,6 +161,24 @@ end
 return out
 `)
 
+/**
+ * Whether this failure is one more than the deployment tolerates: failures of more than
+ * `tolerated` distinct requests within the window. A request failing on it twice counts once.
+ */
+const failsEnough = (state: DeploymentState, outcome: Extract<AttemptOutcome, { _tag: "Failed" }>, t: number): boolean => {
+  const tolerated = outcome.tolerated ?? 0
+  if (tolerated <= 0) return true
+  const since = t - (outcome.windowMs ?? 60_000)
+  const fails = state.fails.filter((f) => f.at > since && (outcome.request === undefined || f.request !== outcome.request))
+  fails.push({ at: t, request: outcome.request })
+  if (fails.length > tolerated) {
+    state.fails = []
+    return true
+  }
+  state.fails = fails
+  return false
+}
+
 const weightedChoice = (options: ReadonlyArray<Deployment>): Deployment => {
   let total = 0
   for (const d of options) total += d.weight
@@ -174,7 +207,7 @@ export const makeRouter = (options: {
   const stateOf = (d: Deployment): DeploymentState => {
     let state = states.get(d.key)
     if (state === undefined) {
-      state = { inFlight: 0, latency: undefined, coolingUntil: 0, cause: undefined, provider: d.provider.name, id: d.id, recent: undefined }
+      state = { inFlight: 0, latency: undefined, coolingUntil: 0, cause: undefined, provider: d.provider.name, id: d.id, recent: undefined, fails: [] }
       states.set(d.key, state)
     }
     return state
@@ -303,6 +336,7 @@ export const makeRouter = (options: {
             return Effect.void
           }
           if (outcome._tag === "Failed" && outcome.cooldownMs > 0) {
+            if (!failsEnough(state, outcome, t)) return Effect.void
             const until = t + outcome.cooldownMs
             if (until > state.coolingUntil) {
               state.coolingUntil = until
