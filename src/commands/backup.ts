@@ -52,11 +52,15 @@ export const restoreStore = (config: GatewayConfig, file: string) =>
     if (store === undefined) return yield* inMemory
     const result = yield* toRefused(restoreSqlite(store, file))
     yield* printJson(result)
-    yield* Console.error(
-      (result.schema_version < KNOWN_SCHEMA_VERSION
-        ? `The backup has schema version ${result.schema_version}; the next start migrates it to ${KNOWN_SCHEMA_VERSION}. `
-        : "") +
-        "At its next start the gateway returns to the pool the credit blocks and refunds the open reservations of the replicas " +
-        "that served when the backup was made, one lease (credits.reservation_lease_seconds) after it starts."
-    )
+    if (result.schema_version < KNOWN_SCHEMA_VERSION) {
+      yield* Console.error(`The backup has schema version ${result.schema_version}; the next start migrates it to ${KNOWN_SCHEMA_VERSION}.`)
+    }
+    if (result.leased > 0 || result.open_reservations > 0) {
+      // The replicas that held them are not running on this store: the next start's sweep settles them as a dead replica's.
+      yield* Console.error(
+        `The backup holds ${result.leased} credits in blocks and ${result.open_reservations} open reservations of the gateway that ` +
+          "served when it was made: one lease (credits.reservation_lease_seconds) after the next start, the blocks go back to " +
+          "the pool and the reservations are refunded (audited replica_lost)."
+      )
+    }
   })
