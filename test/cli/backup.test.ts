@@ -10,15 +10,19 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
+import { execFile, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { DatabaseSync } from "node:sqlite"
 import { migrationsFor } from "../../src/services/store/migrations.ts"
 import { layerSqliteClient } from "../../src/services/store/sqlite-client.ts"
 import { KNOWN_SCHEMA_VERSION } from "../../src/services/store/sqlite-backup.ts"
+import { createPostgresDatabase } from "../support/databases.ts"
+import { Client } from "../support/pg-admin.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
-import { ADMIN_TOKEN } from "../support/gateway.ts"
+import { ADMIN_TOKEN, startGateway, testConfig } from "../support/gateway.ts"
 import { runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import { adminCall, chat, chatRequest, ledger, newKey, waitFor } from "../limits/support.ts"
 
@@ -298,5 +302,78 @@ describe("modelgate backup and restore: what they refuse", () => {
     expect(restore.code).toBe(1)
     expect(restore.stderr).toContain("pg_restore --no-owner")
     for (const output of [dump.stderr, restore.stderr, dump.stdout, restore.stdout]) expect(output).not.toContain("s3cret-pw")
+  })
+})
+
+const hasPgTools = ["pg_dump", "pg_restore"].every((tool) => spawnSync(tool, ["--version"]).status === 0)
+
+describe.runIf(hasPgTools)("a Postgres store: the README's pg_dump and pg_restore recipe", () => {
+  it("a dump taken while requests are charged restores to a database with every key and a balance the ledger sums to", { timeout: 90_000 }, async () => {
+    const run = promisify(execFile)
+    const fake = await startFakeOpenAI({ apiKey: UPSTREAM_KEY })
+    const source = await createPostgresDatabase("mg_backup_src")
+    const target = await createPostgresDatabase("mg_backup_dst")
+    const dir = tempDir("modelgate-pgdump-")
+    const configFor = (store: string) =>
+      testConfig({
+        store,
+        workspace: { credits: INITIAL },
+        credits: { reservation_lease_seconds: LEASE_SECONDS },
+        providers: [{ name: "fake", kind: "openai", base_url: fake.url, api_key: UPSTREAM_KEY }],
+        models: [{ alias: "paid", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: PRICE }]
+      })
+    const gateway = await startGateway(configFor(source.url))
+    let charging = true
+    try {
+      const keys = await Promise.all(Array.from({ length: 3 }, () => gateway.createKey()))
+      let answered = 0
+      const worker = (async () => {
+        for (let i = 0; charging; i++) {
+          const reply = await chat(gateway.url, keys[i % keys.length]!.key, { model: "paid" }).catch(() => undefined)
+          if (reply?.status !== 200) break
+          answered++
+        }
+      })()
+      await waitFor("10 paid requests", () => answered >= 10, 20_000)
+      const dump = join(dir, "modelgate.dump")
+      // As printed in the README, while the gateway serves.
+      await run("pg_dump", ["--format=custom", `--file=${dump}`, source.url])
+      charging = false
+      await worker
+      await run("pg_restore", ["--no-owner", "--single-transaction", "--exit-on-error", `--dbname=${target.url}`, dump])
+
+      const restored = await startGateway(configFor(target.url))
+      try {
+        for (const { key } of keys) {
+          expect((await fetch(`${restored.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
+        }
+        const balanceOf = async () => (await adminCall(restored.url, "GET", "/workspace")).body.credits as number
+        // The dumped gateway's blocks and reservations are settled by this one once their lease lapsed.
+        const db = new Client(target.url)
+        const state = async () =>
+          (await db.query<{ leased: string; blocks: string; open: string }>(`SELECT (SELECT leased FROM workspaces) AS leased,
+            (SELECT COUNT(*) FROM credit_blocks) AS blocks, (SELECT COUNT(*) FROM credit_reservations) AS open`))[0]!
+        // The dump holds the dumped gateway's block (it was charging), maybe reservations too.
+        expect(Number((await state()).leased)).toBeGreaterThan(0)
+        await waitFor("the dumped replica's blocks returned and reservations refunded", async () => {
+          const now = await state()
+          return Number(now.leased) === 0 && Number(now.blocks) === 0 && Number(now.open) === 0
+        }, LEASE_SECONDS * 1000 * 3 + 10_000)
+        const rows = await ledger(restored.url)
+        expect(rows.reduce((sum, r) => sum + r.amount, 0)).toBe(await balanceOf())
+        const charges = rows.filter((r) => r.kind === "charge").length
+        const refunds = rows.filter((r) => r.kind === "refund").reduce((sum, r) => sum + r.amount, 0)
+        expect(charges).toBeGreaterThanOrEqual(1)
+        expect(await balanceOf()).toBe(INITIAL - PRICE * charges + refunds)
+      } finally {
+        await restored.close()
+      }
+    } finally {
+      charging = false
+      await gateway.close()
+      await fake.close()
+      await source.drop()
+      await target.drop()
+    }
   })
 })

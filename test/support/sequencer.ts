@@ -14,6 +14,7 @@ export const LONG_FIRST = [
   // Mostly waits (leases lapsing, a frozen store): first whatever its length; then by wall time.
   "test/faults/lease-clock.test.ts",
   "test/limits/credit-blocks.test.ts",
+  "test/cli/backup.test.ts",
   "test/app/app.e2e.test.ts",
   "test/limits/one-gateway.test.ts",
   "test/pipelines/matrix.test.ts",
