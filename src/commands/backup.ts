@@ -8,7 +8,9 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { redact } from "../cli/failure.ts"
-import { sqliteFileOf } from "../services/config/operator-rules.ts"
+import { dirname } from "node:path"
+import { DEFAULT_STORE, sqliteFileOf } from "../services/config/operator-rules.ts"
+import { ensurePrivateDir } from "../services/durability/private-files.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
 import { backupSqlite, KNOWN_SCHEMA_VERSION, restoreSqlite } from "../services/store/sqlite-backup.ts"
 import { printJson } from "./print.ts"
@@ -50,6 +52,8 @@ export const restoreStore = (config: GatewayConfig, file: string) =>
     }
     const store = sqliteFileOf(config.store)
     if (store === undefined) return yield* inMemory
+    // The embedded default's ./data is created as `serve` creates it; any other directory must exist (preflight).
+    if (config.store === DEFAULT_STORE) ensurePrivateDir(dirname(store))
     const result = yield* toRefused(restoreSqlite(store, file))
     yield* printJson(result)
     if (result.schema_version < KNOWN_SCHEMA_VERSION) {

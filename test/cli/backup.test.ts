@@ -264,6 +264,19 @@ describe("modelgate backup and restore: what they refuse", () => {
     expect(listed.map((k) => k.id)).toEqual([key.id])
   })
 
+  it("restores over a store that no longer opens, keeping the damaged file aside", async () => {
+    const { config, dir, store, key } = await storeWithKey()
+    const backupFile = join(dir, "good.db")
+    expect((await runCli(["--config", config, "backup", backupFile])).code).toBe(0)
+    writeFileSync(store, "this store was overwritten by mistake ".repeat(200))
+    expect((await runCli(["--config", config, "keys", "list"])).code).toBe(1)
+    const restored = await runCli(["--config", config, "restore", backupFile])
+    expect(restored.code, restored.stderr).toBe(0)
+    expect(readFileSync(JSON.parse(restored.stdout).kept_aside, "utf8")).toContain("overwritten by mistake")
+    const listed = JSON.parse((await runCli(["--config", config, "keys", "list"])).stdout) as Array<{ id: string }>
+    expect(listed.map((k) => k.id)).toEqual([key.id])
+  })
+
   it("restores a backup of an older schema; the next start migrates it", async () => {
     const dir = tempDir("modelgate-backup-old-")
     const old = join(dir, "old.db")

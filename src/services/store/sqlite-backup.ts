@@ -221,10 +221,17 @@ const quiesce = (store: string) => {
       if (/locked|busy/i.test(message)) {
         throw refused(`the store ${store} is in use (a gateway is serving on it, or another modelgate command has it open): stop every gateway on it first`)
       }
+      // A store that no longer opens (what a restore is often for) has no gateway serving on it:
+      // it is kept aside as it is.
+      if (/not a database|malformed|corrupt/i.test(message)) return
       throw refused(`the store ${store} cannot be locked: ${message}`)
     }
     db.exec("COMMIT")
-    db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    try {
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    } catch {
+      // A damaged store's WAL that cannot be folded in is kept aside beside it (restoreSqlite).
+    }
   } finally {
     db.close()
   }
