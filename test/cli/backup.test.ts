@@ -254,12 +254,22 @@ describe("modelgate backup and restore: what they refuse", () => {
     expect((await runCli(["--config", config, "backup", backupFile])).code).toBe(0)
     // A second key after the backup: in the store kept aside, not in the restored one.
     const later = JSON.parse((await runCli(["--config", config, "keys", "create", "--name", "later"])).stdout)
+    // A process that wrote to the store and died (SIGKILL) before SQLite folded its WAL into the file.
+    const crash = `const { DatabaseSync } = require("node:sqlite"); const db = new DatabaseSync(${JSON.stringify(store)});
+      db.exec("PRAGMA wal_autocheckpoint = 0; UPDATE api_keys SET name = 'renamed-then-crashed' WHERE name = 'later'");
+      process.kill(process.pid, "SIGKILL")`
+    spawnSync(process.execPath, ["-e", crash])
+    expect(statSync(`${store}-wal`).size).toBeGreaterThan(0)
     const restored = await runCli(["--config", config, "restore", backupFile])
     expect(restored.code, restored.stderr).toBe(0)
     const aside = JSON.parse(restored.stdout).kept_aside as string
     expect(aside).toMatch(/store\.db\.before-restore-\d{4}-\d\d-\d\dT[\d-]+Z$/)
-    expect(existsSync(`${store}-wal`)).toBe(false)
-    expect(readStore(aside, (db) => all(db, "SELECT id FROM api_keys").map((r) => r.id).sort())).toEqual([key.id, later.id].sort())
+    // The old store's WAL is folded into the file kept aside (nothing of it beside either file).
+    for (const file of [`${store}-wal`, `${store}-shm`, `${aside}-wal`]) expect(existsSync(file)).toBe(false)
+    expect(readStore(aside, (db) => all(db, "SELECT id, name FROM api_keys ORDER BY name"))).toEqual([
+      { id: key.id, name: "kept" },
+      { id: later.id, name: "renamed-then-crashed" }
+    ])
     const listed = JSON.parse((await runCli(["--config", config, "keys", "list"])).stdout) as Array<{ id: string }>
     expect(listed.map((k) => k.id)).toEqual([key.id])
   })
