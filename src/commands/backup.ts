@@ -7,8 +7,8 @@
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import { redact } from "../cli/failure.ts"
 import { dirname } from "node:path"
+import { redact } from "../cli/failure.ts"
 import { DEFAULT_STORE, sqliteFileOf } from "../services/config/operator-rules.ts"
 import { ensurePrivateDir } from "../services/durability/private-files.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
@@ -16,10 +16,8 @@ import { backupSqlite, KNOWN_SCHEMA_VERSION, restoreSqlite } from "../services/s
 import { printJson } from "./print.ts"
 import { Refused } from "./refused.ts"
 
-/** The configured DSN as a recipe shows it: the password is not for the terminal. */
-const shown = redact
-
 /** A file name as a shell takes it: quoted when it holds anything but the usual path characters. */
+// The configured DSN is shown with its password hidden (redact): it is not for the terminal.
 const quoted = (text: string) => (/^[\w./@%+=:,-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`)
 
 const inMemory = new Refused({ message: "the store is in memory (sqlite::memory:): there is nothing on disk to back up or restore" })
@@ -31,7 +29,7 @@ export const backupStore = (config: GatewayConfig, file: string, force: boolean)
     if (!config.store.startsWith("sqlite:")) {
       yield* Console.error([
         "A Postgres store is backed up with pg_dump (consistent while the replicas serve: one snapshot):",
-        `  pg_dump --format=custom --file=${quoted(file)} '${shown(config.store)}'`,
+        `  pg_dump --format=custom --file=${quoted(file)} '${redact(config.store)}'`,
         "(the password as in the store URL, or from PGPASSWORD or ~/.pgpass). See the README, \"Backups\"."
       ].join("\n"))
       return yield* new Refused({ message: "modelgate backup writes SQLite stores only; run the pg_dump above for this Postgres store" })
@@ -49,7 +47,7 @@ export const restoreStore = (config: GatewayConfig, file: string) =>
         "A Postgres store is restored with pg_restore, with every replica stopped, into a new empty database:",
         "  createdb modelgate_restored",
         `  pg_restore --no-owner --single-transaction --exit-on-error --dbname=postgres://.../modelgate_restored ${quoted(file)}`,
-        `then point store (now '${shown(config.store)}') at the new database and start the replicas. See the README, "Backups".`
+        `then point store (now '${redact(config.store)}') at the new database and start the replicas. See the README, "Backups".`
       ].join("\n"))
       return yield* new Refused({ message: "modelgate restore writes SQLite stores only; run the pg_restore above for this Postgres store" })
     }

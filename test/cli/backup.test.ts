@@ -290,8 +290,8 @@ describe("modelgate backup and restore: what they refuse", () => {
   it("restores a backup of an older schema; the next start migrates it", async () => {
     const dir = tempDir("modelgate-backup-old-")
     const old = join(dir, "old.db")
-    // A store as an early release left it: the first four migrations only.
-    const early = Object.fromEntries(Object.entries(migrationsFor("sqlite")).slice(0, 4))
+    // A store as the first release left it: the first migration only (no ledger yet).
+    const early = Object.fromEntries(Object.entries(migrationsFor("sqlite")).slice(0, 1))
     await Effect.runPromise(
       Effect.scoped(Layer.build(Layer.effectDiscard(Migrator.make({})({ loader: Migrator.fromRecord(early), table: "modelgate_migrations" })).pipe(
         Layer.provide(layerSqliteClient(old))
@@ -299,19 +299,20 @@ describe("modelgate backup and restore: what they refuse", () => {
     )
     readStore(old, (db) => {
       db.prepare("INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', 70, '2025-01-01T00:00:00Z')").run()
-      db.prepare("INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor) VALUES ('2025-01-01T00:00:00Z', 'ws_default', 'initial', 70, 70, 'config')").run()
       db.exec("PRAGMA journal_mode = DELETE")
     })
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
     const restored = await runCli(["--config", config, "restore", old])
     expect(restored.code, restored.stderr).toBe(0)
-    expect(JSON.parse(restored.stdout)).toMatchObject({ schema_version: 4, credits: 70, kept_aside: null })
+    expect(JSON.parse(restored.stdout)).toMatchObject({ schema_version: 1, credits: 70, kept_aside: null })
     expect(restored.stderr).toContain(`the next start migrates it to ${KNOWN_SCHEMA_VERSION}`)
     // Any start opens it through the migrations: a key can be created, the balance is the backup's.
     expect((await runCli(["--config", config, "keys", "create", "--name", "after"])).code).toBe(0)
     readStore(join(dir, "store.db"), (db) => {
       expect(one(db, "SELECT MAX(migration_id) AS n FROM modelgate_migrations").n).toBe(KNOWN_SCHEMA_VERSION)
       expect(one(db, "SELECT credits FROM workspaces").credits).toBe(70)
+      // The ledger migration opened the ledger with the balance the store had.
+      expect(one(db, "SELECT SUM(amount) AS n FROM credit_ledger").n).toBe(70)
     })
   })
 

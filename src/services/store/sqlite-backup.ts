@@ -84,7 +84,8 @@ const inspect = (db: DatabaseSync, what: string, bytes: number): StoreSummary =>
   }
   if (integrity !== "ok") throw refused(`${what} fails SQLite's integrity check: ${integrity}`)
   const tables = new Set((db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").all() as Array<{ name: string }>).map((t) => t.name))
-  for (const table of ["modelgate_migrations", "workspaces", "api_keys", "credit_ledger"]) {
+  // The tables of the first migration: a store of any release has them.
+  for (const table of ["modelgate_migrations", "workspaces", "api_keys"]) {
     if (!tables.has(table)) throw refused(`${what} is not a modelgate store: it has no ${table} table`)
   }
   const version = count(db, "SELECT MAX(migration_id) AS n FROM modelgate_migrations")
@@ -99,8 +100,8 @@ const inspect = (db: DatabaseSync, what: string, bytes: number): StoreSummary =>
     schema_version: version,
     keys: count(db, "SELECT COUNT(*) AS n FROM api_keys"),
     credits: Number(workspace?.credits ?? 0),
-    ledger_sum: count(db, "SELECT COALESCE(SUM(amount), 0) AS n FROM credit_ledger"),
-    // Both appeared with later migrations: an older store has neither blocks nor reservations.
+    // The ledger, blocks and reservations came with later migrations; before the ledger, the balance was all there was.
+    ledger_sum: tables.has("credit_ledger") ? count(db, "SELECT COALESCE(SUM(amount), 0) AS n FROM credit_ledger") : Number(workspace?.credits ?? 0),
     leased: tables.has("credit_blocks") ? Number(workspace?.leased ?? 0) : 0,
     open_reservations: tables.has("credit_reservations") ? count(db, "SELECT COUNT(*) AS n FROM credit_reservations") : 0,
     bytes
