@@ -80,7 +80,9 @@ const configSource = Effect.gen(function*() {
  * The config every command runs with: loaded and checked, then the machine checked against it
  * (cli/preflight.ts) before anything is opened. `serving` adds the checks only `serve` needs.
  */
-const readConfig = (options: { flags?: { host?: string | undefined; port?: number | undefined }; serving?: boolean } = {}) =>
+const readConfig = (
+  options: { flags?: { host?: string | undefined; port?: number | undefined }; serving?: boolean; createsStore?: boolean } = {}
+) =>
   Effect.gen(function*() {
     const path = yield* configSource
     const invocation = yield* Invocation
@@ -92,7 +94,8 @@ const readConfig = (options: { flags?: { host?: string | undefined; port?: numbe
     const checked = preflight(config, { serving: options.serving ?? false })
     if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
     invocation.store = config.store
-    if (checked.createsStore !== undefined) yield* Console.error(`modelgate: no store at ${checked.createsStore} yet: creating a new SQLite store`)
+    // `backup` and `restore` never create a store through the store layer: no announcement.
+    if (checked.createsStore !== undefined && options.createsStore !== false) yield* Console.error(`modelgate: no store at ${checked.createsStore} yet: creating a new SQLite store`)
     return config
   })
 
@@ -240,6 +243,33 @@ const connections = Command.make("connections").pipe(
   Command.withSubcommands([connectionsList, connectionsUpdate, connectionsDelete])
 )
 
+const backupModule = load(() => import("./commands/backup.ts"))
+
+const backupCommand = Command.make(
+  "backup",
+  {
+    file: Argument.String("file").pipe(Argument.withDescription("The file to write the backup to")),
+    force: Flag.Boolean("force").pipe(Flag.withDescription("Replace the file if it exists"), Flag.withDefault(false))
+  },
+  Effect.fn(function*({ file, force }) {
+    const config = yield* readConfig({ createsStore: false })
+    return yield* (yield* backupModule).backupStore(config, file, force)
+  })
+).pipe(Command.withDescription(
+  "Back up the SQLite store to FILE while the gateway serves (a consistent snapshot, mode 600); for Postgres, prints the pg_dump recipe"
+))
+
+const restoreCommand = Command.make(
+  "restore",
+  { file: Argument.String("file").pipe(Argument.withDescription("A backup written by `modelgate backup`")) },
+  Effect.fn(function*({ file }) {
+    const config = yield* readConfig({ createsStore: false })
+    return yield* (yield* backupModule).restoreStore(config, file)
+  })
+).pipe(Command.withDescription(
+  "Replace the SQLite store with a backup, with every gateway on it stopped (the old store is kept aside); for Postgres, prints the pg_restore recipe"
+))
+
 const configCheck = Command.make(
   "check",
   {},
@@ -260,7 +290,7 @@ const configCommand = Command.make("config").pipe(
 )
 
 const VERSION = "0.1.0"
-const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, configCommand]))
+const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, backupCommand, restoreCommand, configCommand]))
 
 export interface CommandLineOptions {
   /** The environment the config's MODELGATE_* overrides and the providers' key variables come from. */

@@ -36,7 +36,7 @@ const chainOf = (error: unknown): ReadonlyArray<Found> => {
 }
 
 /** Passwords in a URL quoted by a message (a Postgres DSN, say) are not for the terminal or its logs. */
-const redact = (text: string) => text.replace(/\/\/([^/:@\s]+):[^@\s/]*@/g, "//$1:***@")
+export const redact = (text: string) => text.replace(/\/\/([^/:@\s]+):[^@\s/]*@/g, "//$1:***@")
 
 /** The one line for a failure; `store` names the configured store, for the messages that concern it. */
 export const failureLine = (cause: Cause.Cause<unknown>, context: { readonly store?: string | undefined } = {}): string => {

@@ -15,6 +15,7 @@ export const LONG_FIRST = [
   "test/faults/lease-clock.test.ts",
   "test/services/store/migrations.test.ts",
   "test/limits/credit-blocks.test.ts",
+  "test/cli/backup.test.ts",
   "test/app/app.e2e.test.ts",
   "test/limits/one-gateway.test.ts",
   "test/pipelines/matrix.test.ts",
