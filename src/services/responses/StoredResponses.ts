@@ -58,6 +58,8 @@ const idOf = (item: JsonItem): string | undefined => (typeof item["id"] === "str
 export class StoredResponses extends Context.Service<StoredResponses, {
   /** False when the operator turned storing off (`responses.store: false`); read once per request. */
   readonly enabled: boolean
+  /** The stored text one request may bring in, chain and references together (`responses.max_conversation_bytes`). */
+  readonly maxConversationBytes: number
   readonly save: (request: SaveRequest) => Effect.Effect<SaveOutcome>
   /** This owner's stored response, or 404 not_found. */
   readonly get: (id: string, owner: string) => Effect.Effect<StoredResponseRecord, NotFound | DependencyUnavailable>
@@ -70,7 +72,9 @@ export class StoredResponses extends Context.Service<StoredResponses, {
    */
   readonly chain: (
     id: string,
-    owner: string
+    owner: string,
+    /** Stored text this read may load; `responses.max_conversation_bytes` when not given. */
+    maxBytes?: number
   ) => Effect.Effect<
     { readonly links: ReadonlyArray<ChainLink> } | { readonly missing: string } | { readonly tooLarge: number },
     DependencyUnavailable
@@ -94,6 +98,9 @@ export class StoredResponses extends Context.Service<StoredResponses, {
         new NotFound({ message: `no stored response with id "${id}"`, details: { response_id: id } })
       const find = (id: string, owner: string) => Effect.flatMap(nowIso, (now) => repo.find(id, owner, now)).pipe(Effect.mapError(storeUnavailable))
       return StoredResponses.of({
+        get maxConversationBytes() {
+          return config.responses.max_conversation_bytes
+        },
         get enabled() {
           return config.responses.store
         },
@@ -147,9 +154,9 @@ export class StoredResponses extends Context.Service<StoredResponses, {
             for (const row of rows) if (!found.has(row.item_id)) found.set(row.item_id, row)
             return found
           }),
-        chain: (id, owner) =>
+        chain: (id, owner, budget) =>
           Effect.gen(function*() {
-            const maxBytes = config.responses.max_conversation_bytes
+            const maxBytes = budget ?? config.responses.max_conversation_bytes
             const links: Array<ChainLink> = []
             const visited = new Set<string>()
             let bytes = 0

@@ -104,18 +104,45 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
         })
       }
     }
-    const ownInput: Array<JsonItem> = items.map((item) =>
-      isReference(item) ? JSON.parse(found.get(item.id)!.item) as JsonItem : withId(isObject(item) ? item : { value: item })
-    )
+    // One budget for the stored text a request brings in (issue 32 item 1): each reference
+    // counts every time it appears (a thousand references to one 900 KB item would be 900 MB of
+    // conversation), and the chain of previous_response_id gets what the references left.
+    const budget = stored.maxConversationBytes
+    let referenced = 0
+    for (const reference of references) {
+      referenced += found.get(reference.id)!.item.length
+      if (referenced > budget) {
+        return yield* new ValidationFailed({
+          message: `the items referenced in input hold more than ${budget} bytes of stored text (responses.max_conversation_bytes, each reference counted every time it appears); reference fewer or smaller items`,
+          details: { field: `input.${reference.index}`, max_bytes: budget }
+        })
+      }
+    }
+    // Each item parsed once however often it is referenced; the event loop gets a turn between items.
+    const parsed = new Map<string, JsonItem>()
+    const ownInput: Array<JsonItem> = []
+    for (const item of items) {
+      if (!isReference(item)) {
+        ownInput.push(withId(isObject(item) ? item : { value: item }))
+        continue
+      }
+      let value = parsed.get(item.id)
+      if (value === undefined) {
+        yield* Effect.yieldNow
+        value = JSON.parse(found.get(item.id)!.item) as JsonItem
+        parsed.set(item.id, value)
+      }
+      ownInput.push(value)
+    }
 
     let history: Array<JsonItem> = []
     let previousProvider: string | null = null
     if (previousId !== null) {
-      const chain = yield* stored.chain(previousId, owner)
+      const chain = yield* stored.chain(previousId, owner, budget - referenced)
       if ("tooLarge" in chain) {
         return yield* new ValidationFailed({
-          message: `the conversation ending with "${previousId}" holds more than ${chain.tooLarge} bytes of stored text; send a shorter conversation in input`,
-          details: { field: "previous_response_id", response_id: previousId }
+          message: `the conversation ending with "${previousId}" and the items referenced in input hold more than ${budget} bytes of stored text (responses.max_conversation_bytes); send a shorter conversation in input`,
+          details: { field: "previous_response_id", response_id: previousId, max_bytes: budget }
         })
       }
       if ("missing" in chain) {
