@@ -12,7 +12,7 @@ import { ConnectionChange, ConnectionInput } from "../../services/sql/Connection
 import { CreateKeyInput, RotateKeyInput, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
-import { AuditQuery, GrantInput, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
+import { AuditQuery, GrantInput, KeysQuery, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
 
 type Json = Record<string, unknown>
 
@@ -28,7 +28,7 @@ interface Operation {
 }
 
 const OPERATIONS: ReadonlyArray<Operation> = [
-  { method: "get", path: "/api-keys", summary: "List keys with their connection grants" },
+  { method: "get", path: "/api-keys", summary: "Keys with their connection grants, newest first, a page at a time, filtered", query: KeysQuery },
   { method: "post", path: "/api-keys", summary: "Create a key (the full key is in this answer only)", body: CreateKeyInput, status: 201 },
   { method: "get", path: "/api-keys/{id}", summary: "One key" },
   { method: "patch", path: "/api-keys/{id}", summary: "Change a key's fields", body: UpdateKeyInput },

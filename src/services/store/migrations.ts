@@ -270,6 +270,13 @@ const storedResponses = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * The admin key list pages newest first by (created_at, id) (issue 31): with this index each page
+ * is a short range scan from the cursor instead of sorting every key. The filters (name, status,
+ * model, last use) are checked on the rows walked in that order, so none needs its own index.
+ */
+const keyListOrder = (_dialect: Dialect) => exec([`CREATE INDEX api_keys_list_order ON api_keys (created_at, id)`])
+
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
   "2_credit_ledger": creditLedger(dialect),
@@ -278,5 +285,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "5_identity_subjects": identitySubjects(dialect),
   "6_credit_blocks": creditBlocks(dialect),
   "7_audit_one_per_request": auditOnePerRequest(dialect),
-  "9_stored_responses": storedResponses(dialect)
+  "9_stored_responses": storedResponses(dialect),
+  "10_key_list_order": keyListOrder(dialect)
 })
