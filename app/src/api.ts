@@ -91,6 +91,9 @@ export const query = (params: Record<string, string | number | undefined | null>
  */
 export const KEY_CHOICES = "/api-keys?limit=1000"
 
+/** Database connections are few (an operator adds each by hand): one page of the largest size holds them. */
+export const ALL_CONNECTIONS = "/connections?limit=1000"
+
 export interface KeyView {
   id: string
   name: string

@@ -5,7 +5,7 @@
  * page of rows as fast as one with ten.
  */
 import { useEffect, useRef, useState } from "preact/hooks"
-import { api, type ConnectionView, type KeyView, type ModelView, query } from "./api.ts"
+import { ALL_CONNECTIONS, api, type ConnectionView, type KeyView, type ModelView, query } from "./api.ts"
 import {
   Dialog,
   Empty,
@@ -365,7 +365,7 @@ export const KeysPage = () => {
     try {
       const [m, c] = await Promise.all([
         api<{ data: Array<ModelView> }>("GET", "/models"),
-        api<{ data: Array<ConnectionView> }>("GET", "/connections")
+        api<{ data: Array<ConnectionView> }>("GET", ALL_CONNECTIONS)
       ])
       setCatalogue(m.data)
       setConnections(c.data)

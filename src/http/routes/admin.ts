@@ -24,6 +24,7 @@ import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { decodeCursor, encodeCursor, pageLimit } from "./paging.ts"
+import { keysetPage } from "../../services/store/rows.ts"
 
 export interface AdminOptions {
   readonly auth: AdminAuth
@@ -57,6 +58,9 @@ export const KeysQuery = Schema.Struct({
   last_used_before: Schema.optional(Schema.String.check(Schema.isMaxLength(40))),
   last_used_after: Schema.optional(Schema.String.check(Schema.isMaxLength(40)))
 })
+
+/** GET /connections: a page at a time by id (paging.ts). */
+export const ConnectionsQuery = Schema.Struct({ limit: Schema.optional(Schema.String), cursor: Schema.optional(Schema.String) })
 
 export const UsageQuery = Schema.Struct({
   key_id: Schema.optional(Schema.String),
@@ -181,8 +185,19 @@ export const adminRoutes = (options: AdminOptions) => {
 
   return [
     route("GET", "/connections", admin(Effect.gen(function*() {
-      const list = yield* (yield* Connections).list
-      return json({ data: list.map(toConnectionView) })
+      const request = yield* HttpServerRequest
+      const params = yield* decodeStrict(ConnectionsQuery)(Object.fromEntries(new URL(request.url, "http://local").searchParams))
+      const limit = yield* pageLimit(params.limit)
+      // Ordered by id, a number, which is the cursor as the audit trail's seq is its own.
+      const after = params.cursor === undefined ? undefined : /^\d{1,15}$/.test(params.cursor) ? Number(params.cursor) : Number.NaN
+      if (Number.isNaN(after)) {
+        return yield* new ValidationFailed({ message: "cursor: expected the next_cursor of a previous page", details: { field: "cursor" } })
+      }
+      // The config's connections and the stored ones are one list, held in memory (connections are
+      // few): paged here, after the merge, so both kinds page alike.
+      const list = [...(yield* (yield* Connections).list)].sort((a, b) => a.id - b.id)
+      const { items, last } = keysetPage(after === undefined ? list : list.filter((c) => c.id > after), limit)
+      return json({ data: items.map(toConnectionView), next_cursor: last === undefined ? null : String(last.id) })
     }))),
     route("POST", "/connections/:connection_id/test", admin(Effect.gen(function*() {
       const id = yield* connectionIdParam

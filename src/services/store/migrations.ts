@@ -271,11 +271,16 @@ const storedResponses = (dialect: Dialect) => {
 }
 
 /**
- * The admin key list pages newest first by (created_at, id) (issue 31): with this index each page
- * is a short range scan from the cursor instead of sorting every key. The filters (name, status,
- * model, last use) are checked on the rows walked in that order, so none needs its own index.
+ * The admin lists of keys and of identity-provider subjects page newest first, by (created_at, id)
+ * and (first_seen_at, id) (issue 31): with these indexes each page is a short range scan from the
+ * cursor instead of a sort of every row. The key filters (name, status, model, last use) are
+ * checked on the rows walked in that order, so none needs its own index.
  */
-const keyListOrder = (_dialect: Dialect) => exec([`CREATE INDEX api_keys_list_order ON api_keys (created_at, id)`])
+const listOrder = (_dialect: Dialect) =>
+  exec([
+    `CREATE INDEX api_keys_list_order ON api_keys (created_at, id)`,
+    `CREATE INDEX identity_subjects_list_order ON identity_subjects (first_seen_at, id)`
+  ])
 
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -286,5 +291,5 @@ export const migrationsFor = (dialect: Dialect) => ({
   "6_credit_blocks": creditBlocks(dialect),
   "7_audit_one_per_request": auditOnePerRequest(dialect),
   "9_stored_responses": storedResponses(dialect),
-  "10_key_list_order": keyListOrder(dialect)
+  "10_list_order": listOrder(dialect)
 })
