@@ -497,7 +497,9 @@ export const KeysPage = () => {
             onCancel={() => setModal(undefined)}
             onDone={(created) => {
               setModal({ kind: "shown", key: created, title: "Key created" })
-              void loadPage()
+              // The new key is the newest: back to the first page, where it is (unless a filter hides it).
+              if (cursors.length > 1) setCursors([null])
+              else void loadPage()
             }}
           />
         </Dialog>
