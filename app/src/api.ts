@@ -85,6 +85,15 @@ export const query = (params: Record<string, string | number | undefined | null>
   return text === "" ? "" : `?${text}`
 }
 
+/**
+ * The keys other pages name keys by and offer in their key menus: the newest 1,000, the admin
+ * API's largest page (issue 31). Past that a key shows as its id; the keys page searches them all.
+ */
+export const KEY_CHOICES = "/api-keys?limit=1000"
+
+/** Database connections are few (an operator adds each by hand): one page of the largest size holds them. */
+export const ALL_CONNECTIONS = "/connections?limit=1000"
+
 export interface KeyView {
   id: string
   name: string

@@ -1,6 +1,6 @@
 /** Audit: the trail with filters, paging, one record's details, and a JSON Lines export. */
 import { useEffect, useState } from "preact/hooks"
-import { api, type AuditRecord, type KeyView, query, request } from "./api.ts"
+import { api, KEY_CHOICES, type AuditRecord, type KeyView, query, request } from "./api.ts"
 import { Dialog, Empty, Field, FormError, fmtTime, fromLocalInput, PageHead, Status, valueOf } from "./ui.tsx"
 
 const PAGE = 50
@@ -71,7 +71,7 @@ export const AuditPage = () => {
   }
 
   useEffect(() => {
-    void api<{ data: Array<KeyView> }>("GET", "/api-keys").then((k) => setKeys(k.data), () => {})
+    void api<{ data: Array<KeyView> }>("GET", KEY_CHOICES).then((k) => setKeys(k.data), () => {})
   }, [])
   useEffect(() => void loadPage(applied, null), [applied])
 

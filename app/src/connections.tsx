@@ -1,6 +1,6 @@
 /** Connections: databases for the SQL tools (DSNs redacted), add, test, and grants per key. */
 import { useEffect, useState } from "preact/hooks"
-import { api, ApiError, type ConnectionView, type KeyView } from "./api.ts"
+import { ALL_CONNECTIONS, api, KEY_CHOICES, ApiError, type ConnectionView, type KeyView } from "./api.ts"
 import { Dialog, Empty, Field, type FieldErrors, fieldErrors, FormError, PageHead, Status, valueOf } from "./ui.tsx"
 
 interface ProbeResult {
@@ -273,8 +273,8 @@ export const ConnectionsPage = () => {
   const load = async () => {
     try {
       const [c, k] = await Promise.all([
-        api<{ data: Array<ConnectionView> }>("GET", "/connections"),
-        api<{ data: Array<KeyView> }>("GET", "/api-keys")
+        api<{ data: Array<ConnectionView> }>("GET", ALL_CONNECTIONS),
+        api<{ data: Array<KeyView> }>("GET", KEY_CHOICES)
       ])
       setConnections(c.data)
       setKeys(k.data)

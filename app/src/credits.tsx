@@ -1,6 +1,6 @@
 /** Credits: the workspace pool, top-up, and the ledger with filters and paging. */
 import { useEffect, useState } from "preact/hooks"
-import { api, type KeyView, type LedgerEntry, query } from "./api.ts"
+import { api, KEY_CHOICES, type KeyView, type LedgerEntry, query } from "./api.ts"
 import { Empty, Field, type FieldErrors, fieldErrors, FormError, fmtNumber, fmtTime, PageHead, valueOf } from "./ui.tsx"
 
 const PAGE = 25
@@ -35,7 +35,7 @@ export const CreditsPage = () => {
 
   useEffect(() => {
     void loadBalance().catch((e) => setErrors({ _form: String(e.message) }))
-    void api<{ data: Array<KeyView> }>("GET", "/api-keys").then((k) => setKeys(k.data), () => {})
+    void api<{ data: Array<KeyView> }>("GET", KEY_CHOICES).then((k) => setKeys(k.data), () => {})
   }, [])
   useEffect(() => {
     void loadPage(applied, null).catch((e) => setErrors({ _form: String(e.message) }))

@@ -1,6 +1,11 @@
-/** Settings -> API keys: list, create (key shown once), edit, rotate, revoke/reactivate, delete. */
-import { useEffect, useState } from "preact/hooks"
-import { api, type ConnectionView, type KeyView, type ModelView } from "./api.ts"
+/**
+ * Settings -> API keys: list, create (key shown once), edit, rotate, revoke/reactivate, delete.
+ * The list is one page at a time (issue 31): a search by name and a status filter go to the
+ * admin API, which pages by cursor, so an organisation with tens of thousands of keys gets a
+ * page of rows as fast as one with ten.
+ */
+import { useEffect, useRef, useState } from "preact/hooks"
+import { ALL_CONNECTIONS, api, type ConnectionView, type KeyView, type ModelView, query } from "./api.ts"
 import {
   Dialog,
   Empty,
@@ -315,6 +320,11 @@ type Modal =
   | { kind: "rotate"; key: KeyView }
   | { kind: "delete"; key: KeyView }
 
+/** Rows on one page of the list. */
+export const KEYS_PAGE_SIZE = 50
+
+type StatusFilter = "" | "active" | "inactive" | "expired"
+
 export const KeysPage = () => {
   const [keys, setKeys] = useState<Array<KeyView>>()
   const [catalogue, setCatalogue] = useState<Array<ModelView>>([])
@@ -322,15 +332,41 @@ export const KeysPage = () => {
   const [modal, setModal] = useState<Modal>()
   const [error, setError] = useState<string>()
   const [notice, setNotice] = useState<string>()
+  // What is typed in the search box, and the search the list shows (the typing, once it pauses).
+  const [typed, setTyped] = useState("")
+  const [search, setSearch] = useState("")
+  const [status, setStatus] = useState<StatusFilter>("")
+  // The cursor of every page up to the one shown (the first page has none): Previous goes back one.
+  const [cursors, setCursors] = useState<Array<string | null>>([null])
+  const [nextCursor, setNextCursor] = useState<string | null>(null)
+  // An answer for a search typed over since is dropped: only the latest request may fill the list.
+  const latest = useRef(0)
+
+  const cursor = cursors[cursors.length - 1] ?? null
+  const filtered = search !== "" || status !== ""
+
+  const loadPage = async () => {
+    const asked = ++latest.current
+    try {
+      const page = await api<{ data: Array<KeyView>; next_cursor: string | null }>(
+        "GET",
+        `/api-keys${query({ limit: KEYS_PAGE_SIZE, name: search, status, cursor })}`
+      )
+      if (asked !== latest.current) return
+      setKeys(page.data)
+      setNextCursor(page.next_cursor)
+    } catch (e) {
+      if (asked === latest.current) setError(e instanceof Error ? e.message : String(e))
+    }
+  }
+  useEffect(() => void loadPage(), [search, status, cursor])
 
   const load = async () => {
     try {
-      const [k, m, c] = await Promise.all([
-        api<{ data: Array<KeyView> }>("GET", "/api-keys"),
+      const [m, c] = await Promise.all([
         api<{ data: Array<ModelView> }>("GET", "/models"),
-        api<{ data: Array<ConnectionView> }>("GET", "/connections")
+        api<{ data: Array<ConnectionView> }>("GET", ALL_CONNECTIONS)
       ])
-      setKeys(k.data)
       setCatalogue(m.data)
       setConnections(c.data)
     } catch (e) {
@@ -339,16 +375,35 @@ export const KeysPage = () => {
   }
   useEffect(() => void load(), [])
 
+  useEffect(() => {
+    const trimmed = typed.trim()
+    if (trimmed === search) return
+    const timer = setTimeout(() => {
+      setSearch(trimmed)
+      setCursors([null])
+    }, 250)
+    return () => clearTimeout(timer)
+  }, [typed])
+
   const act = async (label: string, run: () => Promise<unknown>) => {
     setError(undefined)
     try {
       await run()
       setNotice(label)
-      await load()
+      await loadPage()
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e))
     }
   }
+
+  const pageNumber = cursors.length
+  const pager = (keys !== undefined && (pageNumber > 1 || nextCursor !== null)) && (
+    <nav class="pager" aria-label="Pages of keys">
+      <button type="button" disabled={pageNumber === 1} onClick={() => setCursors((c) => c.slice(0, -1))}>Previous</button>
+      <span aria-live="polite">Page {pageNumber}</span>
+      <button type="button" disabled={nextCursor === null} onClick={() => nextCursor !== null && setCursors((c) => [...c, nextCursor])}>Next</button>
+    </nav>
+  )
 
   return (
     <section aria-labelledby="keys-title">
@@ -357,7 +412,31 @@ export const KeysPage = () => {
       </PageHead>
       <FormError message={error} />
       <p class="notice" role="status">{notice}</p>
-      {keys === undefined ? <p aria-busy="true">Loading…</p> : keys.length === 0 ? <Empty>No keys yet. Create one to call the gateway.</Empty> : (
+      <form class="filters" role="search" aria-label="Find keys" onSubmit={(e) => {
+        e.preventDefault()
+        setSearch(typed.trim())
+        setCursors([null])
+      }}>
+        <Field label="Name contains">
+          {(id) => <input id={id} type="search" maxLength={200} value={typed} onInput={(e) => setTyped(valueOf(e))} />}
+        </Field>
+        <Field label="Status">
+          {(id) => (
+            <select id={id} value={status} onChange={(e) => {
+              setStatus(valueOf(e) as StatusFilter)
+              setCursors([null])
+            }}>
+              <option value="">any</option>
+              <option value="active">active</option>
+              <option value="inactive">inactive</option>
+              <option value="expired">expired</option>
+            </select>
+          )}
+        </Field>
+      </form>
+      {keys === undefined ? <p aria-busy="true">Loading…</p> : keys.length === 0 ? (
+        filtered || pageNumber > 1 ? <Empty>No keys match.</Empty> : <Empty>No keys yet. Create one to call the gateway.</Empty>
+      ) : (
         <div class="table-wrap">
           <table class="cards">
             <caption class="sr-only">API keys</caption>
@@ -409,6 +488,7 @@ export const KeysPage = () => {
           </table>
         </div>
       )}
+      {pager}
       {modal?.kind === "create" && (
         <Dialog title="Create an API key" wide onClose={() => setModal(undefined)}>
           <KeyForm
@@ -417,7 +497,9 @@ export const KeysPage = () => {
             onCancel={() => setModal(undefined)}
             onDone={(created) => {
               setModal({ kind: "shown", key: created, title: "Key created" })
-              void load()
+              // The new key is the newest: back to the first page, where it is (unless a filter hides it).
+              if (cursors.length > 1) setCursors([null])
+              else void loadPage()
             }}
           />
         </Dialog>
@@ -432,7 +514,7 @@ export const KeysPage = () => {
             onDone={(saved) => {
               setModal(undefined)
               setNotice(`Saved “${saved.name}”.`)
-              void load()
+              void loadPage()
             }}
           />
         </Dialog>
@@ -451,7 +533,7 @@ export const KeysPage = () => {
               title: "Key rotated",
               note: grace > 0 ? `The old secret keeps working for ${grace} seconds.` : "The old secret has stopped working."
             })
-            void load()
+            void loadPage()
           }}
         />
       )}
@@ -462,7 +544,7 @@ export const KeysPage = () => {
           onDone={() => {
             setNotice(`Deleted “${modal.key.name}”.`)
             setModal(undefined)
-            void load()
+            void loadPage()
           }}
         />
       )}

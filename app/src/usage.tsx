@@ -5,7 +5,7 @@
  */
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js"
 import { useEffect, useRef, useState } from "preact/hooks"
-import { api, type KeyView, type ModelView, query, type UsageRow } from "./api.ts"
+import { api, KEY_CHOICES, type KeyView, type ModelView, query, type UsageRow } from "./api.ts"
 import { Empty, Field, FormError, fmtNumber, PageHead, valueOf } from "./ui.tsx"
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Legend, Tooltip)
@@ -117,7 +117,7 @@ export const UsagePage = () => {
   const [error, setError] = useState<string>()
 
   useEffect(() => {
-    void api<{ data: Array<KeyView> }>("GET", "/api-keys").then((k) => setKeys(k.data), () => {})
+    void api<{ data: Array<KeyView> }>("GET", KEY_CHOICES).then((k) => setKeys(k.data), () => {})
     void api<{ data: Array<ModelView> }>("GET", "/models").then((m) => setCatalogue(m.data), () => {})
   }, [])
   useEffect(() => {

@@ -18,6 +18,8 @@ export const LONG_FIRST = [
   "test/cli/backup.test.ts",
   "test/app/app.e2e.test.ts",
   "test/limits/one-gateway.test.ts",
+  "test/http/admin-key-list.test.ts",
+  "test/app/key-list.e2e.test.ts",
   "test/pipelines/matrix.test.ts",
   "test/app/oidc-signin.e2e.test.ts",
   "test/faults/spools.test.ts",

@@ -13,8 +13,10 @@ import { SubjectsRepo } from "../../services/store/SubjectsRepo.ts"
 import type { AdminAuth } from "./admin-auth.ts"
 import { route } from "../router.ts"
 import { auditChange, auditTarget } from "./admin-audit.ts"
+import { decodeCursor, encodeCursor, pageLimit } from "./paging.ts"
 
-const ListQuery = Schema.Struct({ limit: Schema.optional(Schema.FiniteFromString) })
+/** GET /subjects: a page at a time, as every admin list (paging.ts). */
+export const SubjectsQuery = Schema.Struct({ limit: Schema.optional(Schema.String), cursor: Schema.optional(Schema.String) })
 
 export const adminSubjectRoutes = (options: { readonly auth: AdminAuth }) => {
   const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.andThen(options.auth.requireAdmin, effect)
@@ -25,9 +27,17 @@ export const adminSubjectRoutes = (options: { readonly auth: AdminAuth }) => {
   return [
     route("GET", "/subjects", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
-      const params = yield* decodeStrict(ListQuery)(Object.fromEntries(new URL(request.url, "http://local").searchParams))
-      const limit = Math.min(Math.max(Math.trunc(params.limit ?? 100), 1), 1000)
-      return json({ data: yield* Effect.orDie((yield* SubjectsRepo).listSubjects(limit)) })
+      const params = yield* decodeStrict(SubjectsQuery)(Object.fromEntries(new URL(request.url, "http://local").searchParams))
+      const limit = yield* pageLimit(params.limit)
+      const after = yield* decodeCursor(params.cursor, 2)
+      const page = yield* Effect.orDie((yield* SubjectsRepo).pageSubjects({
+        limit,
+        after: after === undefined ? undefined : { first_seen_at: after[0]!, id: after[1]! }
+      }))
+      return json({
+        data: page.items,
+        next_cursor: page.next === undefined ? null : encodeCursor([page.next.first_seen_at, page.next.id])
+      })
     }))),
     route("GET", "/subjects/:id", admin(Effect.gen(function*() {
       const id = yield* idParam

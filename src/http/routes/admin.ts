@@ -24,6 +24,8 @@ import { CurrentRequest, RequestBody } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import { decodeStrict } from "../../domain/validation.ts"
+import { decodeCursor, encodeCursor, pageLimit } from "./paging.ts"
+import { keysetPage } from "../../services/store/rows.ts"
 
 export interface AdminOptions {
   readonly auth: AdminAuth
@@ -46,6 +48,20 @@ export const AuditQuery = Schema.Struct({
   target_kind: Schema.optional(Schema.String.check(Schema.isMaxLength(50))),
   target_id: Schema.optional(Schema.String.check(Schema.isMaxLength(200)))
 })
+
+/** GET /api-keys: a page of keys and the filters, all combined with AND (paging.ts, KeysRepo.pageKeys). */
+export const KeysQuery = Schema.Struct({
+  limit: Schema.optional(Schema.String),
+  cursor: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  status: Schema.optional(Schema.Literals(["active", "inactive", "expired"])),
+  model: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  last_used_before: Schema.optional(Schema.String.check(Schema.isMaxLength(40))),
+  last_used_after: Schema.optional(Schema.String.check(Schema.isMaxLength(40)))
+})
+
+/** GET /connections: a page at a time by id (paging.ts). */
+export const ConnectionsQuery = Schema.Struct({ limit: Schema.optional(Schema.String), cursor: Schema.optional(Schema.String) })
 
 export const UsageQuery = Schema.Struct({
   key_id: Schema.optional(Schema.String),
@@ -170,8 +186,19 @@ export const adminRoutes = (options: AdminOptions) => {
 
   return [
     route("GET", "/connections", admin(Effect.gen(function*() {
-      const list = yield* (yield* Connections).list
-      return json({ data: list.map(toConnectionView) })
+      const request = yield* HttpServerRequest
+      const params = yield* decodeStrict(ConnectionsQuery)(Object.fromEntries(new URL(request.url, "http://local").searchParams))
+      const limit = yield* pageLimit(params.limit)
+      // Ordered by id, a number, which is the cursor as the audit trail's seq is its own.
+      const after = params.cursor === undefined ? undefined : /^\d{1,15}$/.test(params.cursor) ? Number(params.cursor) : Number.NaN
+      if (Number.isNaN(after)) {
+        return yield* new ValidationFailed({ message: "cursor: expected the next_cursor of a previous page", details: { field: "cursor" } })
+      }
+      // The config's connections and the stored ones are one list, held in memory (connections are
+      // few): paged here, after the merge, so both kinds page alike.
+      const list = [...(yield* (yield* Connections).list)].sort((a, b) => a.id - b.id)
+      const { items, last } = keysetPage(after === undefined ? list : list.filter((c) => c.id > after), limit)
+      return json({ data: items.map(toConnectionView), next_cursor: last === undefined ? null : String(last.id) })
     }))),
     route("POST", "/connections/:connection_id/test", admin(Effect.gen(function*() {
       const id = yield* connectionIdParam
@@ -267,8 +294,28 @@ export const adminRoutes = (options: AdminOptions) => {
       return json({ ...view, key }, 201)
     }))),
     route("GET", "/api-keys", admin(Effect.gen(function*() {
-      const keys = yield* (yield* ApiKeys).list
-      return json({ data: yield* Effect.forEach(keys, keyWithGrants) })
+      const request = yield* HttpServerRequest
+      const params = yield* decodeStrict(KeysQuery)(Object.fromEntries(new URL(request.url, "http://local").searchParams))
+      const limit = yield* pageLimit(params.limit)
+      const after = yield* decodeCursor(params.cursor, 2)
+      const page = yield* (yield* ApiKeys).page({
+        limit,
+        after: after === undefined ? undefined : { created_at: after[0]!, id: after[1]! },
+        name: params.name,
+        status: params.status,
+        model: params.model,
+        last_used_before: yield* isoParam("last_used_before", params.last_used_before),
+        last_used_after: yield* isoParam("last_used_after", params.last_used_after)
+      })
+      // One query for the grants of the whole page, not one per key.
+      const grants = yield* (yield* Connections).grantsOfKeys(page.items.map((k) => k.id))
+      return json({
+        data: page.items.map((record) => ({
+          ...toKeyView(record),
+          connections: (grants.get(record.id) ?? []).map((g) => ({ connection_id: g.connection_id, role: g.role }))
+        })),
+        next_cursor: page.next === undefined ? null : encodeCursor([page.next.created_at, page.next.id])
+      })
     }))),
     route("GET", "/api-keys/:id", admin(Effect.gen(function*() {
       return json(yield* keyWithGrants(yield* (yield* ApiKeys).get(yield* idParam)))

@@ -12,7 +12,8 @@ import { ConnectionChange, ConnectionInput } from "../../services/sql/Connection
 import { CreateKeyInput, RotateKeyInput, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
-import { AuditQuery, GrantInput, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
+import { AuditQuery, ConnectionsQuery, GrantInput, KeysQuery, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
+import { SubjectsQuery } from "./admin-subjects.ts"
 
 type Json = Record<string, unknown>
 
@@ -28,7 +29,7 @@ interface Operation {
 }
 
 const OPERATIONS: ReadonlyArray<Operation> = [
-  { method: "get", path: "/api-keys", summary: "List keys with their connection grants" },
+  { method: "get", path: "/api-keys", summary: "Keys with their connection grants, newest first, a page at a time, filtered", query: KeysQuery },
   { method: "post", path: "/api-keys", summary: "Create a key (the full key is in this answer only)", body: CreateKeyInput, status: 201 },
   { method: "get", path: "/api-keys/{id}", summary: "One key" },
   { method: "patch", path: "/api-keys/{id}", summary: "Change a key's fields", body: UpdateKeyInput },
@@ -38,7 +39,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "post", path: "/api-keys/{id}/budget/reset", summary: "Set a key's used request budget back to 0" },
   { method: "put", path: "/api-keys/{id}/connections/{connection_id}", summary: "Grant a key a role on a connection (roles only go up)", body: GrantInput },
   { method: "delete", path: "/api-keys/{id}/connections/{connection_id}", summary: "Revoke a key's grant on a connection", status: 204 },
-  { method: "get", path: "/connections", summary: "List database connections (passwords masked)" },
+  { method: "get", path: "/connections", summary: "Database connections (passwords masked), by id, a page at a time", query: ConnectionsQuery },
   { method: "post", path: "/connections", summary: "Add a database connection", body: ConnectionInput, status: 201 },
   { method: "patch", path: "/connections/{connection_id}", summary: "Change a connection added through this API", body: ConnectionChange },
   { method: "delete", path: "/connections/{connection_id}", summary: "Delete a connection added through this API, with its grants", status: 204 },
@@ -50,7 +51,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "get", path: "/workspace/ledger", summary: "Credit movements, newest first", query: LedgerQuery },
   { method: "get", path: "/usage", summary: "Request, token and credit totals from the audit trail", query: UsageQuery },
   { method: "get", path: "/audit", summary: "The audit trail, newest first, filtered", query: AuditQuery },
-  { method: "get", path: "/subjects", summary: "Identity-provider subjects seen" },
+  { method: "get", path: "/subjects", summary: "Identity-provider subjects seen, the newest first, a page at a time", query: SubjectsQuery },
   { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },
   { method: "post", path: "/subjects/{id}/budget/reset", summary: "Set a subject's used request budget back to 0" },
   { method: "post", path: "/admin/reload", summary: "Reload models, providers, limits, identity-provider policies, routing, count_tokens, moderations, responses and per-request MCP settings from the configuration (as SIGHUP does)" }

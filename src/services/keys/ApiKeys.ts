@@ -12,7 +12,7 @@ import * as Struct from "effect/Struct"
 import { NotFound } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
-import { KeysRepo } from "../store/KeysRepo.ts"
+import { type KeyListQuery, type KeyPage, KeysRepo } from "../store/KeysRepo.ts"
 import { DEFAULT_WORKSPACE } from "../store/rows.ts"
 import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
 
@@ -96,7 +96,10 @@ const notFound = (id: string) => new NotFound({ message: `no API key with id ${i
 
 export class ApiKeys extends Context.Service<ApiKeys, {
   readonly create: (input: Omit<CreateKeyInput, "connections">) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }>
+  /** Every key: the CLI's listing. The admin API pages instead (`page`). */
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyRecord>>
+  /** One page of keys, newest first; `status` is judged at the clock's now. */
+  readonly page: (query: Omit<KeyListQuery, "now">) => Effect.Effect<KeyPage>
   readonly get: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
   readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound>
   readonly rotate: (id: string, input: RotateKeyInput) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }, NotFound>
@@ -163,6 +166,10 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       return ApiKeys.of({
         create,
         list: Effect.orDie(store.listKeys),
+        page: Effect.fn("ApiKeys.page")(function*(query: Omit<KeyListQuery, "now">) {
+          const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+          return yield* Effect.orDie(store.pageKeys({ ...query, now }))
+        }),
         get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id))),
         update,
         rotate,

@@ -72,6 +72,7 @@ export class Connections extends Context.Service<Connections, {
   /** Deletes a connection added through the admin API, with every grant on it; 409 for one from the config file. */
   readonly remove: (id: number) => Effect.Effect<ConnectionRecord, Conflict | NotFound | DependencyUnavailable>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, DependencyUnavailable>
+  readonly grantsOfKeys: (keyIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<GrantRecord>>, DependencyUnavailable>
   /**
    * The connections a principal may use, with its role on each: a key's grants from the store; a
    * subject's from its policy, by connection name. A name that more than one connection carries
@@ -142,6 +143,7 @@ export class Connections extends Context.Service<Connections, {
               return before
             }),
           grantsOf: (keyId) => store.grantsOf(keyId).pipe(Effect.mapError(storeUnavailable)),
+          grantsOfKeys: (keyIds) => store.grantsOfKeys(keyIds).pipe(Effect.mapError(storeUnavailable)),
           grantsFor: (principal) =>
             principal.kind === "key"
               ? store.grantsOf(principal.id).pipe(

@@ -5,7 +5,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { AuditPage, AuditQuery, AuditRecord, TrafficKind } from "../../domain/records.ts"
-import { decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
+import { decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 /** What usage rows are grouped by: the UTC day (`YYYY-MM-DD`), the key, the model. */
@@ -97,8 +97,6 @@ const onePerRequest = (records: ReadonlyArray<AuditRecord>): ReadonlyArray<Audit
 
 const decodeAudit = decodeRows(AuditRow)
 
-/** A LIKE pattern matching `text` literally (with `ESCAPE '\\'`). */
-const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 const decodeUsage = decodeRows(UsageRowSchema)
 
 export class AuditRepo extends Context.Service<AuditRepo, {
@@ -208,8 +206,8 @@ export class AuditRepo extends Context.Service<AuditRepo, {
           return sql`SELECT * FROM audit_log WHERE ${sql.and(conditions)} ORDER BY seq DESC LIMIT ${query.limit + 1}`.pipe(
             decodeAudit,
             Effect.map((rows): AuditPage => {
-              const items = rows.slice(0, query.limit)
-              return { items, next_seq: rows.length > query.limit ? items[items.length - 1]!.seq : null }
+              const { items, last } = keysetPage(rows, query.limit)
+              return { items, next_seq: last === undefined ? null : last.seq }
             }),
             storeOp("AuditRepo.queryAudit")
           )

@@ -34,6 +34,8 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
   /** Inserts a connection; false when the id is taken. */
   readonly insertConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, StoreError>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, StoreError>
+  /** The grants of each of these keys, in one query (a page of the key list); a key without grants has none in the map. */
+  readonly grantsOfKeys: (keyIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<GrantRecord>>, StoreError>
   readonly putGrant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<void, StoreError>
   readonly deleteGrant: (keyId: string, connectionId: number) => Effect.Effect<boolean, StoreError>
   /** Replaces a stored connection's fields; false when there is no such stored connection. */
@@ -83,6 +85,22 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
             decodeGrants,
             storeOp("ConnectionsRepo.grantsOf")
           ),
+        grantsOfKeys: (keyIds) =>
+          keyIds.length === 0
+            ? Effect.succeed(new Map())
+            : sql`SELECT key_id, connection_id, role, granted_at FROM key_grants WHERE ${sql.in("key_id", keyIds)} ORDER BY key_id, connection_id`.pipe(
+              decodeGrants,
+              Effect.map((rows) => {
+                const byKey = new Map<string, Array<GrantRecord>>()
+                for (const row of rows) {
+                  const list = byKey.get(row.key_id)
+                  if (list === undefined) byKey.set(row.key_id, [row])
+                  else list.push(row)
+                }
+                return byKey
+              }),
+              storeOp("ConnectionsRepo.grantsOfKeys")
+            ),
         putGrant: (keyId, connectionId, role) =>
           sql.withTransaction(
             sql`INSERT INTO key_grants (key_id, connection_id, role, granted_at)

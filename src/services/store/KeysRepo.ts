@@ -5,7 +5,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { ApiKeyRecord } from "../../domain/records.ts"
-import { bumpKeyVersion, decodeRows, Flag, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
+import { bumpKeyVersion, decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 export type KeyPatch = Partial<
@@ -25,6 +25,37 @@ export type KeyPatch = Partial<
     | "budget_used"
   >
 >
+
+/** Where a page of keys starts: after this key in the list's order (newest first). */
+export interface KeyPosition {
+  readonly created_at: string
+  readonly id: string
+}
+
+/**
+ * A page of the key list (issue 31): newest first, by (created_at, id), which is unique and never
+ * changes, so following the pages visits every key once even while keys are added or changed.
+ */
+export interface KeyListQuery {
+  readonly limit: number
+  readonly after?: KeyPosition | undefined
+  /** Case-insensitive substring of the name, matched literally. */
+  readonly name?: string | undefined
+  /** As a request would find the key now: inactive (revoked), else expired, else active. */
+  readonly status?: "active" | "inactive" | "expired" | undefined
+  /** Keys whose `allowed_models` holds this entry as written (a name or a pattern). */
+  readonly model?: string | undefined
+  readonly last_used_before?: string | undefined
+  readonly last_used_after?: string | undefined
+  /** The ISO instant `status` is judged at. */
+  readonly now: string
+}
+
+export interface KeyPage {
+  readonly items: ReadonlyArray<ApiKeyRecord>
+  /** Where the next page starts; undefined on the last page. */
+  readonly next: KeyPosition | undefined
+}
 
 const Limits = Schema.Struct({
   requests_per_minute: Schema.optionalKey(Schema.Number),
@@ -79,10 +110,13 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
 
 export class KeysRepo extends Context.Service<KeysRepo, {
   readonly insertKey: (key: ApiKeyRecord) => Effect.Effect<void, StoreError>
+  /** Many keys in one transaction (an import; tests that need tens of thousands). */
+  readonly insertKeys: (keys: ReadonlyArray<ApiKeyRecord>) => Effect.Effect<void, StoreError>
   /** The key with this hash, current or (during a rotation's grace) previous. */
   readonly findKeyByHash: (hash: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly findKeyById: (id: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly listKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
+  readonly pageKeys: (query: KeyListQuery) => Effect.Effect<KeyPage, StoreError>
   readonly updateKey: (id: string, patch: KeyPatch) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly deleteKey: (id: string) => Effect.Effect<boolean, StoreError>
   /** Monotonic counter bumped by every key change, so caches on every replica can notice. */
@@ -95,31 +129,42 @@ export class KeysRepo extends Context.Service<KeysRepo, {
       const sql = yield* SqlClient
       const bump = bumpKeyVersion(sql)
       const first = (rows: ReadonlyArray<typeof KeyRow.Type>) => (rows[0] === undefined ? undefined : toKey(rows[0]))
+      const keyRow = (key: ApiKeyRecord): Record<string, unknown> => ({
+        id: key.id,
+        workspace_id: key.workspace_id,
+        name: key.name,
+        key_hash: key.key_hash,
+        key_hint: key.key_hint,
+        is_active: key.is_active ? 1 : 0,
+        allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
+        tools_enabled: key.tools_enabled ? 1 : 0,
+        budget_max_requests: key.budget?.max_requests ?? null,
+        budget_used: key.budget_used,
+        limits: key.limits === null ? null : JSON.stringify(key.limits),
+        expires_at: key.expires_at,
+        created_at: key.created_at,
+        updated_at: key.updated_at,
+        last_used_at: key.last_used_at,
+        previous_key_hash: key.previous_key_hash,
+        previous_key_expires_at: key.previous_key_expires_at
+      })
       return KeysRepo.of({
         insertKey: (key) =>
-          sql.withTransaction(
-            sql`INSERT INTO api_keys ${
-              sql.insert({
-                id: key.id,
-                workspace_id: key.workspace_id,
-                name: key.name,
-                key_hash: key.key_hash,
-                key_hint: key.key_hint,
-                is_active: key.is_active ? 1 : 0,
-                allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
-                tools_enabled: key.tools_enabled ? 1 : 0,
-                budget_max_requests: key.budget?.max_requests ?? null,
-                budget_used: key.budget_used,
-                limits: key.limits === null ? null : JSON.stringify(key.limits),
-                expires_at: key.expires_at,
-                created_at: key.created_at,
-                updated_at: key.updated_at,
-                last_used_at: key.last_used_at,
-                previous_key_hash: key.previous_key_hash,
-                previous_key_expires_at: key.previous_key_expires_at
-              })
-            }`.pipe(Effect.andThen(bump))
-          ).pipe(Effect.asVoid, storeOp("KeysRepo.insertKey")),
+          sql.withTransaction(sql`INSERT INTO api_keys ${sql.insert(keyRow(key))}`.pipe(Effect.andThen(bump))).pipe(
+            Effect.asVoid,
+            storeOp("KeysRepo.insertKey")
+          ),
+        insertKeys: (keys) =>
+          keys.length === 0
+            ? Effect.void
+            : sql.withTransaction(Effect.gen(function*() {
+              // 500 rows of 17 columns a statement stays under both stores' limits on bound parameters.
+              for (let from = 0; from < keys.length; from += 500) {
+                const rows = keys.slice(from, from + 500).map(keyRow)
+                yield* sql`INSERT INTO api_keys ${sql.insert(rows as [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
+              }
+              yield* bump
+            })).pipe(storeOp("KeysRepo.insertKeys")),
         findKeyByHash: (hash) =>
           sql`SELECT * FROM api_keys WHERE key_hash = ${hash} OR previous_key_hash = ${hash}`.pipe(
             decodeKeys,
@@ -133,6 +178,31 @@ export class KeysRepo extends Context.Service<KeysRepo, {
           Effect.map((rows) => rows.map(toKey)),
           storeOp("KeysRepo.listKeys")
         ),
+        pageKeys: (query) => {
+          // expires_at is compared as text, which orders ISO-8601 UTC instants correctly (the admin
+          // API and the CLI write them so); one the auth check cannot parse never expires there
+          // either, and sorts after any date here.
+          const expired = sql`(expires_at IS NOT NULL AND expires_at <= ${query.now})`
+          const conditions = [
+            query.after !== undefined ? sql`(created_at, id) < (${query.after.created_at}, ${query.after.id})` : undefined,
+            query.name !== undefined ? sql`LOWER(name) LIKE ${`%${likeLiteral(query.name.toLowerCase())}%`} ESCAPE '\\'` : undefined,
+            query.status === "inactive" ? sql`is_active = 0` : undefined,
+            query.status === "expired" ? sql`is_active = 1 AND ${expired}` : undefined,
+            query.status === "active" ? sql`is_active = 1 AND NOT ${expired}` : undefined,
+            // allowed_models is the JSON text of an array of strings: the entry with its quotes is one whole element.
+            query.model !== undefined ? sql`allowed_models LIKE ${`%${likeLiteral(JSON.stringify(query.model))}%`} ESCAPE '\\'` : undefined,
+            query.last_used_before !== undefined ? sql`last_used_at < ${query.last_used_before}` : undefined,
+            query.last_used_after !== undefined ? sql`last_used_at >= ${query.last_used_after}` : undefined
+          ].filter((c) => c !== undefined)
+          return sql`SELECT * FROM api_keys WHERE ${sql.and(conditions)} ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`.pipe(
+            decodeKeys,
+            Effect.map((rows): KeyPage => {
+              const { items, last } = keysetPage(rows.map(toKey), query.limit)
+              return { items, next: last === undefined ? undefined : { created_at: last.created_at, id: last.id } }
+            }),
+            storeOp("KeysRepo.pageKeys")
+          )
+        },
         updateKey: (id, patch) =>
           sql.withTransaction(
             Effect.gen(function*() {

@@ -9,7 +9,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SubjectRecord } from "../../domain/records.ts"
-import { decodeRows, Num } from "./rows.ts"
+import { decodeRows, keysetPage, Num } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 const SubjectRow = Schema.Struct({
@@ -31,12 +31,25 @@ export interface SubjectSighting {
   readonly seen_at: string
 }
 
+/** Where a page of subjects starts: after this one in the list's order (newest first). */
+export interface SubjectPosition {
+  readonly first_seen_at: string
+  readonly id: string
+}
+
 export class SubjectsRepo extends Context.Service<SubjectsRepo, {
   /** Records each subject as seen (creating its row on the first sighting), in one transaction. */
   readonly touchSubjects: (sightings: ReadonlyArray<SubjectSighting>) => Effect.Effect<void, StoreError>
   readonly getSubject: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
-  /** Most recently seen first. */
-  readonly listSubjects: (limit: number) => Effect.Effect<ReadonlyArray<SubjectRecord>, StoreError>
+  /**
+   * A page of subjects, the first seen most recently first (issue 31): by (first_seen_at, id),
+   * which never change, so following the pages visits every subject once; ordered by last_seen_at,
+   * a subject seen again during the walk would jump past the cursor and be missed.
+   */
+  readonly pageSubjects: (query: { readonly limit: number; readonly after?: SubjectPosition | undefined }) => Effect.Effect<
+    { readonly items: ReadonlyArray<SubjectRecord>; readonly next: SubjectPosition | undefined },
+    StoreError
+  >
   /** Sets the subject's request count back to 0; undefined when no such subject was ever seen. */
   readonly resetBudget: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
 }>()("modelgate/SubjectsRepo") {
@@ -66,10 +79,16 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
             Effect.map((rows) => rows[0]),
             storeOp("SubjectsRepo.getSubject")
           ),
-        listSubjects: (limit) =>
-          sql`SELECT * FROM identity_subjects ORDER BY last_seen_at DESC, id LIMIT ${limit}`.pipe(
+        pageSubjects: (query) =>
+          sql`SELECT * FROM identity_subjects WHERE ${
+            sql.and(query.after === undefined ? [] : [sql`(first_seen_at, id) < (${query.after.first_seen_at}, ${query.after.id})`])
+          } ORDER BY first_seen_at DESC, id DESC LIMIT ${query.limit + 1}`.pipe(
             decodeSubjects,
-            storeOp("SubjectsRepo.listSubjects")
+            Effect.map((rows) => {
+              const { items, last } = keysetPage(rows, query.limit)
+              return { items, next: last === undefined ? undefined : { first_seen_at: last.first_seen_at, id: last.id } }
+            }),
+            storeOp("SubjectsRepo.pageSubjects")
           ),
         resetBudget: (id) =>
           sql`UPDATE identity_subjects SET budget_used = 0 WHERE id = ${id} RETURNING *`.pipe(

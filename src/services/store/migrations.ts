@@ -301,6 +301,18 @@ const storedResponses = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * The admin lists of keys and of identity-provider subjects page newest first, by (created_at, id)
+ * and (first_seen_at, id) (issue 31): with these indexes each page is a short range scan from the
+ * cursor instead of a sort of every row. The key filters (name, status, model, last use) are
+ * checked on the rows walked in that order, so none needs its own index.
+ */
+const listOrder = (_dialect: Dialect) =>
+  exec([
+    `CREATE INDEX api_keys_list_order ON api_keys (created_at, id)`,
+    `CREATE INDEX identity_subjects_list_order ON identity_subjects (first_seen_at, id)`
+  ])
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -310,5 +322,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "5_identity_subjects": identitySubjects(dialect),
   "6_credit_blocks": creditBlocks(dialect),
   "7_audit_one_per_request": auditOnePerRequest(dialect),
-  "9_stored_responses": storedResponses(dialect)
+  "9_stored_responses": storedResponses(dialect),
+  "10_list_order": listOrder(dialect)
 })

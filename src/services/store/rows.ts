@@ -37,3 +37,17 @@ export const decodeRows = <S extends Schema.Constraint>(row: S) => {
 
 /** Bumps the counter every replica's key cache polls: keys and grants both change what a key may do. */
 export const bumpKeyVersion = (sql: SqlClient) => sql`UPDATE key_changes SET version = version + 1 WHERE id = 1`
+
+/**
+ * One page of a keyset-paged list (issue 31): the query asked for `limit + 1` rows in the list's
+ * order, so a row beyond the page says whether another page follows, without counting. `last` is
+ * the page's last row, whose sort key the next page continues after; the audit trail and the
+ * admin lists page this one way.
+ */
+export const keysetPage = <A>(rows: ReadonlyArray<A>, limit: number): { readonly items: ReadonlyArray<A>; readonly last: A | undefined } => {
+  const items = rows.length > limit ? rows.slice(0, limit) : rows
+  return { items, last: rows.length > limit ? items[items.length - 1] : undefined }
+}
+
+/** A LIKE pattern matching `text` literally (with `ESCAPE '\\'`). */
+export const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)

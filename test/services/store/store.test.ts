@@ -238,7 +238,8 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         ])
         expect(yield* subjects.getSubject("sub_alice")).toMatchObject({ budget_used: 5, last_seen_at: "2030-01-01T00:00:00.000Z" })
         expect(yield* subjects.getSubject("sub_bob")).toMatchObject({ budget_used: 0, first_seen_at: "2029-01-01T00:00:00.000Z" })
-        expect((yield* subjects.listSubjects(10)).map((s) => s.id).slice(0, 2)).toEqual(["sub_alice", "sub_bob"])
+        // The list pages by first sighting, newest first: bob (first seen in 2029) before alice.
+        expect((yield* subjects.pageSubjects({ limit: 10 })).items.map((s) => s.id).slice(0, 2)).toEqual(["sub_bob", "sub_alice"])
       }))
     })
 
