@@ -17,8 +17,13 @@ import type { AdapterContext } from "./adapter.ts"
 import { flattenEach } from "./stream-chunks.ts"
 import { recordAuditUsage, untranslatable } from "./usage.ts"
 
-const translated = (chat: ChatRequest, { resolved }: AdapterContext): Effect.Effect<GenerateContentRequest, ApiError> => {
-  const result = chatRequestToGemini(chat, { maxTokensCap: resolved.model.max_tokens })
+/** What the translation may build from the request: four times the body limit it was admitted under (issue 32). */
+const EXPANSION_FACTOR = 4
+
+const translated = (chat: ChatRequest, { resolved, state }: AdapterContext): Effect.Effect<GenerateContentRequest, ApiError> => {
+  // The limits the request was admitted under when it has them; else the default body limit's multiple.
+  const expansionBytes = state.limits === undefined ? undefined : EXPANSION_FACTOR * state.limits.max_body_bytes
+  const result = chatRequestToGemini(chat, { maxTokensCap: resolved.model.max_tokens, expansionBytes })
   return Result.isFailure(result) ? Effect.fail(untranslatable(result.failure)) : Effect.succeed(result.success)
 }
 

@@ -42,5 +42,5 @@ export const recordAuditUsage = (state: RequestState, usage: AuditUsage) => {
 export const untranslatable = (error: Untranslatable) =>
   new ValidationFailed({
     message: `cannot be translated for this model's provider: ${error.message}`,
-    details: { field: error.path, reason: "untranslatable" }
+    details: { field: error.path, reason: "untranslatable", ...(error.maxBytes === undefined ? {} : { max_bytes: error.maxBytes }) }
   })

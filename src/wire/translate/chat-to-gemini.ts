@@ -36,12 +36,14 @@ import {
   type GenerateContentResponse,
   thoughtSignatureOfId
 } from "../gemini.ts"
-import { refuse, type Translation, translating } from "./untranslatable.ts"
+import { ExpansionBudget, refuse, type Translation, translating } from "./untranslatable.ts"
 import { type AuditUsage, chatUsageFromAudit, emptyAuditUsage } from "./usage.ts"
 
 export interface ChatToGeminiOptions {
   /** The model's output-token cap: a larger request is clamped, and `maxOutputTokens` is always sent. */
   readonly maxTokensCap: number
+  /** What inlining the request's schemas may build, all of them together (default ExpansionBudget's). */
+  readonly expansionBytes?: number | undefined
 }
 
 const THINKING_BUDGETS: Readonly<Record<string, number>> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576 }
@@ -51,7 +53,9 @@ export const chatRequestToGemini = (request: ChatRequest, options: ChatToGeminiO
     refuseUnsupported(request)
     const system: Array<GeminiPart> = []
     const contents = conversation(request.messages, system)
-    const declarations = functionDeclarations(request)
+    // One budget for every schema this request makes Gemini's subset of (tools and response format).
+    const budget = new ExpansionBudget(options.expansionBytes)
+    const declarations = functionDeclarations(request, budget)
     const toolConfig = geminiToolConfig(request, declarations)
     const asked = request.max_completion_tokens ?? request.max_tokens ?? options.maxTokensCap
     const stop = request.stop == null ? [] : typeof request.stop === "string" ? [request.stop] : request.stop
@@ -71,7 +75,7 @@ export const chatRequestToGemini = (request: ChatRequest, options: ChatToGeminiO
       ...(request.presence_penalty == null ? {} : { presencePenalty: request.presence_penalty }),
       ...(request.frequency_penalty == null ? {} : { frequencyPenalty: request.frequency_penalty }),
       ...(format === undefined || format.type === "text" ? {} : { responseMimeType: "application/json" }),
-      ...(format?.type === "json_schema" && format.json_schema.schema !== undefined ? { responseSchema: geminiSchema(format.json_schema.schema, "response_format.json_schema.schema") } : {}),
+      ...(format?.type === "json_schema" && format.json_schema.schema !== undefined ? { responseSchema: geminiSchema(format.json_schema.schema, "response_format.json_schema.schema", budget) } : {}),
       ...(thinking === undefined ? {} : { thinkingConfig: thinking })
     }
     return {
@@ -200,7 +204,7 @@ const conversation = (messages: ReadonlyArray<ChatMessage>, system: Array<Gemini
 
 // --- tools -----------------------------------------------------------------------------------
 
-const functionDeclarations = (request: ChatRequest): Array<GeminiFunctionDeclaration> => {
+const functionDeclarations = (request: ChatRequest, budget: ExpansionBudget): Array<GeminiFunctionDeclaration> => {
   const declarations: Array<GeminiFunctionDeclaration> = []
   ;(request.tools ?? []).forEach((tool, index) => {
     if (tool.type !== "function") return refuse(`tools.${index}`, "custom (free-form or grammar) tools are not translated for Gemini models")
@@ -211,14 +215,14 @@ const functionDeclarations = (request: ChatRequest): Array<GeminiFunctionDeclara
       // A function without parameters has none declared: Gemini refuses an empty OBJECT schema's absent properties.
       ...(parameters === undefined || Object.keys((parameters as { properties?: object }).properties ?? {}).length === 0
         ? {}
-        : { parameters: geminiSchema(parameters, `tools.${index}.function.parameters`) })
+        : { parameters: geminiSchema(parameters, `tools.${index}.function.parameters`, budget) })
     })
   })
   ;(request.functions ?? []).forEach((fn, index) => {
     declarations.push({
       name: fn.name,
       ...(fn.description === undefined ? {} : { description: fn.description }),
-      ...(fn.parameters === undefined ? {} : { parameters: geminiSchema(fn.parameters, `functions.${index}.parameters`) })
+      ...(fn.parameters === undefined ? {} : { parameters: geminiSchema(fn.parameters, `functions.${index}.parameters`, budget) })
     })
   })
   return declarations
