@@ -8,7 +8,7 @@ import { SqlClient } from "effect/sql/SqlClient"
 import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Num, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
-import { isSealed, noSecrets, openStored, openWith, seal, StoreSecrets, toStored } from "./secrets.ts"
+import { isSealed, noSecrets, openStored, openWith, seal, SEALED_PREFIX, StoreSecrets, toStored } from "./secrets.ts"
 
 const ConnectionRow = Schema.Struct({
   id: Num,
@@ -53,6 +53,21 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
         url: openStored(row.url, secrets),
         read_url: row.read_url === null ? null : openStored(row.read_url, secrets)
       })
+      // Sealed DSNs and no key to open them: refused at start, like a wrong key, rather than a
+      // 500 on the first request that uses the connection (issue 31.5).
+      if (secrets.key === undefined) {
+        const sealed = yield* sql`SELECT id FROM connections WHERE url LIKE ${`${SEALED_PREFIX}%`} OR read_url LIKE ${`${SEALED_PREFIX}%`} ORDER BY id`.pipe(
+          Effect.orDie
+        )
+        if (sealed.length > 0) {
+          return yield* Effect.die(
+            new Error(
+              `the store holds sealed connection DSNs (connection ${sealed.map((row) => String(row.id)).join(", ")}) and no secrets.key is configured: ` +
+                "set secrets.key (or MODELGATE_SECRETS_KEY) to the key they were sealed with"
+            )
+          )
+        }
+      }
       // DSNs at rest are sealed with the current key (secrets.ts): rows stored in plain text or
       // under a previous key are sealed again at start, which is how a key is rotated.
       if (secrets.key !== undefined) {
@@ -98,7 +113,9 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
             })
           ).pipe(storeOp("ConnectionsRepo.deleteGrant")),
         updateConnection: (c) =>
-          sql`UPDATE connections SET name = ${c.name}, dialect = ${c.dialect}, url = ${c.url}, read_url = ${c.read_url},
+          // Sealed like an insert: a rotated password must not sit in plain text until the next start.
+          sql`UPDATE connections SET name = ${c.name}, dialect = ${c.dialect}, url = ${toStored(c.url, secrets)},
+              read_url = ${c.read_url === null ? null : toStored(c.read_url, secrets)},
               default_schema = ${c.default_schema} WHERE id = ${c.id} RETURNING id`.pipe(
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.updateConnection")
