@@ -20,6 +20,7 @@ export const LONG_FIRST = [
   "test/app/oidc-signin.e2e.test.ts",
   "test/faults/spools.test.ts",
   "test/faults/partition.test.ts",
+  "test/http/metrics-credits.test.ts",
   "test/pipelines/mcp.test.ts",
   "test/identity/oidc-tokens.test.ts",
   "test/faults/readyz.test.ts",
