@@ -30,6 +30,7 @@ import { cliArgs } from "./cli/args.ts"
 import { failureLine } from "./cli/failure.ts"
 import { loadConfig } from "./cli/load-config.ts"
 import { preflight } from "./cli/preflight.ts"
+import { type LogFormat, noticeLine } from "./services/logging/notice.ts"
 
 const configFlag = Flag.String("config").pipe(
   Flag.withAlias("c"),
@@ -67,6 +68,9 @@ const LEVEL_OF: Readonly<Record<string, GatewayConfig["log"]["level"]>> = {
 class Invocation extends Context.Service<Invocation, {
   readonly env: Readonly<Record<string, string | undefined>>
   store: string | undefined
+  /** `serve`'s log.format once its config is loaded: its own lines (a failure included) follow it. */
+  logFormat: LogFormat | undefined
+  readonly onLogFormat: ((format: LogFormat) => void) | undefined
 }>()("modelgate/cli/Invocation") {}
 
 /** Where the config came from, as its messages name it. */
@@ -92,7 +96,14 @@ const readConfig = (options: { flags?: { host?: string | undefined; port?: numbe
     const checked = preflight(config, { serving: options.serving ?? false })
     if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
     invocation.store = config.store
-    if (checked.createsStore !== undefined) yield* Console.error(`modelgate: no store at ${checked.createsStore} yet: creating a new SQLite store`)
+    if (options.serving) {
+      invocation.logFormat = config.log.format
+      invocation.onLogFormat?.(config.log.format)
+    }
+    if (checked.createsStore !== undefined) {
+      const notice = `no store at ${checked.createsStore} yet: creating a new SQLite store`
+      yield* Console.error(noticeLine(invocation.logFormat, "INFO", `modelgate: ${notice}`, { message: notice }))
+    }
     return config
   })
 
@@ -265,6 +276,8 @@ const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections
 export interface CommandLineOptions {
   /** The environment the config's MODELGATE_* overrides and the providers' key variables come from. */
   readonly env: Readonly<Record<string, string | undefined>>
+  /** Told `serve`'s log.format once its config is loaded (main.ts writes its last line in it). */
+  readonly onLogFormat?: ((format: LogFormat) => void) | undefined
 }
 
 /**
@@ -273,8 +286,9 @@ export interface CommandLineOptions {
  * interrupted; an interruption is left to the caller (main.ts exits 0 once the finalizers ran).
  */
 export const runCommandLine = (argv: ReadonlyArray<string>, options: CommandLineOptions): Effect.Effect<number> => {
-  const invocation: Invocation["Service"] = { env: options.env, store: undefined }
-  const failed = (message: string) => Effect.as(Console.error(`modelgate: ${message}`), 1)
+  const invocation: Invocation["Service"] = { env: options.env, store: undefined, logFormat: undefined, onLogFormat: options.onLogFormat }
+  const failed = (message: string) =>
+    Effect.as(Console.error(noticeLine(invocation.logFormat, "ERROR", `modelgate: ${message}`, { message })), 1)
   return Command.runWith(cli, { version: VERSION })(cliArgs(argv)).pipe(
     Effect.as(0),
     Effect.catchTag("ConfigInvalid", (error) => failed(`invalid configuration: ${error.message}`)),
@@ -292,7 +306,12 @@ export const runCommandLine = (argv: ReadonlyArray<string>, options: CommandLine
       if (Option.isSome(error) && CliError.isCliError(error.value)) return Effect.succeed(1)
       const debug = argv.some((arg, i, all) => arg === "--log-level=debug" || (arg === "--log-level" && /^(debug|trace|all)$/i.test(all[i + 1] ?? "")))
       return Effect.gen(function*() {
-        yield* Console.error(`modelgate: ${failureLine(cause, { store: invocation.store })}`)
+        const line = failureLine(cause, { store: invocation.store })
+        if (invocation.logFormat === "json") {
+          yield* Console.error(noticeLine("json", "ERROR", "", { message: line, fields: debug ? { cause: Cause.pretty(cause) } : {} }))
+          return 1
+        }
+        yield* Console.error(`modelgate: ${line}`)
         if (debug) yield* Console.error(Cause.pretty(cause))
         return 1
       })
