@@ -33,6 +33,12 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
   readonly listConnections: Effect.Effect<ReadonlyArray<ConnectionRecord>, StoreError>
   /** Inserts a connection; false when the id is taken. */
   readonly insertConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, StoreError>
+  /**
+   * Inserts a connection under the next free id above every stored one and above `floor` (the
+   * config file's ids); returns that id. Concurrent inserts never share one: the id is taken by
+   * the insert itself, and one that lost the race to another replica's is tried again.
+   */
+  readonly insertConnectionWithNextId: (connection: Omit<ConnectionRecord, "source" | "id">, floor: number) => Effect.Effect<number, StoreError>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, StoreError>
   readonly putGrant: (keyId: string, connectionId: number, role: ConnectionRole) => Effect.Effect<void, StoreError>
   readonly deleteGrant: (keyId: string, connectionId: number) => Effect.Effect<boolean, StoreError>
@@ -93,6 +99,20 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.insertConnection")
           ),
+        insertConnectionWithNextId: (c, floor) =>
+          Effect.gen(function*() {
+            for (let attempt = 0; attempt < 50; attempt++) {
+              // One statement: the id is computed and taken together (`WHERE true` lets SQLite
+              // read the ON CONFLICT as the insert's, not the SELECT's join).
+              const rows = yield* sql<{ id: number }>`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
+                SELECT (CASE WHEN COALESCE(MAX(id), 0) > ${floor} THEN MAX(id) ELSE ${floor} END) + 1, ${c.name}, ${c.dialect},
+                  ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema}, ${new Date().toISOString()}
+                FROM connections WHERE true
+                ON CONFLICT (id) DO NOTHING RETURNING id`
+              if (rows[0] !== undefined) return Number(rows[0].id)
+            }
+            return yield* Effect.fail(new Error("no free connection id after 50 attempts (too many concurrent creates)"))
+          }).pipe(storeOp("ConnectionsRepo.insertConnectionWithNextId")),
         grantsOf: (keyId) =>
           sql`SELECT key_id, connection_id, role, granted_at FROM key_grants WHERE key_id = ${keyId} ORDER BY connection_id`.pipe(
             decodeGrants,
