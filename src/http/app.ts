@@ -107,7 +107,8 @@ const logRequest = (record: AuditRecord, span: Tracer.Span | undefined) =>
     model: record.model,
     provider: record.provider,
     status: record.status,
-    slug: record.error,
+    // Only when there is one: a success line read `slug=null` (and `"slug":null` in JSON).
+    ...(record.error === null ? {} : { slug: record.error }),
     prompt_tokens: record.prompt_tokens,
     completion_tokens: record.completion_tokens,
     ...(typeof record.details?.upstream_status === "number" ? { upstream_status: record.details.upstream_status } : {}),

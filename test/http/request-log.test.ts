@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { join } from "node:path"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
-import { runCli, spawnGateway, tempDir, writeConfig, type GatewayProcess } from "../support/process.ts"
+import { runCli, serveInProcess, spawnGateway, tempDir, writeConfig, type GatewayProcess } from "../support/process.ts"
 
 const SECRET_CONTENT = "the-launch-code-is-7731-zebra"
 const WRONG_KEY = "sk-mg-this-key-does-not-exist-0123456789"
@@ -116,9 +116,10 @@ describe("the request log", () => {
       method: "POST",
       route: "/v1/chat/completions",
       model: "echo-1",
-      status: 200,
-      slug: null
+      status: 200
     })
+    // A success has no slug: the field is left out, not written as null.
+    expect(ok).not.toHaveProperty("slug")
     expect(ok.key_id).toMatch(/^key_/)
     expect(ok).toMatchObject({ provider: "echo" })
     expect(typeof ok.prompt_tokens).toBe("number")
@@ -140,4 +141,25 @@ describe("the request log", () => {
     expect(output).not.toContain(SECRET_CONTENT)
     expect(output).not.toContain("messages")
   }, 30_000)
+
+  it("in the pretty format, leaves the slug out of a success and names it on an error", async () => {
+    const pretty = writeConfig(tempDir("modelgate-log-pretty-"), { store: "sqlite::memory:", admin: { token: "log-test-admin-token-0123" }, log: { level: "info" } })
+    const gw = await serveInProcess(["--config", pretty, "serve", "--port", "0"])
+    let output: string
+    try {
+      const ok = await fetch(`${gw.url}/healthz`)
+      const missing = await fetch(`${gw.url}/no-such-path`)
+      const ids = [ok.headers.get("x-request-id")!, missing.headers.get("x-request-id")!]
+      const deadline = Date.now() + 5_000
+      while (!ids.every((id) => gw.output().includes(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
+      output = gw.output()
+      const lineOf = (id: string) => output.split("\n").find((line) => line.includes(` request request_id=${id} `))!
+      expect(lineOf(ids[0]!)).toMatch(/ status=200 /)
+      expect(lineOf(ids[0]!)).not.toContain("slug=")
+      expect(lineOf(ids[1]!)).toMatch(/ status=404 slug=not_found /)
+    } finally {
+      await gw.stop()
+    }
+    expect(output).not.toContain("slug=null")
+  })
 })
