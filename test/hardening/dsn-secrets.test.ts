@@ -85,5 +85,12 @@ describe("DSNs at rest", () => {
     expect(served.code).toBe(1)
     expect(served.stderr).toMatch(/^modelgate: the store holds sealed connection DSNs \(connection 7\) and no secrets\.key is configured: set secrets\.key \(or MODELGATE_SECRETS_KEY\)/)
     expect(served.stderr).not.toContain(PASSWORD)
+    // The key kept as a previous one only (sealing turned off) still opens them: that starts.
+    const previous = await startGateway(testConfig({ store: `sqlite:${store}`, secrets: { previous_keys: [OLD_KEY] } }))
+    try {
+      expect((await previous.admin("GET", "/connections")).status).toBe(200)
+    } finally {
+      await previous.close()
+    }
   })
 })

@@ -62,13 +62,17 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
       // Sealed DSNs and no key to open them: refused at start, like a wrong key, rather than a
       // 500 on the first request that uses the connection (issue 31.5).
       if (secrets.key === undefined) {
-        const sealed = yield* sql`SELECT id FROM connections WHERE url LIKE ${`${SEALED_PREFIX}%`} OR read_url LIKE ${`${SEALED_PREFIX}%`} ORDER BY id`.pipe(
+        const sealed = yield* sql`SELECT * FROM connections WHERE url LIKE ${`${SEALED_PREFIX}%`} OR read_url LIKE ${`${SEALED_PREFIX}%`} ORDER BY id`.pipe(
+          decodeConnections,
           Effect.orDie
         )
-        if (sealed.length > 0) {
+        // secrets.previous_keys alone still opens what they sealed; anything else cannot be read.
+        const opens = (value: string | null) => value === null || !isSealed(value) || secrets.previousKeys.some((key) => openWith(value, key) !== undefined)
+        const unreadable = sealed.filter((row) => !opens(row.url) || !opens(row.read_url))
+        if (unreadable.length > 0) {
           return yield* Effect.die(
             new Error(
-              `the store holds sealed connection DSNs (connection ${sealed.map((row) => String(row.id)).join(", ")}) and no secrets.key is configured: ` +
+              `the store holds sealed connection DSNs (connection ${unreadable.map((row) => String(row.id)).join(", ")}) and no secrets.key is configured: ` +
                 "set secrets.key (or MODELGATE_SECRETS_KEY) to the key they were sealed with"
             )
           )
