@@ -15,6 +15,7 @@ import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
 import * as Argument from "effect/cli/Argument"
 import * as CliError from "effect/cli/CliError"
+import * as CliOutput from "effect/cli/CliOutput"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as GlobalFlag from "effect/cli/GlobalFlag"
@@ -26,10 +27,11 @@ import * as Option from "effect/Option"
 import { Refused } from "./commands/refused.ts"
 import { ConfigInvalid } from "./services/config/load.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
-import { cliArgs } from "./cli/args.ts"
+import { cliArgs, commandWords } from "./cli/args.ts"
 import { failureLine } from "./cli/failure.ts"
 import { loadConfig } from "./cli/load-config.ts"
 import { preflight } from "./cli/preflight.ts"
+import { type LogFormat, noticeLine } from "./services/logging/notice.ts"
 
 const configFlag = Flag.String("config").pipe(
   Flag.withAlias("c"),
@@ -67,6 +69,9 @@ const LEVEL_OF: Readonly<Record<string, GatewayConfig["log"]["level"]>> = {
 class Invocation extends Context.Service<Invocation, {
   readonly env: Readonly<Record<string, string | undefined>>
   store: string | undefined
+  /** `serve`'s log.format once its config is loaded: its own lines (a failure included) follow it. */
+  logFormat: LogFormat | undefined
+  readonly onLogFormat: ((format: LogFormat) => void) | undefined
 }>()("modelgate/cli/Invocation") {}
 
 /** Where the config came from, as its messages name it. */
@@ -94,8 +99,15 @@ const readConfig = (
     const checked = preflight(config, { serving: options.serving ?? false })
     if (checked.problem !== undefined) return yield* new ConfigInvalid({ message: `${path ?? "configuration"}: ${checked.problem}` })
     invocation.store = config.store
+    if (options.serving) {
+      invocation.logFormat = config.log.format
+      invocation.onLogFormat?.(config.log.format)
+    }
     // `backup` and `restore` never create a store through the store layer: no announcement.
-    if (checked.createsStore !== undefined && options.createsStore !== false) yield* Console.error(`modelgate: no store at ${checked.createsStore} yet: creating a new SQLite store`)
+    if (checked.createsStore !== undefined && options.createsStore !== false) {
+      const notice = `no store at ${checked.createsStore} yet: creating a new SQLite store`
+      yield* Console.error(noticeLine(invocation.logFormat, "INFO", `modelgate: ${notice}`, { message: notice }))
+    }
     return config
   })
 
@@ -182,6 +194,8 @@ const keys = Command.make("keys").pipe(
   Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke, keysDelete])
 )
 
+const creditsModule = load(() => import("./commands/credits.ts"))
+
 const creditsAdd = Command.make(
   "add",
   {
@@ -191,14 +205,36 @@ const creditsAdd = Command.make(
   Effect.fn(function*({ amount, note }) {
     if (amount <= 0) return yield* new Refused({ message: "credits must be a positive integer" })
     const config = yield* readConfig()
-    const { addCredits } = yield* load(() => import("./commands/credits.ts"))
-    return yield* addCredits(config, amount, note)
+    return yield* (yield* creditsModule).addCredits(config, amount, note)
   })
 ).pipe(Command.withDescription("Top up the workspace credit pool"))
 
-const credits = Command.make("credits").pipe(
-  Command.withDescription("Manage the workspace credit pool"),
-  Command.withSubcommands([creditsAdd])
+const showBalance = Effect.fn(function*() {
+  const config = yield* readConfig()
+  return yield* (yield* creditsModule).showBalance(config)
+})
+
+const creditsBalance = Command.make("balance", {}, showBalance).pipe(
+  Command.withDescription("Print the workspace credit pool (what GET /workspace answers); the same as `modelgate credits`")
+)
+
+/** The most ledger rows one command prints, as `GET /workspace/ledger`'s `limit`. */
+const MAX_LEDGER_ROWS = 1000
+
+const creditsLedger = Command.make(
+  "ledger",
+  { limit: Flag.Int("limit").pipe(Flag.withDescription(`How many rows, newest first (1 to ${MAX_LEDGER_ROWS})`), Flag.withDefault(20)) },
+  Effect.fn(function*({ limit }) {
+    if (limit < 1 || limit > MAX_LEDGER_ROWS) return yield* new Refused({ message: `--limit: expected a number from 1 to ${MAX_LEDGER_ROWS}` })
+    const config = yield* readConfig()
+    return yield* (yield* creditsModule).showLedger(config, limit)
+  })
+).pipe(Command.withDescription("Print the most recent credit ledger rows (charges, refunds, top-ups), newest first"))
+
+// `modelgate credits` alone prints the balance: what an operator asks the pool most often.
+const credits = Command.make("credits", {}, showBalance).pipe(
+  Command.withDescription("The workspace credit pool: print the balance (no subcommand, or `balance`), the ledger, or top it up"),
+  Command.withSubcommands([creditsBalance, creditsLedger, creditsAdd])
 )
 
 const connectionsModule = load(() => import("./commands/connections.ts"))
@@ -212,6 +248,22 @@ const connectionsList = Command.make(
     return yield* (yield* connectionsModule).listConnections(config)
   })
 ).pipe(Command.withDescription("List database connections (passwords masked)"))
+
+const connectionsAdd = Command.make(
+  "add",
+  {
+    id: Flag.Int("id").pipe(Flag.withDescription("Id to give it (default: the next free one)"), Flag.optional),
+    name: Flag.String("name").pipe(Flag.withDescription("A name (what keys' grants and the MCP tools show)")),
+    dialect: Flag.String("dialect").pipe(Flag.withDescription("postgres or mysql")),
+    url: Flag.String("url").pipe(Flag.withDescription("DSN for writes (the edit role), and reads when --read-url is not given")),
+    readUrl: Flag.String("read-url").pipe(Flag.withDescription("DSN of a read-only user, used for every read"), Flag.optional),
+    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("Schema unqualified names resolve in"), Flag.optional)
+  },
+  Effect.fn(function*(flags) {
+    const config = yield* readConfig()
+    return yield* (yield* connectionsModule).addConnection(config, flags)
+  })
+).pipe(Command.withDescription("Add a database connection for the SQL tools (stored as POST /connections stores it: sealed with secrets.key when set)"))
 
 const connectionsUpdate = Command.make(
   "update",
@@ -240,7 +292,7 @@ const connectionsDelete = Command.make(
 
 const connections = Command.make("connections").pipe(
   Command.withDescription("Manage the SQL tools' database connections in the configured store"),
-  Command.withSubcommands([connectionsList, connectionsUpdate, connectionsDelete])
+  Command.withSubcommands([connectionsList, connectionsAdd, connectionsUpdate, connectionsDelete])
 )
 
 const backupModule = load(() => import("./commands/backup.ts"))
@@ -292,9 +344,52 @@ const configCommand = Command.make("config").pipe(
 const VERSION = "0.1.0"
 const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, backupCommand, restoreCommand, configCommand]))
 
+/** A console that writes what would go to stdout to stderr (usage shown for a mistake). */
+const onStderr = (console: Console.Console): Console.Console =>
+  Object.assign(Object.create(console) as Console.Console, {
+    log: (...args: ReadonlyArray<unknown>) => console.error(...args),
+    info: (...args: ReadonlyArray<unknown>) => console.error(...args)
+  })
+const toStderr = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Console.consoleWith((console) => Effect.provideService(effect, Console.Console, onStderr(console)))
+
+/**
+ * Help asked for (`--help`, `help`) goes to stdout, exit 0; the usage shown for a mistake (a
+ * missing flag or subcommand, a bad value) goes to stderr with the error, exit 1, so
+ * `modelgate ... > out` never captures a usage as output.
+ */
+const presenter: CliOutput.Presenter = {
+  present: (event) =>
+    event._tag === "InvalidInvocation" || (event._tag === "Help" && event.reason === "Implicit")
+      ? toStderr(CliOutput.defaultPresenter.present(event))
+      : CliOutput.defaultPresenter.present(event)
+}
+
+/**
+ * The first word of the command line that names no command where one is expected
+ * (`modelgate frob`, `modelgate credits frob`, `modelgate help frob`), with the command it was
+ * given to and the names that would have been right. The parser reports these only without
+ * `--help` (with it, it shows the parent's help and succeeds), so they are found here first.
+ */
+const unknownCommand = (argv: ReadonlyArray<string>) => {
+  let node: Command.Command.Any = cli
+  const path: Array<string> = []
+  for (const { word } of commandWords(argv)) {
+    const children = node.subcommands.flatMap((group) => group.commands)
+    if (children.length === 0) return undefined
+    const next = children.find((child) => child.name === word)
+    if (next === undefined) return { word, path, known: children.map((child) => child.name) }
+    node = next
+    path.push(word)
+  }
+  return undefined
+}
+
 export interface CommandLineOptions {
   /** The environment the config's MODELGATE_* overrides and the providers' key variables come from. */
   readonly env: Readonly<Record<string, string | undefined>>
+  /** Told `serve`'s log.format once its config is loaded (main.ts writes its last line in it). */
+  readonly onLogFormat?: ((format: LogFormat) => void) | undefined
 }
 
 /**
@@ -303,9 +398,21 @@ export interface CommandLineOptions {
  * interrupted; an interruption is left to the caller (main.ts exits 0 once the finalizers ran).
  */
 export const runCommandLine = (argv: ReadonlyArray<string>, options: CommandLineOptions): Effect.Effect<number> => {
-  const invocation: Invocation["Service"] = { env: options.env, store: undefined }
-  const failed = (message: string) => Effect.as(Console.error(`modelgate: ${message}`), 1)
-  return Command.runWith(cli, { version: VERSION })(cliArgs(argv)).pipe(
+  const invocation: Invocation["Service"] = { env: options.env, store: undefined, logFormat: undefined, onLogFormat: options.onLogFormat }
+  const failed = (message: string) =>
+    Effect.as(Console.error(noticeLine(invocation.logFormat, "ERROR", `modelgate: ${message}`, { message })), 1)
+  const args = cliArgs(argv)
+  const unknown = unknownCommand(args)
+  const run = unknown === undefined
+    ? Command.runWith(cli, { version: VERSION })(args)
+    : Effect.gen(function*() {
+      const parent = ["modelgate", ...unknown.path].join(" ")
+      yield* Console.error(`modelgate: unknown command "${unknown.word}" for "${parent}" (one of: ${unknown.known.join(", ")})\n`)
+      // The usage of the command it was given to, on stderr with the error.
+      yield* toStderr(Effect.ignore(Command.runWith(cli, { version: VERSION })([...unknown.path, "--help"])))
+      return yield* new CliError.UnknownSubcommand({ subcommand: unknown.word, parent: ["modelgate", ...unknown.path], suggestions: [] })
+    })
+  return run.pipe(
     Effect.as(0),
     Effect.catchTag("ConfigInvalid", (error) => failed(`invalid configuration: ${error.message}`)),
     Effect.catchTag("DependencyUnavailable", (error) => failed(error.message)),
@@ -322,12 +429,18 @@ export const runCommandLine = (argv: ReadonlyArray<string>, options: CommandLine
       if (Option.isSome(error) && CliError.isCliError(error.value)) return Effect.succeed(1)
       const debug = argv.some((arg, i, all) => arg === "--log-level=debug" || (arg === "--log-level" && /^(debug|trace|all)$/i.test(all[i + 1] ?? "")))
       return Effect.gen(function*() {
-        yield* Console.error(`modelgate: ${failureLine(cause, { store: invocation.store })}`)
+        const line = failureLine(cause, { store: invocation.store })
+        if (invocation.logFormat === "json") {
+          yield* Console.error(noticeLine("json", "ERROR", "", { message: line, fields: debug ? { cause: Cause.pretty(cause) } : {} }))
+          return 1
+        }
+        yield* Console.error(`modelgate: ${line}`)
         if (debug) yield* Console.error(Cause.pretty(cause))
         return 1
       })
     }),
     Effect.provideService(Invocation, invocation),
+    Effect.provideService(CliOutput.Presenter, presenter),
     Effect.provide(NodeServices.layer),
     Effect.provide(Logger.layer([Logger.consolePretty()])),
     // What a command logs (a store upgrade's progress, say) goes to stderr: stdout is its answer (JSON for scripts).

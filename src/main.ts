@@ -13,13 +13,17 @@ import * as Runtime from "effect/Runtime"
 import { enableCompileCache } from "node:module"
 import { runCommandLine } from "./command-line.ts"
 import { losses } from "./services/durability/losses.ts"
+import { type LogFormat, noticeLine } from "./services/logging/notice.ts"
 
 // Node compiles every TypeScript module it loads; the cache keeps that work across runs (keyed by
 // file contents and Node version). bin/modelgate.js enables it before this file loads; this covers
 // `node src/main.ts` for the commands' modules. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
 enableCompileCache()
 
-runCommandLine(process.argv.slice(2), { env: process.env }).pipe(
+// serve's log.format, once its config is loaded: the line about lost records follows it.
+let logFormat: LogFormat | undefined
+
+runCommandLine(process.argv.slice(2), { env: process.env, onLogFormat: (format) => (logFormat = format) }).pipe(
   // A failed command exits at once with its status, as before the split (finalizers already ran).
   Effect.flatMap((code) => code === 0 ? Effect.void : Effect.sync(() => process.exit(code))),
   (program) =>
@@ -29,7 +33,8 @@ runCommandLine(process.argv.slice(2), { env: process.env }).pipe(
       teardown: (exit, onExit) => {
         const lost = losses()
         if (lost.count > 0) {
-          process.stderr.write(`modelgate: stopped without keeping ${lost.count} records (${lost.summary}); see the log above\n`)
+          const message = `stopped without keeping ${lost.count} records (${lost.summary}); see the log above`
+          process.stderr.write(noticeLine(logFormat, "ERROR", `modelgate: ${message}`, { message }) + "\n")
           return onExit(1)
         }
         return Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)

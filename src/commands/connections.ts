@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import { coreLayer } from "../core.ts"
 import { decodeStrict } from "../domain/validation.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
-import { ConnectionChange, Connections, toConnectionView } from "../services/sql/Connections.ts"
+import { ConnectionChange, ConnectionInput, Connections, toConnectionView } from "../services/sql/Connections.ts"
 import { printJson } from "./print.ts"
 import { Refused } from "./refused.ts"
 
@@ -27,6 +27,39 @@ export const listConnections = (config: GatewayConfig) =>
     Effect.flatMap((list) => printJson(list.map(toConnectionView))),
     refused
   )
+
+export interface AddConnectionFlags {
+  readonly id: Option.Option<number>
+  readonly name: string
+  readonly dialect: string
+  readonly url: string
+  readonly readUrl: Option.Option<string>
+  readonly defaultSchema: Option.Option<string>
+}
+
+/**
+ * `connections add`: the body `POST /connections` takes, through its schema and service, so the
+ * DSN is stored as the admin API stores it (sealed with secrets.key when one is set) and an id
+ * left out is the next free one.
+ */
+export const addConnection = (config: GatewayConfig, flags: AddConnectionFlags) =>
+  Effect.gen(function*() {
+    const fields: Record<string, unknown> = { name: flags.name, dialect: flags.dialect, url: flags.url }
+    Option.map(flags.id, (id) => (fields.id = id))
+    Option.map(flags.readUrl, (url) => (fields.read_url = url))
+    Option.map(flags.defaultSchema, (schema) => (fields.default_schema = schema))
+    const input = yield* decodeStrict(ConnectionInput)(fields)
+    const created = yield* withConnections(config, (connections) =>
+      connections.create({
+        id: input.id,
+        name: input.name,
+        dialect: input.dialect,
+        url: input.url,
+        read_url: input.read_url ?? null,
+        default_schema: input.default_schema ?? null
+      }))
+    yield* printJson(toConnectionView(created))
+  }).pipe(refused)
 
 export interface UpdateConnectionFlags {
   readonly name: Option.Option<string>

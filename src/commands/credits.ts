@@ -8,6 +8,7 @@ import * as Option from "effect/Option"
 import { coreLayer } from "../core.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
 import { Credits } from "../services/credits/Credits.ts"
+import { CreditsRepo } from "../services/store/CreditsRepo.ts"
 import { printJson } from "./print.ts"
 
 export const addCredits = (config: GatewayConfig, amount: number, note: Option.Option<string>) =>
@@ -15,4 +16,18 @@ export const addCredits = (config: GatewayConfig, amount: number, note: Option.O
     // Not a replica: a one-shot top-up takes no reservations and keeps no lease.
     Effect.provide(Credits.layer({ replica: false }).pipe(Layer.provideMerge(coreLayer(config)))),
     Effect.flatMap((balance) => printJson({ credits: balance }))
+  )
+
+/** The pool as `GET /workspace` shows it: read from the store, so every replica's charges are in it. */
+export const showBalance = (config: GatewayConfig) =>
+  Effect.flatMap(CreditsRepo, (repo) => repo.getWorkspace).pipe(
+    Effect.provide(coreLayer(config)),
+    Effect.flatMap(printJson)
+  )
+
+/** The newest `limit` ledger rows, as `GET /workspace/ledger` lists them. */
+export const showLedger = (config: GatewayConfig, limit: number) =>
+  Effect.flatMap(CreditsRepo, (repo) => repo.ledger({ limit })).pipe(
+    Effect.provide(coreLayer(config)),
+    Effect.flatMap(printJson)
   )

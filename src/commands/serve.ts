@@ -10,6 +10,7 @@ import * as HttpServer from "effect/http/HttpServer"
 import { gatewayLayer, loggingLayer } from "../gateway.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
 import { ConfigReload } from "../services/config/ConfigReload.ts"
+import { noticeLine } from "../services/logging/notice.ts"
 import type { ConfigInvalid } from "../services/config/load.ts"
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
@@ -50,10 +51,17 @@ export const serve = (
         oneTimeToken === undefined
           ? config.admin.token === undefined ? Effect.void : Effect.log(`admin app: ${address}/app`)
           // Printed whatever the log level: without it the admin app cannot be opened.
-          : Console.log(
+          : Console.log(noticeLine(
+            config.log.format,
+            "INFO",
             `admin app: ${address}/app, sign in with this one-time admin token (valid until the process stops; ` +
-              `set admin.token or MODELGATE_ADMIN_TOKEN to choose a lasting one): ${oneTimeToken}`
-          )
+              `set admin.token or MODELGATE_ADMIN_TOKEN to choose a lasting one): ${oneTimeToken}`,
+            {
+              message: "admin app: sign in with this one-time admin token (valid until the process stops; " +
+                "set admin.token or MODELGATE_ADMIN_TOKEN to choose a lasting one)",
+              fields: { admin_app: `${address}/app`, one_time_admin_token: oneTimeToken }
+            }
+          ))
       )
     })
   )

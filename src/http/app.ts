@@ -105,7 +105,8 @@ const logRequest = (record: AuditRecord, span: Tracer.Span | undefined) =>
     model: record.model,
     provider: record.provider,
     status: record.status,
-    slug: record.error,
+    // Only when there is one: a success line read `slug=null` (and `"slug":null` in JSON).
+    ...(record.error === null ? {} : { slug: record.error }),
     prompt_tokens: record.prompt_tokens,
     completion_tokens: record.completion_tokens,
     ...(typeof record.details?.upstream_status === "number" ? { upstream_status: record.details.upstream_status } : {}),
@@ -264,7 +265,14 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
             : new InternalError({ message: "internal error; quote the request id when reporting it" })
           const log = error._tag === "InternalError" ? Effect.logError("unhandled failure", cause) : Effect.void
           // The record keeps what the client was told, not just the slug: "why was this a 400" is an audit question.
-          state.audit.details = { ...state.audit.details, message: auditMessage(error.message) }
+          // And a provider's own status (a 401 for a wrong provider key, a 429, a 5xx): the client's
+          // 502 carries it in details.upstream_status, so the record and the request line do too.
+          const upstream = (error.details as { upstream_status?: unknown } | undefined)?.upstream_status
+          state.audit.details = {
+            ...state.audit.details,
+            message: auditMessage(error.message),
+            ...(typeof upstream === "number" ? { upstream_status: upstream } : {})
+          }
           return Effect.andThen(log, finish(request, state, errorResponse(error, state), error))
         }),
         // The client went away before an answer: still one record, with nginx's 499 convention;

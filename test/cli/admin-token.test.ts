@@ -4,7 +4,7 @@
  * gateway runs in this process: the same `serve` command line and output, without a child Node.
  */
 import { describe, expect, it } from "vitest"
-import { serveInProcess, tempDir, writeConfig } from "../support/process.ts"
+import { runCli, serveInProcess, tempDir, writeConfig } from "../support/process.ts"
 
 const signIn = (url: string, token: string) =>
   fetch(`${url}/app/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token }) })
@@ -47,4 +47,16 @@ describe("modelgate serve and the admin token", () => {
       await gw.stop()
     }
   }, 60_000)
+
+  it("refuses to start with the README's example token or a short one, naming admin.token and how to make one", async () => {
+    for (const [token, said] of [
+      ["a-long-random-admin-token", `admin.token: "a-long-random-admin-token" is a placeholder from an example; set a real secret (e.g. openssl rand -hex 32)`],
+      ["short-token", "admin.token: expected at least 16 characters of random text (make one with: openssl rand -hex 32)"]
+    ] as const) {
+      const config = writeConfig(tempDir(), { store: "sqlite::memory:", admin: { token } })
+      const result = await runCli(["--config", config, "serve", "--port", "0"])
+      expect(result.code, token).toBe(1)
+      expect(result.stderr, token).toContain(said)
+    }
+  })
 })

@@ -77,8 +77,9 @@ describe("modelgate help and --log-level", () => {
   it("--log-level error leaves out the request lines that log.level info writes", { timeout: 90_000 }, async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, log: { level: "info", format: "json" } })
-    // The listening line is info too; the gateway is found through the one-time token line instead.
-    const quiet = await serveInProcess(["--config", config, "--log-level", "error", "serve", "--port", "0"], {}, /admin app: (http:\/\/[^\s,]+)\/app/)
+    // The listening line is info too; the gateway is found through the one-time token line instead
+    // (a JSON line like every other with log.format json: the app's address in `admin_app`).
+    const quiet = await serveInProcess(["--config", config, "--log-level", "error", "serve", "--port", "0"], {}, /"admin_app":"(http:\/\/[^"]+)\/app"/)
     try {
       expect((await fetch(`${quiet.url}/healthz`)).status).toBe(200)
       await new Promise((r) => setTimeout(r, 300))

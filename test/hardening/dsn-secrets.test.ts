@@ -9,7 +9,8 @@ import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { afterAll, describe, expect, it } from "vitest"
 import { openWith, SEALED_PREFIX } from "../../src/services/store/secrets.ts"
-import { startGateway, testConfig } from "../support/gateway.ts"
+import { ADMIN_TOKEN, startGateway, testConfig } from "../support/gateway.ts"
+import { runCli, writeConfig } from "../support/process.ts"
 
 const root = mkdtempSync(join(tmpdir(), "mg-secrets-"))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -37,6 +38,12 @@ describe("DSNs at rest", () => {
         read_url: `postgres://reader:${PASSWORD}@127.0.0.1:5432/app`
       })
       expect(created.status).toBe(201)
+      // A changed DSN (a rotated password) is sealed as well, not stored as given until the next start.
+      const patched = await gw.admin("PATCH", "/connections/1", { url: `postgres://app:${PASSWORD}@127.0.0.1:5432/app2` })
+      expect(patched.status).toBe(200)
+      expect(storedUrls()[0]!.url.startsWith(SEALED_PREFIX)).toBe(true)
+      expect(readFileSync(file).includes(PASSWORD)).toBe(false)
+      await gw.admin("PATCH", "/connections/1", { url: `postgres://app:${PASSWORD}@127.0.0.1:5432/app` })
     } finally {
       await gw.close()
     }
@@ -59,5 +66,31 @@ describe("DSNs at rest", () => {
     expect(openWith(after!.url, NEW_KEY)).toBe(`postgres://app:${PASSWORD}@127.0.0.1:5432/app`)
     expect(openWith(after!.read_url!, NEW_KEY)).toBe(`postgres://reader:${PASSWORD}@127.0.0.1:5432/app`)
     expect(openWith(after!.url, OLD_KEY)).toBeUndefined()
+  })
+
+  it("without secrets.key, a store holding sealed DSNs is refused at start, naming the setting", async () => {
+    const dir = join(root, "no-key")
+    const store = join(dir, "modelgate.db")
+    const gw = await startGateway(testConfig({ store: `sqlite:${store}`, secrets: { key: OLD_KEY } }))
+    try {
+      const created = await gw.admin("POST", "/connections", { id: 7, name: "db", dialect: "postgres", url: `postgres://app:${PASSWORD}@127.0.0.1:5432/app` })
+      expect(created.status).toBe(201)
+    } finally {
+      await gw.close()
+    }
+    // The same store, the key forgotten: start fails (not a 500 when the connection is used).
+    await expect(startGateway(testConfig({ store: `sqlite:${store}` }))).rejects.toThrow(/no secrets\.key is configured/)
+    const config = writeConfig(dir, { store: `sqlite:${store}`, admin: { token: ADMIN_TOKEN }, log: { level: "none" } })
+    const served = await runCli(["--config", config, "serve", "--port", "0"])
+    expect(served.code).toBe(1)
+    expect(served.stderr).toMatch(/^modelgate: the store holds sealed connection DSNs \(connection 7\) and no secrets\.key is configured: set secrets\.key \(or MODELGATE_SECRETS_KEY\)/)
+    expect(served.stderr).not.toContain(PASSWORD)
+    // The key kept as a previous one only (sealing turned off) still opens them: that starts.
+    const previous = await startGateway(testConfig({ store: `sqlite:${store}`, secrets: { previous_keys: [OLD_KEY] } }))
+    try {
+      expect((await previous.admin("GET", "/connections")).status).toBe(200)
+    } finally {
+      await previous.close()
+    }
   })
 })

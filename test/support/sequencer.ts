@@ -24,6 +24,7 @@ export const LONG_FIRST = [
   "test/app/oidc-signin.e2e.test.ts",
   "test/faults/spools.test.ts",
   "test/faults/partition.test.ts",
+  "test/http/metrics-credits.test.ts",
   "test/pipelines/mcp.test.ts",
   "test/identity/oidc-tokens.test.ts",
   "test/faults/readyz.test.ts",
@@ -46,7 +47,10 @@ export const LONG_FIRST = [
   "test/services/sql/tools/guard-mysql.test.ts",
   "test/hardening/result-bytes.test.ts",
   "test/services/sql/tools/guard-postgres.test.ts",
-  "test/clients/replay.test.ts"
+  "test/clients/replay.test.ts",
+  // Issue 31.5: a spawned serve with SIGHUP (about 6 s); two replicas on Postgres (about 5 s).
+  "test/cli/log-json.test.ts",
+  "test/http/connections-next-id.test.ts"
 ]
 
 // A file renamed or removed would silently lose its place: name it here.

@@ -78,6 +78,34 @@ const readiness = (probeMs: number) => Effect.gen(function*() {
   return json(cooling.length === 0 ? { status: "ready" } : { status: "ready", cooling })
 })
 
+type PoolLevels = Effect.Success<CreditsRepo["Service"]["poolLevels"]>
+const poolReads = new WeakMap<object, { readonly expires: number; readonly result: Effect.Effect<PoolLevels | undefined> }>()
+
+/**
+ * The credit pool as the store holds it now, for the gauges: every replica's scrape reads the
+ * same row, so they agree (a cached copy per replica would not), and nothing is read on the
+ * request path. Bounded like a readiness probe: a store that does not answer in time leaves the
+ * gauges out of this scrape (an alert on them sees no data, not a false 0) and the scrape still
+ * answers. Reads within a second share one query, so an open /metrics is no store amplifier.
+ */
+const poolLevels = Effect.gen(function*() {
+  const store = yield* CreditsRepo
+  const metrics = yield* Metrics
+  const now = Date.now()
+  let cached = poolReads.get(store)
+  if (cached === undefined || cached.expires <= now) {
+    const read = store.poolLevels.pipe(
+      Effect.timeoutOption(PROBE_TIMEOUT),
+      Effect.map(Option.getOrUndefined),
+      Effect.orElseSucceed(() => undefined),
+      Effect.tap((levels) => Effect.sync(() => levels === undefined && metrics.dependencyError("store")))
+    )
+    cached = { expires: now + 1000, result: yield* Effect.cached(read) }
+    poolReads.set(store, cached)
+  }
+  return yield* cached.result
+})
+
 export const metricsRoute = (token: string | undefined) =>
   route(
     "GET",
@@ -103,7 +131,8 @@ export const metricsRoute = (token: string | undefined) =>
       }
       const metrics = yield* Metrics
       const audit = yield* Audit
-      const text = yield* metrics.render({ auditBuffered: audit.buffered(), auditDropped: audit.dropped() })
+      const pool = yield* poolLevels
+      const text = yield* metrics.render({ auditBuffered: audit.buffered(), auditDropped: audit.dropped(), pool })
       return HttpServerResponse.text(text, { contentType: metrics.contentType })
     })
   )

@@ -68,10 +68,10 @@ export const defaultEmbeddingEndpoints = (raw: Mapping): Mapping => {
 
 /**
  * Values copied from an example without being replaced (`CHANGE_ME-long-random` from the README,
- * `<your-token>`, `replace-me`): a gateway started with one would be guarded by a secret anyone
- * who read the docs knows.
+ * `a-long-random-admin-token`, `<your-token>`, `replace-me`, `placeholder`, `xxxxxxxx`): a
+ * gateway started with one would be guarded by a secret anyone who read the docs knows.
  */
-const PLACEHOLDER = /change[_-]?me|replace[_-]?me|^<[^>]*>$|^your[_-]/i
+const PLACEHOLDER = /change[_-]?me|replace[_-]?me|a[_-]?long[_-]?random|placeholder|^<[^>]*>$|^your[_-]|^x{6,}$/i
 
 export const isPlaceholderSecret = (value: string): boolean => PLACEHOLDER.test(value.trim())
 

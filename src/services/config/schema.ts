@@ -312,7 +312,11 @@ export const GatewayConfig = Schema.Struct({
   ),
   admin: def(
     Schema.Struct({
-      token: Schema.optional(Schema.String.check(Schema.isMinLength(8))),
+      // Anyone who holds it administers the gateway: 16 characters at least (a guessable short
+      // one was accepted); what the message suggests makes 64.
+      token: Schema.optional(Schema.String.check(Schema.isMinLength(16, {
+        message: "expected at least 16 characters of random text (make one with: openssl rand -hex 32)"
+      }))),
       oidc: Schema.optional(AdminOidcConfig)
     }),
     {}

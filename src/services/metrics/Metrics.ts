@@ -68,7 +68,12 @@ export interface MetricsShape {
   /** Where the gauge of deployments cooling down reads them at scrape time. */
   readonly coolingSource: (read: () => ReadonlyArray<{ readonly deployment: string; readonly provider: string }>) => void
   /** The exposition text, after `refresh` set the values read at scrape time. */
-  readonly render: (refresh: { readonly auditBuffered: number; readonly auditDropped: number }) => Effect.Effect<string>
+  readonly render: (refresh: {
+    readonly auditBuffered: number
+    readonly auditDropped: number
+    /** The credit pool as the store holds it (undefined: the store did not answer; its gauges are left out). */
+    readonly pool?: { readonly workspace: string; readonly credits: number; readonly leased: number } | undefined
+  }) => Effect.Effect<string>
   readonly contentType: string
 }
 
@@ -296,6 +301,21 @@ export const makeMetrics = (): MetricsShape => {
     }
   })
 
+  // Labelled by workspace so that a scrape whose store read failed can leave them out (an
+  // unlabelled gauge always has a sample). Plain numbers: credits may be fractional one day.
+  const poolCredits = new Gauge({
+    name: "modelgate_workspace_credits",
+    help: "Credits in the workspace pool, as the store holds them at scrape time (the same on every replica); a paid request is refused 402 when they run out",
+    labelNames: ["workspace"] as const,
+    registers: [registry]
+  })
+  const poolLeased = new Gauge({
+    name: "modelgate_workspace_credits_leased",
+    help: "Of modelgate_workspace_credits, the unspent part the replicas' blocks hold (spent by those replicas' requests first)",
+    labelNames: ["workspace"] as const,
+    registers: [registry]
+  })
+
   let droppedSeen = 0
 
   return {
@@ -366,6 +386,12 @@ export const makeMetrics = (): MetricsShape => {
     render: (refresh) =>
       Effect.promise(() => {
         auditBuffered.set(refresh.auditBuffered)
+        poolCredits.reset()
+        poolLeased.reset()
+        if (refresh.pool !== undefined) {
+          poolCredits.labels(refresh.pool.workspace).set(refresh.pool.credits)
+          poolLeased.labels(refresh.pool.workspace).set(refresh.pool.leased)
+        }
         // The audit trail counts drops since start; the counter follows it.
         if (refresh.auditDropped > droppedSeen) {
           auditDropped.inc(refresh.auditDropped - droppedSeen)

@@ -26,7 +26,8 @@ const SchemaName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength
 
 /** A new connection, as the admin API (POST /connections) accepts it. */
 export const ConnectionInput = Schema.Struct({
-  id: Schema.Int.check(Schema.isGreaterThan(0)),
+  /** Optional: without it the connection gets the next free id (above the config file's too). */
+  id: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(2_147_483_647))),
   name: ConnectionName,
   dialect: ConnectionDialect,
   url: ConnectionUrl,
@@ -60,7 +61,10 @@ export const toConnectionView = (c: ConnectionRecord): ConnectionView => ({
 export class Connections extends Context.Service<Connections, {
   readonly list: Effect.Effect<ReadonlyArray<ConnectionRecord>, DependencyUnavailable>
   readonly get: (id: number) => Effect.Effect<ConnectionRecord | undefined, DependencyUnavailable>
-  readonly create: (input: Omit<ConnectionRecord, "source">) => Effect.Effect<ConnectionRecord, Conflict | DependencyUnavailable>
+  /** Adds a connection under `id`, or (none given) the next free one. */
+  readonly create: (
+    input: Omit<ConnectionRecord, "source" | "id"> & { readonly id?: number | undefined }
+  ) => Effect.Effect<ConnectionRecord, Conflict | DependencyUnavailable>
   /**
    * Changes a connection added through the admin API (a rotated password, a new host). One from
    * the config file is a 409: the file would put it back at the next start.
@@ -97,6 +101,8 @@ export class Connections extends Context.Service<Connections, {
           source: "config"
         }))
         const configIds = new Set(fromConfig.map((c) => c.id))
+        // Assigned ids start above the config file's: a stored connection never hides behind one of them.
+        const maxConfigId = Math.max(0, ...configIds)
         const list = store.listConnections.pipe(
           Effect.mapError(storeUnavailable),
           // The config file wins over a stored connection that reuses its id.
@@ -120,13 +126,17 @@ export class Connections extends Context.Service<Connections, {
         return Connections.of({
           list,
           get,
-          create: (input) =>
+          create: ({ id, ...fields }) =>
             Effect.gen(function*() {
-              const taken = () => new Conflict({ message: `connection id ${input.id} is already in use`, details: { connection_id: input.id } })
-              if (configIds.has(input.id)) return yield* taken()
-              const inserted = yield* store.insertConnection(input).pipe(Effect.mapError(storeUnavailable))
+              if (id === undefined) {
+                const assigned = yield* store.insertConnectionWithNextId(fields, maxConfigId).pipe(Effect.mapError(storeUnavailable))
+                return { id: assigned, ...fields, source: "admin" as const }
+              }
+              const taken = () => new Conflict({ message: `connection id ${id} is already in use`, details: { connection_id: id } })
+              if (configIds.has(id)) return yield* taken()
+              const inserted = yield* store.insertConnection({ id, ...fields }).pipe(Effect.mapError(storeUnavailable))
               if (!inserted) return yield* taken()
-              return { ...input, source: "admin" as const }
+              return { id, ...fields, source: "admin" as const }
             }),
           update: (id, change) =>
             Effect.gen(function*() {

@@ -8,7 +8,7 @@ import { SqlClient } from "effect/sql/SqlClient"
 import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Num, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
-import { isSealed, noSecrets, openStored, openWith, seal, StoreSecrets, toStored } from "./secrets.ts"
+import { isSealed, noSecrets, openStored, openWith, seal, SEALED_PREFIX, StoreSecrets, toStored } from "./secrets.ts"
 
 const ConnectionRow = Schema.Struct({
   id: Num,
@@ -33,6 +33,12 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
   readonly listConnections: Effect.Effect<ReadonlyArray<ConnectionRecord>, StoreError>
   /** Inserts a connection; false when the id is taken. */
   readonly insertConnection: (connection: Omit<ConnectionRecord, "source">) => Effect.Effect<boolean, StoreError>
+  /**
+   * Inserts a connection under the next free id above every stored one and above `floor` (the
+   * config file's ids); returns that id. Concurrent inserts never share one: the id is taken by
+   * the insert itself, and one that lost the race to another replica's is tried again.
+   */
+  readonly insertConnectionWithNextId: (connection: Omit<ConnectionRecord, "source" | "id">, floor: number) => Effect.Effect<number, StoreError>
   readonly grantsOf: (keyId: string) => Effect.Effect<ReadonlyArray<GrantRecord>, StoreError>
   /** The grants of each of these keys, in one query (a page of the key list); a key without grants has none in the map. */
   readonly grantsOfKeys: (keyIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<GrantRecord>>, StoreError>
@@ -55,6 +61,25 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
         url: openStored(row.url, secrets),
         read_url: row.read_url === null ? null : openStored(row.read_url, secrets)
       })
+      // Sealed DSNs and no key to open them: refused at start, like a wrong key, rather than a
+      // 500 on the first request that uses the connection (issue 31.5).
+      if (secrets.key === undefined) {
+        const sealed = yield* sql`SELECT * FROM connections WHERE url LIKE ${`${SEALED_PREFIX}%`} OR read_url LIKE ${`${SEALED_PREFIX}%`} ORDER BY id`.pipe(
+          decodeConnections,
+          Effect.orDie
+        )
+        // secrets.previous_keys alone still opens what they sealed; anything else cannot be read.
+        const opens = (value: string | null) => value === null || !isSealed(value) || secrets.previousKeys.some((key) => openWith(value, key) !== undefined)
+        const unreadable = sealed.filter((row) => !opens(row.url) || !opens(row.read_url))
+        if (unreadable.length > 0) {
+          return yield* Effect.die(
+            new Error(
+              `the store holds sealed connection DSNs (connection ${unreadable.map((row) => String(row.id)).join(", ")}) and no secrets.key is configured: ` +
+                "set secrets.key (or MODELGATE_SECRETS_KEY) to the key they were sealed with"
+            )
+          )
+        }
+      }
       // DSNs at rest are sealed with the current key (secrets.ts): rows stored in plain text or
       // under a previous key are sealed again at start, which is how a key is rotated.
       if (secrets.key !== undefined) {
@@ -80,6 +105,20 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.insertConnection")
           ),
+        insertConnectionWithNextId: (c, floor) =>
+          Effect.gen(function*() {
+            for (let attempt = 0; attempt < 50; attempt++) {
+              // One statement: the id is computed and taken together (`WHERE true` lets SQLite
+              // read the ON CONFLICT as the insert's, not the SELECT's join).
+              const rows = yield* sql<{ id: number }>`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
+                SELECT (CASE WHEN COALESCE(MAX(id), 0) > ${floor} THEN MAX(id) ELSE ${floor} END) + 1, ${c.name}, ${c.dialect},
+                  ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema}, ${new Date().toISOString()}
+                FROM connections WHERE true
+                ON CONFLICT (id) DO NOTHING RETURNING id`
+              if (rows[0] !== undefined) return Number(rows[0].id)
+            }
+            return yield* Effect.fail(new Error("no free connection id after 50 attempts (too many concurrent creates)"))
+          }).pipe(storeOp("ConnectionsRepo.insertConnectionWithNextId")),
         grantsOf: (keyId) =>
           sql`SELECT key_id, connection_id, role, granted_at FROM key_grants WHERE key_id = ${keyId} ORDER BY connection_id`.pipe(
             decodeGrants,
@@ -116,7 +155,9 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
             })
           ).pipe(storeOp("ConnectionsRepo.deleteGrant")),
         updateConnection: (c) =>
-          sql`UPDATE connections SET name = ${c.name}, dialect = ${c.dialect}, url = ${c.url}, read_url = ${c.read_url},
+          // Sealed like an insert: a rotated password must not sit in plain text until the next start.
+          sql`UPDATE connections SET name = ${c.name}, dialect = ${c.dialect}, url = ${toStored(c.url, secrets)},
+              read_url = ${c.read_url === null ? null : toStored(c.read_url, secrets)},
               default_schema = ${c.default_schema} WHERE id = ${c.id} RETURNING id`.pipe(
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.updateConnection")

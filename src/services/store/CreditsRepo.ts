@@ -86,6 +86,7 @@ const decodeWorkspace = decodeRows(WorkspaceRow)
 const decodeLedger = decodeRows(LedgerRow)
 const decodeReservations = decodeRows(ReservationRow)
 const decodeCredits = decodeRows(Schema.Struct({ credits: Num }))
+const decodePoolLevels = decodeRows(Schema.Struct({ id: Schema.String, credits: Num, leased: Num }))
 const decodeAdmit = decodeRows(AdmitRow)
 
 export class CreditsRepo extends Context.Service<CreditsRepo, {
@@ -93,6 +94,8 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   /** Creates the workspace with its opening ledger row on the first start; returns it either way. */
   readonly ensureWorkspace: (initialCredits: number) => Effect.Effect<WorkspaceRecord, StoreError>
   readonly getWorkspace: Effect.Effect<WorkspaceRecord, StoreError>
+  /** The pool's balance and the part of it replicas' blocks hold (the metrics' gauges, read at scrape time). */
+  readonly poolLevels: Effect.Effect<{ readonly workspace: string; readonly credits: number; readonly leased: number }, StoreError>
   /**
    * The paid part of admitting a request, in one transaction (one statement on Postgres, so one
    * commit on the hot path): count it against the key's (or subject's) budget when `budget` is set, then charge
@@ -329,6 +332,14 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
             })
           ).pipe(storeOp("CreditsRepo.ensureWorkspace")),
         getWorkspace: getWorkspace.pipe(storeOp("CreditsRepo.getWorkspace")),
+        poolLevels: decodePoolLevels(sql`SELECT id, credits, leased FROM workspaces WHERE id = ${DEFAULT_WORKSPACE}`).pipe(
+          Effect.flatMap((rows) =>
+            rows[0] === undefined
+              ? Effect.fail(new Error(`workspace ${DEFAULT_WORKSPACE} is missing`))
+              : Effect.succeed({ workspace: rows[0].id, credits: rows[0].credits, leased: rows[0].leased })
+          ),
+          storeOp("CreditsRepo.poolLevels")
+        ),
         admitPaid: (input) =>
           sqlite === undefined
             ? admitPaidPostgres(input).pipe(storeOp("CreditsRepo.admitPaid"))

@@ -231,4 +231,18 @@ models:
     expect(errorOf(load(undefined, { MODELGATE_ADMIN_TOKEN: "CHANGE_ME" }))).toContain("admin.token:")
     expect(Result.isSuccess(load("admin: { token: 3f9c1d2e8a7b6c5d4e3f2a1b }"))).toBe(true)
   })
+
+  it("refuses the README's example admin token and short ones, saying how to make one (issue 31.5)", () => {
+    for (const token of ["a-long-random-admin-token", "A_LONG_RANDOM_TOKEN_0123", "placeholder-admin-token", "xxxxxxxxxxxxxxxxxxxx"]) {
+      expect(errorOf(load(`admin: { token: ${token} }`))).toBe(
+        `modelgate.yaml: admin.token: "${token}" is a placeholder from an example; set a real secret (e.g. openssl rand -hex 32)`
+      )
+    }
+    for (const short of ["hunter22", "0123456789abcde"]) {
+      const message = errorOf(load(`admin: { token: ${short} }`))
+      expect(message).toContain("admin.token: expected at least 16 characters of random text (make one with: openssl rand -hex 32)")
+      expect(errorOf(load(undefined, { MODELGATE_ADMIN_TOKEN: short }))).toContain("admin.token: expected at least 16 characters")
+    }
+    expect(Result.isSuccess(load("admin: { token: 0123456789abcdef }"))).toBe(true)
+  })
 })
