@@ -76,6 +76,34 @@ describe("geminiSchema", () => {
     expect(performance.now() - started).toBeLessThan(1_000)
   })
 
+  it("refuses by name a schema whose inlined $refs would build more bytes than the budget (issue 32.2), and counts every schema of a request together", () => {
+    // The red team's shape: thousands of $refs to one definition with a long description. Under
+    // the node cap (each use is one node), but every use copies the 60 KB description.
+    const description = "d".repeat(60_000)
+    const manyRefs = {
+      $defs: { Big: { type: "string", description } },
+      type: "object",
+      properties: Object.fromEntries(Array.from({ length: 4_900 }, (_, i) => [`p${i}`, { $ref: "#/$defs/Big" }]))
+    }
+    const request = (parameters: unknown) => ({
+      model: "gemini",
+      messages: [{ role: "user" as const, content: "hi" }],
+      tools: [{ type: "function" as const, function: { name: "wide", parameters } }]
+    })
+    const translated = chatRequestToGemini(request(manyRefs), { maxTokensCap: 100, expansionBytes: 4 * 1_048_576 })
+    expect(Result.isFailure(translated)).toBe(true)
+    if (Result.isFailure(translated)) {
+      expect(translated.failure).toMatchObject({ path: "tools.0.function.parameters", maxBytes: 4 * 1_048_576 })
+      expect(translated.failure.message).toContain("more than 4194304 bytes")
+    }
+    // Fifty uses of it fit (3 MB); two tools of fifty each share one budget and do not.
+    const fifty = { ...manyRefs, properties: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`p${i}`, { $ref: "#/$defs/Big" }])) }
+    expect(Result.isSuccess(chatRequestToGemini(request(fifty), { maxTokensCap: 100, expansionBytes: 4 * 1_048_576 }))).toBe(true)
+    const two = { ...request(fifty), tools: [request(fifty).tools[0]!, { type: "function" as const, function: { name: "again", parameters: fifty } }] }
+    const both = chatRequestToGemini(two, { maxTokensCap: 100, expansionBytes: 4 * 1_048_576 })
+    expect(Result.isFailure(both) && both.failure.path).toBe("tools.1.function.parameters")
+  })
+
   it("cuts a recursive schema at a bounded depth", () => {
     const node = geminiSchema({ $defs: { N: { type: "object", properties: { next: { $ref: "#/$defs/N" } } } }, $ref: "#/$defs/N" })
     let depth = 0
