@@ -29,6 +29,19 @@ const recovers = <A, E>(effect: Effect.Effect<A, E>, within: Duration.Input) =>
     return assert.fail(`no recovery within ${Duration.toMillis(within)} ms`)
   })
 
+/** Polls `effect` until it fails with a message `accepted` takes; returns that message. */
+const waitForFailure = <A>(effect: Effect.Effect<A, DependencyUnavailable>, accepted: (message: string) => boolean, within: Duration.Input) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + Duration.toMillis(within)
+    let last = ""
+    while (Date.now() < deadline) {
+      last = failureOf(yield* Effect.exit(effect))?.message ?? "(it succeeded)"
+      if (accepted(last)) return last
+      yield* Effect.sleep(Duration.millis(50))
+    }
+    return assert.fail(`no such failure within ${Duration.toMillis(within)} ms; the last: ${last}`)
+  })
+
 const proxied = Effect.acquireRelease(Effect.promise(redisProxy), (p) => Effect.promise(() => p.close()))
 
 describe("RedisClient", () => {
@@ -60,7 +73,8 @@ describe("RedisClient", () => {
       yield* Effect.promise(() => proxy.down())
       const started = Date.now()
       const error = failureOf(yield* Effect.exit(call))
-      assert.isTrue(Date.now() - started < 350, `took ${Date.now() - started} ms`)
+      // Failed by the client, not after the kernel gave the connection up (minutes): generous for a machine at load 10.
+      assert.isTrue(Date.now() - started < 3_000, `took ${Date.now() - started} ms`)
       assert.strictEqual(error?._tag, "DependencyUnavailable")
       assert.match(error?.message ?? "", /^redis unavailable at 127\.0\.0\.1:\d+: /)
       assert.deepStrictEqual(error?.details, { dependency: "redis" })
@@ -77,13 +91,13 @@ describe("RedisClient", () => {
       proxy.freeze()
       const started = Date.now()
       const error = failureOf(yield* Effect.exit(call))
-      assert.isTrue(Date.now() - started < 400, `took ${Date.now() - started} ms`)
+      // The deadline ended it (its message says so), not the kernel: generous for a machine at load 10.
+      assert.isTrue(Date.now() - started < 3_000, `took ${Date.now() - started} ms`)
       assert.match(error?.message ?? "", /no reply within 200 ms/)
-      // The probe gives up on the silent connection; calls now fail at once instead of waiting.
-      yield* Effect.sleep(Duration.millis(500))
-      const fast = Date.now()
-      assert.isTrue(Exit.isFailure(yield* Effect.exit(call)))
-      assert.isTrue(Date.now() - fast < 100, `took ${Date.now() - fast} ms`)
+      // The probe gives up on the silent connection; calls then fail at once instead of waiting for
+      // the deadline: told by the error (not "no reply within"), which no machine's load changes.
+      const fastFailure = yield* waitForFailure(call, (message) => !/no reply within/.test(message), Duration.seconds(5))
+      assert.notMatch(fastFailure, /no reply within/)
       proxy.thaw()
       yield* recovers(call, Duration.seconds(3))
     }))
@@ -93,7 +107,8 @@ describe("RedisClient", () => {
       const started = Date.now()
       const redis = yield* Layer.build(RedisClient.layer("redis://127.0.0.1:1", { connectTimeoutMs: 100 }))
       const error = failureOf(yield* Effect.exit(ping.pipe(Effect.provideContext(redis))))
-      assert.isTrue(Date.now() - started < 500, `took ${Date.now() - started} ms`)
+      // Refused by the closed port, not waited out: generous for a machine at load 10.
+      assert.isTrue(Date.now() - started < 3_000, `took ${Date.now() - started} ms`)
       assert.strictEqual(error?._tag, "DependencyUnavailable")
     }))
 })
