@@ -50,7 +50,9 @@ export const LONG_FIRST = [
   "test/clients/replay.test.ts",
   // Issue 31.5: a spawned serve with SIGHUP (about 6 s); two replicas on Postgres (about 5 s).
   "test/cli/log-json.test.ts",
-  "test/http/connections-next-id.test.ts"
+  "test/http/connections-next-id.test.ts",
+  // A spawned serve stopped by SIGINT (about 6 s).
+  "test/cli/sigint.test.ts"
 ]
 
 // A file renamed or removed would silently lose its place: name it here.
