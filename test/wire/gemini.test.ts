@@ -85,7 +85,7 @@ describe("geminiSchema", () => {
       type: "object",
       properties: Object.fromEntries(Array.from({ length: 4_900 }, (_, i) => [`p${i}`, { $ref: "#/$defs/Big" }]))
     }
-    const request = (parameters: unknown) => ({
+    const request = (parameters: Record<string, unknown>) => ({
       model: "gemini",
       messages: [{ role: "user" as const, content: "hi" }],
       tools: [{ type: "function" as const, function: { name: "wide", parameters } }]

@@ -1,55 +1,68 @@
 /**
- * The block writer against a store that fails on demand (issue 14): what a request sees when a
+ * The block writer against the real store, made to fail on demand (issue 14): what a request sees when a
  * commit fails, and that the writer finds its way back by itself once the store answers, even
  * when the failed commit left nothing pending (a budget count, a lease): it keeps probing with
  * backoff instead of refusing paid requests forever.
  */
-import { Effect, Exit, Scope } from "effect"
+import { createHash } from "node:crypto"
+import { Effect, Exit, ManagedRuntime, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import { makeBlockWriter } from "../../../src/services/credits/BlockWriter.ts"
-import type { BatchResult, CreditBatch } from "../../../src/services/store/credit-batches.ts"
-import type { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
+import type { CreditBatch } from "../../../src/services/store/credit-batches.ts"
+import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
+import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
+import { DEFAULT_WORKSPACE } from "../../../src/services/store/rows.ts"
 import { StoreError } from "../../../src/services/store/StoreError.ts"
+import { StoreLayer } from "../../../src/services/store/StoreLayer.ts"
 
 const outage = new StoreError({ operation: "CreditsRepo.commitBatch", message: "connection refused", outage: true, cause: null })
 
 /**
- * A store whose commits fail while `down` is set; otherwise it admits budget counts up to
- * `budgetLeft` per key (every count when unset), leaves unwritten a charge whose count in the
- * same batch it refused (as the real store does), and leases what is asked.
+ * The real store (SQLite in memory, the workspace and keys `key_a`, `key_b` in it) whose commits
+ * fail while `down` is set, recording each batch it was given. `budget`: key_a's request budget (1000).
+ * Every rule a commit applies (budget counts, a charge left unwritten when its count was refused,
+ * leases) is the store's own, so these tests follow the store when it changes (issue 39 item 2:
+ * a hand-made copy of those rules kept passing whatever the store did).
  */
-const fakeStore = () => {
-  const state = { down: false, commits: [] as Array<CreditBatch>, budgetLeft: new Map<string, number>() }
-  const store = {
-    dialect: "sqlite",
-    reclaimCounter: Effect.succeed(0),
-    commitBatch: (batch: CreditBatch, newBlockId: () => string) =>
+const realStore = async (options: { readonly budget?: number } = {}) => {
+  const runtime = ManagedRuntime.make(StoreLayer.memory)
+  const { credits, keys } = await runtime.runPromise(Effect.gen(function*() {
+    return { credits: yield* CreditsRepo, keys: yield* KeysRepo }
+  }))
+  await runtime.runPromise(credits.ensureWorkspace(1000))
+  const now = new Date().toISOString()
+  for (const id of ["key_a", "key_b"]) {
+    await runtime.runPromise(keys.insertKey({
+      id,
+      workspace_id: DEFAULT_WORKSPACE,
+      name: id,
+      key_hash: createHash("sha256").update(id).digest("hex"),
+      key_hint: "sk-mg-0000...0000",
+      is_active: true,
+      allowed_models: null,
+      tools_enabled: false,
+      budget: id === "key_a" ? { max_requests: options.budget ?? 1000 } : null,
+      budget_used: 0,
+      limits: null,
+      expires_at: null,
+      created_at: now,
+      updated_at: now,
+      last_used_at: null,
+      previous_key_hash: null,
+      previous_key_expires_at: null
+    }))
+  }
+  const state = { down: false, commits: [] as Array<CreditBatch> }
+  const store: CreditsRepo["Service"] = {
+    ...credits,
+    commitBatch: (batch, newBlockId) =>
       Effect.suspend(() => {
         if (state.down) return Effect.fail(outage)
         state.commits.push(batch)
-        const budgets = new Map(batch.budgets.map((b) => {
-          const left = state.budgetLeft.get(b.keyId)
-          if (left === undefined) return [b.keyId, b.count]
-          const admitted = Math.min(left, b.count)
-          state.budgetLeft.set(b.keyId, left - admitted)
-          return [b.keyId, admitted]
-        }))
-        const refused = (c: CreditBatch["charges"][number]) => c.budget !== undefined && c.budget.index >= (budgets.get(c.budget.keyId) ?? 0)
-        const result: BatchResult = {
-          budgets,
-          written: new Set(batch.charges.filter((c) => !refused(c)).map((c) => c.request_id)),
-          found: new Set(),
-          dropped: new Set(),
-          unbudgeted: new Set(batch.charges.filter(refused).map((c) => c.request_id)),
-          refunded: [],
-          lease: batch.lease === undefined ? undefined : { _tag: "Leased", id: newBlockId(), amount: batch.lease.size },
-          reclaim: 0,
-          live: 1
-        }
-        return Effect.succeed(result)
+        return credits.commitBatch(batch, newBlockId)
       })
-  } as unknown as CreditsRepo["Service"]
-  return { state, store }
+  }
+  return { state, store, dispose: () => runtime.dispose() }
 }
 
 const waitUntil = async (what: string, check: () => boolean) => {
@@ -62,7 +75,7 @@ const waitUntil = async (what: string, check: () => boolean) => {
 
 describe("BlockWriter", () => {
   it("refuses while commits fail, and admits again once the store answers though nothing was left pending", async () => {
-    const { state, store } = fakeStore()
+    const { state, store, dispose } = await realStore()
     const scope = Effect.runSync(Scope.make())
     const writer = await Effect.runPromise(
       Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined }), scope)
@@ -83,11 +96,12 @@ describe("BlockWriter", () => {
       await waitUntil("the settlement", () => writer.pending() === 0)
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
+      await dispose()
     }
   })
 
   it("a charge whose commit failed is refused (503) and its refund is queued with it, never the charge alone", async () => {
-    const { state, store } = fakeStore()
+    const { state, store, dispose } = await realStore()
     const scope = Effect.runSync(Scope.make())
     const writer = await Effect.runPromise(
       Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined }), scope)
@@ -107,11 +121,12 @@ describe("BlockWriter", () => {
       expect(req2[0]!.refundNote).toMatch(/unknown/)
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
+      await dispose()
     }
   })
 
   it("a budgeted paid admission waits for one commit: its count and its charge together, the charge written only if the count admits it", async () => {
-    const { state, store } = fakeStore()
+    const { state, store, dispose } = await realStore({ budget: 1 })
     const scope = Effect.runSync(Scope.make())
     const writer = await Effect.runPromise(
       Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined }), scope)
@@ -119,7 +134,6 @@ describe("BlockWriter", () => {
     try {
       // A block first (its lease is a commit of its own).
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
-      state.budgetLeft.set("key_a", 1)
       const before = state.commits.length
       expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
       const admitted = state.commits.slice(before)
@@ -136,11 +150,12 @@ describe("BlockWriter", () => {
       expect(state.commits.filter((c) => c.lease !== undefined)).toHaveLength(leases)
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
+      await dispose()
     }
   })
 
   it("a settlement does not take a commit of its own right after its request: it goes with the next round", async () => {
-    const { state, store } = fakeStore()
+    const { state, store, dispose } = await realStore()
     const scope = Effect.runSync(Scope.make())
     const writer = await Effect.runPromise(
       Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined, settleDelayMs: 60_000 }), scope)
@@ -158,6 +173,7 @@ describe("BlockWriter", () => {
       expect(writer.pending()).toBe(0)
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
+      await dispose()
     }
   })
 })
