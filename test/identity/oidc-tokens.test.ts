@@ -318,9 +318,13 @@ describe("identity-provider tokens when the issuer cannot be reached", () => {
       const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
       expect(metrics).toMatch(/^modelgate_dependency_errors_total\{dependency="identity_provider"\} 1$/m)
       flaky.setDown(false)
-      await new Promise((resolve) => setTimeout(resolve, 1_100)) // discovery is not retried within a second
-      const up = await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
-      expect(up.status).toBe(200)
+      // Discovery is not retried within a second: poll for the recovery (a state), never a fixed sleep.
+      let up = 503
+      for (const deadline = Date.now() + 10_000; up !== 200 && Date.now() < deadline;) {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        up = (await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })).status
+      }
+      expect(up).toBe(200)
     } finally {
       await gateway.close()
       await flaky.close()

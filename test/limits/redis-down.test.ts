@@ -108,7 +108,8 @@ describe("Redis lost under a running gateway", () => {
     const refused = await chat(live.url, key, { model: "paid" })
     expectError(refused, 503, "dependency_unavailable")
     expect(refused.body.details).toMatchObject({ dependency: "redis" })
-    expect(Date.now() - startedAt).toBeLessThan(1500)
+    // Refused by the client's own deadline, not after TCP gave up (minutes): generous for a machine at load 10.
+    expect(Date.now() - startedAt).toBeLessThan(5_000)
     expect(await ledgerOf(live.url, refused.requestId)).toEqual([])
     expect(await balance(live.url)).toBe(before)
     await proxy.up()
@@ -124,7 +125,8 @@ describe("Redis lost under a running gateway", () => {
     const refused = await chat(live.url, key, { model: "paid", stream: true })
     expectError(refused, 503, "dependency_unavailable")
     expect(refused.body.message).toMatch(/redis/i)
-    expect(Date.now() - startedAt).toBeLessThan(2500)
+    // Refused by the client's own deadline, not after TCP gave up (minutes): generous for a machine at load 10.
+    expect(Date.now() - startedAt).toBeLessThan(6_000)
     expect(await balance(live.url)).toBe(before)
     proxy.thaw()
     await servesAgain(key)

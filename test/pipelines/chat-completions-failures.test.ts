@@ -413,7 +413,8 @@ describe("a client that goes away", () => {
     await waitFor("upstream request open", () => fake.openStreams() === 1)
     controller.abort()
     expect(await pending).toBeInstanceOf(Error)
-    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 1000)
+    // A state waited for; the bound only keeps a broken release from hanging the file (load 10 is slow).
+    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 10_000)
     const gaveUp = await gaveUpRecords()
     expect(gaveUp).toHaveLength(before + 1)
     // Newest first.
@@ -427,7 +428,8 @@ describe("a client that goes away", () => {
     for await (const _ of stream) {
       if (++count === 3) break
     }
-    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 1000)
+    // A state waited for; the bound only keeps a broken release from hanging the file (load 10 is slow).
+    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 10_000)
   })
 
   it("releases an upstream whose non-streaming body stalled when the client gives up", async () => {
@@ -440,7 +442,8 @@ describe("a client that goes away", () => {
     await new Promise((resolve) => setTimeout(resolve, 50))
     controller.abort()
     expect(await pending).toBeInstanceOf(Error)
-    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 1000)
+    // A state waited for; the bound only keeps a broken release from hanging the file (load 10 is slow).
+    await waitFor("upstream aborted", () => fake.aborted === 1 && fake.openStreams() === 0, 10_000)
     expect(await gaveUpRecords()).toHaveLength(before + 1)
   })
 })
