@@ -7,12 +7,14 @@
  * reconnect can pass the test.
  */
 import { Effect } from "effect"
+import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scriptedProviders } from "../../src/services/providers/scripted.ts"
+import { STREAM_KEY_PREFIX } from "../../src/services/limits/StreamSlots.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { canRunRedis, startRedis, type Throwaway } from "../support/throwaway.ts"
-import { chat, expectOpen, type OpenStream, openStream, sleep, waitFor } from "../limits/support.ts"
+import { chat, expectOpen, type OpenStream, openStream, waitFor } from "../limits/support.ts"
 
 const CAP = 3
 const LEASE_SECONDS = 30
@@ -53,7 +55,7 @@ afterAll(async () => {
 
 describe.skipIf(!canRunRedis)("a Redis restart without persistence", () => {
   it("keeps the stream cap: the holders' heartbeats repopulate the slots within one renewal", async () => {
-    const { key } = await gw.createKey()
+    const { key, id } = await gw.createKey()
     const held: Array<OpenStream> = []
     for (let i = 0; i < CAP; i++) held.push(expectOpen(await openStream(gw.url, key, { model: "paid" })))
     const refusedBefore = await chat(gw.url, key, { model: "paid", stream: true })
@@ -64,7 +66,14 @@ describe.skipIf(!canRunRedis)("a Redis restart without persistence", () => {
     await redis.start()
     // The client reconnects, and each holder re-adds its slot at once.
     await waitFor("Redis serving the gateway again", async () => (await chat(gw.url, key, { model: "paid" })).status === 200, 5000)
-    await sleep(300)
+    // Every holder put its slot back: read in the restarted Redis (a state), not given a fixed time.
+    const inspector = createClient({ url: redis.url })
+    await inspector.connect()
+    try {
+      await waitFor("the held slots back in Redis", async () => (await inspector.zCard(`${STREAM_KEY_PREFIX}${id}`)) === CAP, 10_000)
+    } finally {
+      await inspector.quit()
+    }
 
     const answered: Array<string> = [refusedBefore.requestId]
     for (let i = 0; i < 3; i++) {
