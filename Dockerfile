@@ -21,6 +21,8 @@ RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund 
 
 COPY bin ./bin
 COPY src ./src
+# GET /changelog serves it (the target of a deprecation's Link header).
+COPY CHANGELOG.md ./
 
 # The SQLite store and the spool files of a stop that could not reach the store live here.
 RUN mkdir -p data && chown node:node data

@@ -25,6 +25,7 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import { Refused } from "./commands/refused.ts"
+import { VERSION } from "./domain/version.ts"
 import { ConfigInvalid } from "./services/config/load.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { cliArgs, commandWords } from "./cli/args.ts"
@@ -341,7 +342,6 @@ const configCommand = Command.make("config").pipe(
   Command.withSubcommands([configCheck])
 )
 
-const VERSION = "0.1.0"
 const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, backupCommand, restoreCommand, configCommand]))
 
 /** A console that writes what would go to stdout to stderr (usage shown for a mistake). */

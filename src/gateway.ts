@@ -43,6 +43,8 @@ import { ModelCatalog } from "./services/catalog/ModelCatalog.ts"
 import { ConfigReload } from "./services/config/ConfigReload.ts"
 import { adminReloadRoutes } from "./http/routes/admin-reload.ts"
 import { openApiRoutes } from "./http/routes/openapi.ts"
+import { changelogRoutes } from "./http/routes/changelog.ts"
+import { withDeprecations } from "./http/deprecation.ts"
 import type { ConfigInvalid } from "./services/config/load.ts"
 import { IdentityTokens } from "./services/identity/IdentityTokens.ts"
 import type { GatewayConfig } from "./services/config/schema.ts"
@@ -133,10 +135,11 @@ export const httpLayer = (config: GatewayConfig) =>
       ...adminSubjectRoutes({ auth }),
       ...adminReloadRoutes({ auth }),
       ...openApiRoutes(SERVER_INFO.version),
+      ...changelogRoutes,
       ...appRoutes({ auth, identityProvider }),
       ...signInRoutes
     ]
-    return HttpServer.serve(yield* makeHttpApp(routes, options))
+    return HttpServer.serve(yield* makeHttpApp(withDeprecations(routes), options))
   }))
 
 /**

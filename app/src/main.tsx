@@ -21,6 +21,8 @@ interface Session {
   expires_at: string
   /** The identity-provider admin who signed in; null after a sign-in with the admin token. */
   admin: { subject: string; name: string } | null
+  /** The running gateway's release (package.json's version), shown in the footer. */
+  version: string
 }
 
 interface SignInOptions {
@@ -178,6 +180,7 @@ const App = () => {
         <FormError message={error} />
         {page ? <page.Page /> : <h1 tabIndex={-1}>Not found</h1>}
       </main>
+      <footer class="bottom">modelgate {session.version}</footer>
     </>
   )
 }

@@ -14,6 +14,7 @@ import type { BrowserContext, Page } from "playwright-core"
 import { POSTGRES_ADMIN_URL } from "../support/databases.ts"
 import { HAS_CHROMIUM, openBrowser, prepareApp, SHOTS, type TestBrowser } from "../support/browser.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { VERSION } from "../../src/domain/version.ts"
 
 // These run inside the page (page.evaluate); the test program itself has no DOM types.
 declare const document: any, navigator: any, getComputedStyle: any
@@ -104,6 +105,8 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await page.getByLabel("Admin token").fill(ADMIN_TOKEN)
     await page.getByRole("button", { name: "Sign in" }).click()
     await page.getByRole("heading", { level: 1, name: "API keys" }).waitFor()
+    // The footer names the running server's release (issue 40).
+    expect(await page.getByRole("contentinfo").textContent()).toBe(`modelgate ${VERSION}`)
     const cookie = (await context.cookies(gw.url)).find((c) => c.name === "mg_session")!
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" })
     expect(cookie.expires).toBeGreaterThan(Date.now() / 1000)

@@ -11,6 +11,7 @@ import type { ChatChunk } from "../../src/wire/openai-chat.ts"
 import { expectOpen, openStream, sleep } from "../limits/support.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { canRunPostgres, canRunRedis, startPostgres, startRedis, type Throwaway } from "../support/throwaway.ts"
+import { VERSION } from "../../src/domain/version.ts"
 
 interface Envelope {
   readonly status: number
@@ -56,7 +57,7 @@ describe.skipIf(!canRunPostgres || !canRunRedis)("/readyz while a dependency is 
     gw = await startGateway(testConfig({ store: pg.url, redis: redis.url, server: { host: "127.0.0.1", port: 0, readiness_probe_ms: 50 } }))
 
     const ready = await get(`${gw.url}/readyz`)
-    expect(ready).toEqual({ status: 200, body: { status: "ready" } })
+    expect(ready).toEqual({ status: 200, body: { status: "ready", version: VERSION } })
 
     await pg.kill()
     const storeDown = await readyzBecomes(gw.url, 503)

@@ -5,6 +5,7 @@ import { join } from "node:path"
 import { Agent, fetch as undiciFetch } from "undici"
 import { startGateway, testConfig } from "../support/gateway.ts"
 import { tempDir } from "../support/process.ts"
+import { VERSION } from "../../src/domain/version.ts"
 
 const selfSignedCertificate = () => {
   const dir = tempDir("modelgate-tls-")
@@ -56,7 +57,7 @@ describe("HTTPS", () => {
       expect(await live.json()).toEqual({ status: "ok" })
       const ready = await fetch(`${gw.url}/readyz`)
       expect(ready.status).toBe(200)
-      expect(await ready.json()).toEqual({ status: "ready" })
+      expect(await ready.json()).toEqual({ status: "ready", version: VERSION })
       // Everything else stays HTTPS-only, the admin API included.
       const admin = await fetch(`${gw.url}/api-keys`)
       expect(admin.status).toBe(403)

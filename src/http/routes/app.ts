@@ -14,6 +14,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { NotFound } from "../../domain/errors.ts"
+import { VERSION } from "../../domain/version.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { CurrentRequest, RequestBody } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
@@ -127,7 +128,10 @@ export const appRoutes = (options: AppRoutesOptions) => {
     csrf_token: session.csrfToken,
     expires_at: new Date(session.expiresAt).toISOString(),
     // Who signed in, when it was an identity-provider admin (the admin token names no one).
-    admin: session.admin === undefined ? null : { subject: session.admin.subject, name: session.admin.displayName }
+    admin: session.admin === undefined ? null : { subject: session.admin.subject, name: session.admin.displayName },
+    // The running server's release for the app's footer (issue 40): the server's, not the build's
+    // of the app, and only to a signed-in admin.
+    version: VERSION
   })
 
   // How one may sign in, for the sign-in page: the admin token always, an identity provider when configured.

@@ -12,6 +12,7 @@ import { Duration, Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { DependencyUnavailable, Unauthorized } from "../../domain/errors.ts"
+import { VERSION } from "../../domain/version.ts"
 import { Drain } from "../../pipelines/drain.ts"
 import { json } from "../../pipelines/respond.ts"
 import { Audit } from "../../services/audit/Audit.ts"
@@ -75,7 +76,8 @@ const readiness = (probeMs: number) => Effect.gen(function*() {
   // Deployments out of the rotation (issue 20) do not make the gateway unready: it routes around them.
   const router = yield* Effect.serviceOption(Router)
   const cooling = Option.isSome(router) ? router.value.cooling() : []
-  return json(cooling.length === 0 ? { status: "ready" } : { status: "ready", cooling })
+  // The version tells an operator mid-upgrade which build each replica runs (issue 40).
+  return json(cooling.length === 0 ? { status: "ready", version: VERSION } : { status: "ready", version: VERSION, cooling })
 })
 
 type PoolLevels = Effect.Success<CreditsRepo["Service"]["poolLevels"]>

@@ -26,6 +26,7 @@ import type { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import type { UpstreamFailure } from "../../services/providers/upstream-http.ts"
 import type { DecodeResult } from "../../wire/decode.ts"
 import type { RequestState } from "../request.ts"
+import type { Deprecation } from "../../domain/deprecation.ts"
 
 /** One server-sent event in the client's format: its JSON text, and its `event:` name where the format has one. */
 export interface ClientEvent {
@@ -82,6 +83,8 @@ export interface ClientFormat<Request extends { readonly model: string; readonly
   readonly framer: (state: RequestState, request: Request) => StreamFramer
   /** How a cut stream of this format is continued on another deployment (issue 20); absent: it is not. */
   readonly continuation?: ContinuationSupport
+  /** The deprecated fields the body uses (issue 40): announced by headers on the answer. */
+  readonly deprecatedFields?: (raw: Readonly<Record<string, unknown>>) => ReadonlyArray<Deprecation>
 }
 
 /**

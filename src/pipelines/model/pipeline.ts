@@ -17,6 +17,7 @@ import { eventStreamResponse, json } from "../respond.ts"
 import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
 import { makePlan, routedEvents, type Target } from "./route.ts"
 import { withFirstChunk } from "./stream-chunks.ts"
+import { mergedDeprecationHeaders } from "../../domain/deprecation.ts"
 
 /**
  * What a format with state around its answers (Responses: stored conversations) puts between
@@ -36,6 +37,8 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
   authenticated(Effect.gen(function*() {
     const state = yield* CurrentRequest
     const { raw, request, resolved } = yield* admitModelRequest(format.decode)
+    const deprecated = format.deprecatedFields?.(raw) ?? []
+    if (deprecated.length > 0) Object.assign(state.headers, mergedDeprecationHeaders(deprecated))
     const providers = yield* Providers
     const headers = (yield* HttpServerRequest).headers
     const tokens = yield* TokenEstimator

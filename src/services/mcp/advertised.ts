@@ -3,9 +3,10 @@
  * instructions and the tool list as `tools/list` shows it. One definition, so the session
  * revisions and the stateless one can never drift apart.
  */
+import { VERSION } from "../../domain/version.ts"
 import type { McpToolDefinition } from "../sql/tools/definitions.ts"
 
-export const SERVER_INFO = { name: "modelgate", version: "0.1.0" }
+export const SERVER_INFO = { name: "modelgate", version: VERSION }
 
 export const SERVER_INSTRUCTIONS =
   "SQL tools over the databases this API key has been granted. Start with sql_list_connections."

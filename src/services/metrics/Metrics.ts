@@ -20,6 +20,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
+import { VERSION } from "../../domain/version.ts"
 import type { AuditRecord } from "../../domain/records.ts"
 
 export const UNMATCHED_ROUTE = "unmatched"
@@ -315,6 +316,15 @@ export const makeMetrics = (): MetricsShape => {
     labelNames: ["workspace"] as const,
     registers: [registry]
   })
+
+  // Which build this process is (issue 40), the usual Prometheus *_build_info idiom: always 1,
+  // the facts in its labels, so `count by (version) (modelgate_build_info)` shows a rollout.
+  new Gauge({
+    name: "modelgate_build_info",
+    help: "Always 1; labelled with this process's modelgate release and Node version",
+    labelNames: ["version", "node_version"] as const,
+    registers: [registry]
+  }).labels(VERSION, process.versions.node).set(1)
 
   let droppedSeen = 0
 

@@ -1,4 +1,5 @@
 /** The Chat Completions client format (spec 4.1): `POST /v1/chat/completions`. */
+import { deprecatedFields } from "../../../domain/deprecation.ts"
 import { toEnvelope } from "../../../domain/errors.ts"
 import { type ChatRequest, decodeChatRequest } from "../../../wire/openai-chat.ts"
 import { dataFrame, DONE_FRAME } from "../../respond.ts"
@@ -13,6 +14,8 @@ import { vertexAdapter } from "../vertex.ts"
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
   continuation: chatContinuation,
+  // `functions`, `function_call` and `max_tokens`, which OpenAI deprecated (src/domain/deprecation.ts).
+  deprecatedFields: (raw) => deprecatedFields("POST /v1/chat/completions", raw),
   adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock, gemini: chatToGemini, vertex: vertexAdapter(chatToAnthropic, chatToGemini) },
   framer: (state) => ({
     frame: (event) => dataFrame(event.data),
