@@ -83,11 +83,14 @@ describe("client fixtures", () => {
       }
     })
 
-    it.runIf(/(^|-)tool($|-)|apply-patch/.test(scenario))("ends with the client sending the tool's result", () => {
-      const last = modelRequests(fixture).at(-1)
-      expect(last).toBeDefined()
-      expect(isToolResultTurn(last!)).toBe(true)
-    })
+    // Only tool scenarios have this test at all (a runIf here counted 15 "skipped" tests that could never run: issue 39.6).
+    if (/(^|-)tool($|-)|apply-patch/.test(scenario)) {
+      it("ends with the client sending the tool's result", () => {
+        const last = modelRequests(fixture).at(-1)
+        expect(last).toBeDefined()
+        expect(isToolResultTurn(last!)).toBe(true)
+      })
+    }
   })
 
   it("substitutes a real key and model name, and replays without connection headers", () => {
