@@ -73,9 +73,9 @@ export const DEPRECATIONS = {
   // OpenAI deprecated the function-calling fields for `tools` / `tool_choice` when it added
   // tools (2023-11-06). The gateway still translates them; clients should move.
   "POST /v1/chat/completions functions": { since: "2023-11-06", link: "deprecated-chat-functions" },
-  "POST /v1/chat/completions function_call": { since: "2023-11-06", link: "deprecated-chat-functions" },
-  // OpenAI deprecated `max_tokens` for `max_completion_tokens` (2024-09-12; its reasoning models refuse it).
-  "POST /v1/chat/completions max_tokens": { since: "2024-09-12", link: "deprecated-chat-max-tokens" }
+  "POST /v1/chat/completions function_call": { since: "2023-11-06", link: "deprecated-chat-functions" }
+  // Not `max_tokens`, though OpenAI prefers `max_completion_tokens` since 2024-09-12: the
+  // specification (section 4.1) names `max_tokens` as this endpoint's field, and it stays one.
 } as const satisfies Record<string, Deprecation>
 
 /** The declared deprecations among a body's top-level fields, for a route (`<METHOD> <path>`). */
