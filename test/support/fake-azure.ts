@@ -1,6 +1,6 @@
 // A fake Azure OpenAI resource: Azure's envelope (deployment routes, the `api-version` query, the
 // `api-key` header, Azure's own 401 and DeploymentNotFound answers, the prompt filter results in
-// answers and the stream's opening chunk without choices) in front of the fake OpenAI upstreams,
+// answers and the stream's opening chunk without choices, the Responses fields it refuses) in front of the fake OpenAI upstreams,
 // which validate and answer the OpenAI format itself (Azure serves that format unchanged).
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -28,6 +28,9 @@ export interface FakeAzure {
 
 /** Data-plane API versions Azure serves (the dated GA and preview ones a client may pin). */
 const API_VERSION = /^\d{4}-\d{2}-\d{2}(?:-preview)?$/
+
+/** Fields OpenAI's Responses API takes that Azure's answers `400 Unknown parameter` to. */
+const AZURE_UNKNOWN_RESPONSES_FIELDS = ["client_metadata"]
 
 const FILTERED_OK = {
   hate: { filtered: false, severity: "safe" },
@@ -94,6 +97,14 @@ export const startFakeAzure = async (options: FakeAzureOptions): Promise<FakeAzu
         "DeploymentNotFound",
         "The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."
       )
+    }
+    // Azure's Responses API is OpenAI's minus some fields, which it refuses by name (issue 34:
+    // Codex's `client_metadata`, measured against Azure).
+    const unknown = responses && body !== undefined ? AZURE_UNKNOWN_RESPONSES_FIELDS.find((field) => field in body) : undefined
+    if (unknown !== undefined) {
+      const text = JSON.stringify({ error: { message: `Unknown parameter: '${unknown}'.`, type: "invalid_request_error", param: unknown, code: "unknown_parameter" } })
+      res.writeHead(400, { "content-type": "application/json", "content-length": String(Buffer.byteLength(text)) })
+      return res.end(text)
     }
     // The deployment decides the model: the body's `model`, if any, is not Azure's concern.
     const forwarded = body !== undefined && typeof body === "object" ? JSON.stringify({ ...body, model: name }) : rawBody

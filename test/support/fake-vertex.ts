@@ -2,7 +2,7 @@
 // assertion's RS256 signature against the account's public key, its issuer, audience, scope and
 // lifetime, and issues short bearer tokens), Anthropic's publisher routes (`:rawPredict`,
 // `:streamRawPredict`: the body must carry `anthropic_version: vertex-2023-10-16` and no
-// `model`) in front of the fake Anthropic, and Google's publisher routes served by the fake
+// `model`, and no system turn or turn's `output_config` in `messages`) in front of the fake Anthropic, and Google's publisher routes served by the fake
 // Gemini in its Vertex mode. Only tokens it issued are accepted.
 import { generateKeyPairSync, randomBytes, type KeyObject } from "node:crypto"
 import * as http from "node:http"
@@ -28,6 +28,22 @@ export interface FakeVertex {
 }
 
 const ANTHROPIC_KEY = "sk-ant-behind-vertex-0000000000"
+
+/**
+ * What Vertex's Claude refuses of Anthropic's newer Messages format (issue 34, measured against
+ * Vertex): a `role: "system"` turn inside `messages` and a turn's own `output_config`, each by
+ * name, as Anthropic's API accepts both.
+ */
+const vertexRefuses = (body: Record<string, any>): string | undefined => {
+  const messages: Array<unknown> = Array.isArray(body.messages) ? body.messages : []
+  for (const [index, message] of messages.entries()) {
+    if (typeof message !== "object" || message === null) continue
+    const turn = message as Record<string, unknown>
+    if (turn.role !== "user" && turn.role !== "assistant") return `messages.${index}.role: Input should be 'user' or 'assistant'`
+    if ("output_config" in turn) return `messages.${index}.output_config: Extra inputs are not permitted`
+  }
+  return undefined
+}
 
 export const startFakeVertex = async (options: {
   readonly project: string
@@ -103,6 +119,8 @@ export const startFakeVertex = async (options: {
     }
     if (body === undefined) return send(res, 400, { error: { code: 400, message: "Invalid JSON payload received.", status: "INVALID_ARGUMENT" } })
     const [, model, method] = match
+    const refused = vertexRefuses(body)
+    if (refused !== undefined) return send(res, 400, { type: "error", error: { type: "invalid_request_error", message: refused } })
     if (model === "count-tokens") {
       const { anthropic_version: _, ...forwarded } = body
       return pipe(req, res, `${anthropic.url}/v1/messages/count_tokens`, JSON.stringify(forwarded), anthropicHeaders(req))

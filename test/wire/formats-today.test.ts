@@ -287,9 +287,14 @@ describe("messages -> chat, field by field", () => {
       ...base,
       messages: [{ role: "user", content: [{ type: "document", source: { type: "url", url: "https://e.com/a.pdf" } }] }]
     }).path).toBe("messages.0.content.0.source")
-    const refusal = refusedChat({ ...base, messages: [...base.messages, { role: "system", content: "x", output_config: { effort: "low" } }] })
-    expect(refusal.path).toBe("messages.1.output_config.effort")
-    expect(refusal.message).toContain("messages.1.output_config.effort:")
+  })
+
+  it("takes a system turn's own (per-turn) effort as the request's, the last one set winning (issue 34)", () => {
+    const base = { model: "m", max_tokens: 100, messages: [{ role: "user", content: "x" }] }
+    const turn = (effort: string) => ({ role: "system", content: "x", output_config: { effort } })
+    expect(translatedChat({ ...base, messages: [...base.messages, turn("low")] }).reasoning_effort).toBe("low")
+    expect(translatedChat({ ...base, output_config: { effort: "high" }, messages: [...base.messages, turn("low")] }).reasoning_effort).toBe("low")
+    expect(translatedChat({ ...base, messages: [...base.messages, turn("low"), { role: "user", content: "y" }, turn("max")] }).reasoning_effort).toBe("max")
   })
 })
 

@@ -18,7 +18,7 @@ import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
-import { forwardedAnthropicHeaders } from "./messages/anthropic.ts"
+import { forVendor, forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
 import { makePlan } from "./route.ts"
 import { tokenCount } from "./usage.ts"
@@ -47,7 +47,8 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
         ? client.anthropicFor(target.resolved.model.id)
         : undefined
       if (anthropic !== undefined) {
-        const counted = yield* anthropic.countTokens({ ...raw, model: target.resolved.model.id }, forwardedAnthropicHeaders(headers))
+        const body = forVendor(raw, target.resolved.provider.kind, state)
+        const counted = yield* anthropic.countTokens({ ...body, model: target.resolved.model.id }, forwardedAnthropicHeaders(headers))
         return { body: counted as unknown, input_tokens: counted.input_tokens, estimated: false }
       }
       if (client.kind === "bedrock") {

@@ -6,7 +6,8 @@
  * Translated: `messages` (system and developer messages, wherever they sit, are hoisted into
  * `system`; tool messages become tool_result blocks; `file` parts become document blocks, or
  * image blocks for image files; assistant refusal parts become text), `max_completion_tokens` /
- * `max_tokens`, `temperature` (clamped to 1), `top_p`, `stop`, function `tools`, `tool_choice`
+ * `max_tokens`, `temperature` (clamped to 1), `top_p`, `stop`, function `tools` (none sent with a
+ * tool history: the history's tools, by name, as Anthropic refuses tool blocks without tools), `tool_choice`
  * (including `allowed_tools`, which narrows the tool list), `parallel_tool_calls`,
  * `response_format` (forced-tool emulation, see json-mode.ts), `user` / `safety_identifier`
  * (`metadata.user_id`), `reasoning_effort` (`output_config.effort`; `minimal` is `low`, `none`
@@ -223,8 +224,24 @@ const anthropicTools = (
         : { ...tool.function.parameters, type: "object" }
     }
   })
+  if ((request.tools ?? []).length === 0) tools.push(...historyTools(request.messages))
   if (mode !== undefined) tools.push(jsonResponseTool(request, mode))
   return tools
+}
+
+/**
+ * Anthropic (and Bedrock, Vertex) refuse tool_use / tool_result blocks in a request that defines
+ * no tools, while OpenAI takes a tool history without `tools` (the OpenAI SDK's follow-up turns
+ * send one). The history's own tools are then declared, by name with an open schema: the model
+ * was already calling them.
+ */
+const historyTools = (messages: ChatRequest["messages"]): Array<MessagesTool> => {
+  const names = new Set<string>()
+  for (const message of messages) {
+    if (message.role !== "assistant") continue
+    for (const call of message.tool_calls ?? []) if (call.type === "function") names.add(call.function.name)
+  }
+  return [...names].map((name) => ({ name, input_schema: { type: "object", properties: {} } }))
 }
 
 const anthropicToolChoice = (

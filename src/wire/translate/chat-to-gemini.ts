@@ -12,7 +12,8 @@
  * (`responseMimeType` and `responseSchema`), `max_tokens` / `max_completion_tokens` (always
  * sent as `maxOutputTokens`, clamped to the model's cap), `temperature`, `top_p`, `stop`,
  * `seed`, `presence_penalty`, `frequency_penalty`, and `reasoning_effort` (a thinking budget:
- * none or minimal 0, low 1024, medium 8192, high 24576).
+ * none or minimal 0, low 1024, medium 8192, high 24576; Anthropic's and OpenAI's higher `xhigh` and
+ * `max`, which Claude Code and Codex send, take the highest, 24576).
  *
  * Dropped (the answer is the same): `user`, `safety_identifier`, `metadata`, `store`,
  * `service_tier`, `parallel_tool_calls`, `stream_options`, `verbosity`, the prompt cache hints,
@@ -46,7 +47,7 @@ export interface ChatToGeminiOptions {
   readonly expansionBytes?: number | undefined
 }
 
-const THINKING_BUDGETS: Readonly<Record<string, number>> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576 }
+const THINKING_BUDGETS: Readonly<Record<string, number>> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576, xhigh: 24576, max: 24576 }
 
 export const chatRequestToGemini = (request: ChatRequest, options: ChatToGeminiOptions): Translation<GenerateContentRequest> =>
   translating(() => {
@@ -63,7 +64,7 @@ export const chatRequestToGemini = (request: ChatRequest, options: ChatToGeminiO
     let thinking: GeminiGenerationConfig["thinkingConfig"]
     if (request.reasoning_effort != null) {
       const budget = THINKING_BUDGETS[request.reasoning_effort]
-      if (budget === undefined) refuse("reasoning_effort", `"${request.reasoning_effort}" has no Gemini thinking budget (none, minimal, low, medium, high)`)
+      if (budget === undefined) refuse("reasoning_effort", `"${request.reasoning_effort}" has no Gemini thinking budget (none, minimal, low, medium, high, xhigh, max)`)
       thinking = { thinkingBudget: budget }
     }
     const generationConfig: GeminiGenerationConfig = {

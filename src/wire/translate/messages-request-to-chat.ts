@@ -9,8 +9,8 @@
  * `temperature`, `top_p`, `top_k` (only where the upstream accepts it, see `allowTopK`),
  * `stop_sequences` (at most 4), custom `tools` (`strict` kept; `input_examples` appended to the
  * description, since the examples are what the model reads), `tool_choice` and
- * `disable_parallel_tool_use`, `metadata.user_id` (`user`), `output_config.effort`
- * (`reasoning_effort`), `thinking` (`reasoning_effort` from the budget: up to 4096 low, up to
+ * `disable_parallel_tool_use`, `metadata.user_id` (`user`), `output_config.effort` and a system
+ * message's own (per-turn) effort (`reasoning_effort`, the last one set), `thinking` (`reasoning_effort` from the budget: up to 4096 low, up to
  * 16384 medium, above that high; adaptive leaves the model's default, as does disabled), the
  * structured output `output_config.format` / `output_format` (`response_format` json_schema,
  * strict), `stream` (with `stream_options.include_usage`). Content: text, images (base64, URL),
@@ -31,7 +31,7 @@
  *
  * Refused, naming the field: server tools (`web_search`, `bash`, code execution, MCP toolsets...)
  * and the blocks they produce, `mcp_servers`, `container`, `thread`, `output_config.task_budget`,
- * a system message's own `output_config.effort`, tool-list changes inside messages
+ * tool-list changes inside messages
  * (`tool_addition` / `tool_removal`), images and documents by Anthropic `file` id or (documents)
  * by URL, `allowed_callers` other than direct, tool names over 64 characters (rather than
  * shortened, so names in responses never need mapping back), `top_k` where not allowed, more
@@ -50,6 +50,7 @@ import type {
 } from "../anthropic-messages.ts"
 import { openAIToolId } from "../ids.ts"
 import type { ChatMessage, ChatRequest, ChatToolChoice, ChatUserPart } from "../openai-chat.ts"
+import { effectiveEffort } from "./per-turn-effort.ts"
 import { refuse, type Translation, translating } from "./untranslatable.ts"
 
 export interface MessagesToChatOptions {
@@ -128,10 +129,10 @@ const refuseUnsupportedParameters = (request: MessagesRequest, options: Messages
   }
 }
 
-/** `output_config.effort` first; otherwise a budget-sized effort for enabled thinking. */
+/** The per-turn or request `output_config.effort` first; otherwise a budget-sized effort for enabled thinking. */
 const reasoningEffort = (request: MessagesRequest): string | undefined => {
-  const effort = request.output_config?.effort
-  if (effort != null) return effort
+  const effort = effectiveEffort(request)
+  if (effort !== undefined) return effort
   const thinking = request.thinking
   if (thinking?.type !== "enabled") return undefined
   if (thinking.budget_tokens <= 4096) return "low"
@@ -214,9 +215,7 @@ const conversation = (messages: ReadonlyArray<MessagesMessage>): Array<ChatMessa
 type SystemInMessages = Extract<MessagesMessage, { role: "system" }>
 
 const systemMessages = (message: SystemInMessages, path: string, followedByUser: boolean): Array<ChatMessage> => {
-  if (message.output_config?.effort != null) {
-    refuse(`${path}.output_config.effort`, "a per-turn effort cannot be sent to this model; set output_config.effort on the request")
-  }
+  // Its effort became the request's (`effectiveEffort`).
   if (message.clear_at === "next_user_message" && followedByUser) return []
   const content = message.content
   if (content === undefined) return []

@@ -11,7 +11,9 @@
  * fields, which Bedrock hands to the model), custom `tools` (`toolSpec`, `strict` kept,
  * `input_examples` appended to the description), `tool_choice` (auto, any, tool), the
  * structured output `output_config.format` / `output_format` (`outputConfig.textFormat`),
- * `output_config.effort` (`outputConfig.effort`), `cache_control` on system, message and tool
+ * `output_config.effort` and a system message's own (per-turn) effort (`outputConfig.effort`, the
+ * last one set), a tool history without `tools` (a `toolConfig` naming the history's tools, which
+ * Converse requires whenever tool blocks are present), `cache_control` on system, message and tool
  * blocks (a Converse `cachePoint` after the block: Bedrock caches nothing unless asked), and the
  * `anthropic-beta` flags Bedrock's Claude takes (`anthropic_beta`: interleaved thinking, the 1M
  * context). Content: text, images (base64), documents (PDF and plain text as document blocks,
@@ -28,7 +30,7 @@
  * `billing_policy`, `fallback_credit_token`, `fallbacks`, other betas.
  *
  * Refused, naming the field: server tools and the blocks they produce, `mcp_servers`,
- * `container`, `thread`, `output_config.task_budget`, a system message's own effort, tool-list
+ * `container`, `thread`, `output_config.task_budget`, tool-list
  * changes inside messages, images by URL or file id (Converse takes the bytes; the gateway
  * fetches nothing on a client's behalf), documents by URL or file id, images inside content
  * documents, `citations` switched on (Bedrock's citations have another shape), `tool_choice:
@@ -58,6 +60,7 @@ import {
   type ConverseToolResultContent
 } from "../bedrock-converse.ts"
 import { clampOutputBudget } from "../output-budget.ts"
+import { effectiveEffort } from "./per-turn-effort.ts"
 import { refuse, type Translation, translating } from "./untranslatable.ts"
 
 export interface MessagesToConverseOptions {
@@ -92,7 +95,7 @@ export const messagesRequestToConverse = (
     if (betas.length > 0) additional.anthropic_beta = betas
     const stop = request.stop_sequences ?? []
     const format = request.output_config?.format ?? request.output_format ?? undefined
-    const effort = request.output_config?.effort ?? undefined
+    const effort = effectiveEffort(request)
     return {
       messages,
       ...(system.length > 0 ? { system } : {}),
@@ -141,9 +144,7 @@ type SystemInMessages = Extract<MessagesMessage, { role: "system" }>
 
 /** A system message inside `messages` joins the system prompt: Converse has system text only there. */
 const systemMessageBlocks = (message: SystemInMessages, path: string, followedByUser: boolean): Array<ConverseSystemBlock> => {
-  if (message.output_config?.effort != null) {
-    refuse(`${path}.output_config.effort`, "a per-turn effort cannot be sent to Bedrock models; set output_config.effort on the request")
-  }
+  // Its effort became the request's (`effectiveEffort`).
   if (message.clear_at === "next_user_message" && followedByUser) return []
   const content = message.content
   if (content === undefined) return []
@@ -385,6 +386,24 @@ const describedTool = (tool: MessagesCustomTool): string | undefined => {
 const hasToolBlocks = (messages: ReadonlyArray<ConverseMessage>): boolean =>
   messages.some((message) => message.content.some((block) => "toolUse" in block || "toolResult" in block))
 
+/**
+ * Converse refuses tool blocks without a `toolConfig`, but a client's follow-up turn may carry the
+ * tool history without offering tools again (the OpenAI SDK's, say). The history's own tools are
+ * then declared, by name with an open schema: the model was already calling them, and the client
+ * answers a call the same way it did.
+ */
+const historyToolConfig = (messages: ReadonlyArray<ConverseMessage>): ConverseRequest["toolConfig"] => {
+  const names = new Set<string>()
+  for (const message of messages) {
+    for (const block of message.content) if ("toolUse" in block) names.add(block.toolUse.name)
+  }
+  if (names.size === 0) {
+    // Results without their calls are refused by Bedrock anyway; a placeholder would only hide it.
+    return undefined
+  }
+  return { tools: [...names].map((name) => ({ toolSpec: { name, inputSchema: { json: { type: "object" } } } })) }
+}
+
 const converseToolConfig = (request: MessagesRequest, messages: ReadonlyArray<ConverseMessage>): ConverseRequest["toolConfig"] => {
   const tools = (request.tools ?? []).flatMap((tool, index): Array<ConverseTool> => {
     if (tool.type != null && tool.type !== "custom") {
@@ -418,7 +437,7 @@ const converseToolConfig = (request: MessagesRequest, messages: ReadonlyArray<Co
   }
   if (tools.length === 0) {
     if (choice !== undefined) refuse("tool_choice", "requires tools")
-    return undefined
+    return historyToolConfig(messages)
   }
   const toolChoice: ConverseToolChoice | undefined = choice === undefined
     ? undefined

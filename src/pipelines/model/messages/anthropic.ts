@@ -1,6 +1,7 @@
 /**
- * Messages client -> Anthropic-kind provider: a passthrough. The body goes upstream with the
- * provider's model id and the caps applied; events are forwarded in order, except that
+ * Messages client -> Anthropic-kind provider (and Claude on Vertex): a passthrough. The body goes
+ * upstream with the provider's model id and the caps applied (for Vertex, without what Vertex
+ * refuses); events are forwarded in order, except that
  * `message_delta` events are merged into one (see below).
  */
 import { Effect, Stream } from "effect"
@@ -16,7 +17,10 @@ import type {
 import { messagesPassthroughBody } from "../../../wire/anthropic-messages.ts"
 import { type AuditUsage, auditUsageFromAnthropic, emptyAuditUsage } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
+import type { RequestState } from "../../request.ts"
+import { recordDropped } from "../dropped.ts"
 import { recordAuditUsage } from "../usage.ts"
+import { messagesForVertex } from "../../../wire/translate/messages-for-vertex.ts"
 import { flattenEach } from "../stream-chunks.ts"
 
 /**
@@ -24,8 +28,16 @@ import { flattenEach } from "../stream-chunks.ts"
  * cap and a thinking budget kept below it (or a 400 naming both when none fits): fields the
  * gateway does not model, betas included, still reach the provider, which judges its format.
  */
-const passthroughBody = ({ raw, resolved }: AdapterContext) =>
-  decodedOrFail(messagesPassthroughBody(raw, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens }))
+const passthroughBody = ({ raw, resolved, state }: AdapterContext) =>
+  decodedOrFail(messagesPassthroughBody(forVendor(raw, resolved.provider.kind, state), { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens }))
+
+/** Claude on Vertex takes Anthropic's format minus what it refuses (messages-for-vertex.ts); the dropped rest is named. */
+export const forVendor = (raw: Record<string, unknown>, kind: string, state: RequestState): Record<string, unknown> => {
+  if (kind !== "vertex") return raw
+  const { body, dropped } = messagesForVertex(raw)
+  recordDropped(state, dropped)
+  return body
+}
 
 /** The client's version and betas go upstream with its body: the vendor judges its own format. */
 export const forwardedAnthropicHeaders = (headers: Headers): AnthropicHeaders => ({

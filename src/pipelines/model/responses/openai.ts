@@ -1,7 +1,7 @@
 /**
  * Responses client -> OpenAI-kind provider. A provider that serves the Responses API
- * (`responses_api: true`) gets the request forwarded as sent (model id replaced, the output cap
- * applied) and its events forwarded as received. Any other OpenAI-compatible provider (and echo)
+ * (`responses_api: true`, and Azure) gets the request forwarded as sent (model id replaced, the
+ * output cap applied, the fields Azure refuses left out for Azure) and its events forwarded as received. Any other OpenAI-compatible provider (and echo)
  * gets it translated to Chat Completions, and the answer and stream translated back
  * (src/wire/translate/responses-request-to-chat.ts and friends).
  */
@@ -13,12 +13,25 @@ import { auditUsageFromResponses, chatResponseToResponses } from "../../../wire/
 import { ChatToResponsesStream } from "../../../wire/translate/chat-to-responses-stream.ts"
 import { auditUsageFromChat } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
+import { recordDropped } from "../dropped.ts"
 import { recordAuditUsage } from "../usage.ts"
 import { responsesAsChat } from "./translate.ts"
 import { flattenEach } from "../stream-chunks.ts"
 
-const passthroughBody = ({ raw, resolved }: AdapterContext): Record<string, unknown> => {
+/**
+ * Fields OpenAI's Responses API takes and Azure's refuses (`400 Unknown parameter`), which clients
+ * send on their own: Codex tags every request with `client_metadata`. They only label the request,
+ * so an Azure deployment gets the request without them, named in `x-modelgate-dropped`.
+ */
+const AZURE_REFUSES = ["client_metadata"] as const
+
+const passthroughBody = ({ raw, resolved, state }: AdapterContext): Record<string, unknown> => {
   const body: Record<string, unknown> = { ...raw, model: resolved.model.id }
+  if (resolved.provider.kind === "azure") {
+    const dropped = AZURE_REFUSES.filter((field) => field in body)
+    for (const field of dropped) delete body[field]
+    recordDropped(state, dropped)
+  }
   const cap = resolved.model.max_tokens
   // Always a limit (issue 22, finding 2): none named, or one above the cap, is the cap.
   if (typeof raw.max_output_tokens !== "number" || raw.max_output_tokens > cap) body.max_output_tokens = cap
