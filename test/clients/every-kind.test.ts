@@ -159,13 +159,38 @@ describe("Claude Code's per-turn effort and mid-conversation system turn", () =>
     const requests = perTurnEffort("vertex-claude")
     const response = await replayAll(requests)
     expect(response.headers.get("x-modelgate-dropped")).toBeNull()
-    const last = vertex.requests.filter((r) => r.path.endsWith("RawPredict")).at(-1)!.body!
+    const last = vertex.requests.filter((r) => /:(rawPredict|streamRawPredict)$/.test(r.path)).at(-1)!.body!
     const sent = requests.at(-1)!.body
     expect(last.messages.map((m: Record<string, unknown>) => m.role)).toEqual(["user", "assistant", "user"])
     expect(last.output_config.effort).toBe("low")
     const systemTurn = sent.messages.find((m: Record<string, unknown>) => m.role === "system").content
     expect(last.system.at(-1)).toEqual({ type: "text", text: systemTurn })
     expect(last.system.slice(0, -1)).toEqual(sent.system)
+  })
+
+  it("on Vertex, what has no equivalent there is left out and named: a system turn's tool-list change", async () => {
+    const response = await fetch(`${gateway.url}/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "on-vertex-claude",
+        max_tokens: 100,
+        system: "Be brief.",
+        messages: [
+          { role: "user", content: "Hi" },
+          { role: "system", content: [{ type: "text", text: "Now answer in French." }, { type: "tool_removal", tool_names: ["Read"] }], output_config: { effort: "medium" } },
+          { role: "user", content: "Hello?" }
+        ]
+      })
+    })
+    expect(response.status, await response.clone().text()).toBe(200)
+    expect(response.headers.get("x-modelgate-dropped")).toBe("messages.1.content.1")
+    const record = await recordOf(response.headers.get("x-request-id")!)
+    expect(record.details).toMatchObject({ dropped: ["messages.1.content.1"] })
+    const reached = vertex.requests.filter((r) => /:(rawPredict|streamRawPredict)$/.test(r.path)).at(-1)!.body!
+    expect(reached.system).toEqual([{ type: "text", text: "Be brief." }, { type: "text", text: "Now answer in French." }])
+    expect(reached.output_config).toEqual({ effort: "medium" })
+    expect(reached.messages).toEqual([{ role: "user", content: "Hi" }, { role: "user", content: "Hello?" }])
   })
 
   it("Bedrock gets the per-turn effort as outputConfig.effort", async () => {
@@ -238,5 +263,63 @@ describe("a tool history without tools (the OpenAI SDK's follow-up turn)", () =>
     })
     expect(response.status, await response.clone().text()).toBe(200)
     expect(bedrock.requests.at(-1)!.body!.toolConfig).toEqual({ tools: [{ toolSpec: { name: "weather", inputSchema: { json: { type: "object" } } } }] })
+  })
+})
+
+describe("the legacy functions API on Anthropic's models", () => {
+  const upstream: Record<string, () => FakeUpstream> = { anthropic: () => anthropic, bedrock: () => bedrock, "vertex-claude": () => vertex.anthropic }
+  const WEATHER = { name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }
+  const post = (body: Record<string, unknown>) =>
+    fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body)
+    })
+
+  it.each(Object.keys(upstream))("is translated to tools on a %s model, and the call comes back as function_call", async (kind) => {
+    upstream[kind]!().enqueue({ kind: "tool_calls", calls: [{ name: "weather", arguments: { city: "Oslo" } }] })
+    const first = await post({ model: `on-${kind}`, messages: [{ role: "user", content: "Weather in Oslo?" }], functions: [WEATHER], function_call: { name: "weather" } })
+    const answer = (await first.json()) as Record<string, any>
+    expect(first.status, JSON.stringify(answer)).toBe(200)
+    expect(answer.choices[0].finish_reason).toBe("function_call")
+    expect(answer.choices[0].message).not.toHaveProperty("tool_calls")
+    expect(answer.choices[0].message.function_call.name).toBe("weather")
+    expect(JSON.parse(answer.choices[0].message.function_call.arguments)).toEqual({ city: "Oslo" })
+
+    // The result turn, in the legacy shape, and a stream.
+    const second = await post({
+      model: `on-${kind}`,
+      stream: true,
+      functions: [WEATHER],
+      messages: [
+        { role: "user", content: "Weather in Oslo?" },
+        { role: "assistant", content: null, function_call: answer.choices[0].message.function_call },
+        { role: "function", name: "weather", content: "21 C" }
+      ]
+    })
+    const text = await second.text()
+    expect(second.status, text).toBe(200)
+    expect(text).toMatch(/data: \[DONE\]/)
+    const reached = upstream[kind]!().requests.at(-1)!.body!
+    expect(JSON.stringify(reached)).toMatch(kind === "bedrock" ? /"toolResult"/ : /"tool_result"/)
+  })
+
+  it("streams the call as delta.function_call", async () => {
+    anthropic.enqueue({ kind: "tool_calls", calls: [{ name: "weather", arguments: { city: "Oslo" } }] })
+    const response = await post({ model: "on-anthropic", stream: true, messages: [{ role: "user", content: "Weather in Oslo?" }], functions: [WEATHER], function_call: "auto" })
+    const text = await response.text()
+    expect(response.status, text).toBe(200)
+    const chunks = text.split("\n\n").filter((frame) => frame.startsWith("data: {")).map((frame) => JSON.parse(frame.slice(6)))
+    expect(chunks.some((chunk) => chunk.choices[0]?.delta?.tool_calls !== undefined)).toBe(false)
+    const args = chunks.map((chunk) => chunk.choices[0]?.delta?.function_call?.arguments ?? "").join("")
+    expect(chunks.find((chunk) => chunk.choices[0]?.delta?.function_call?.name)?.choices[0].delta.function_call.name).toBe("weather")
+    expect(JSON.parse(args)).toEqual({ city: "Oslo" })
+    expect(chunks.map((chunk) => chunk.choices[0]?.finish_reason).filter(Boolean)).toEqual(["function_call"])
+  })
+
+  it("logprobs, which the user chose and no Anthropic model has, stays refused by name", async () => {
+    const response = await post({ model: "on-anthropic", messages: [{ role: "user", content: "Hi" }], logprobs: true })
+    expect(response.status).toBe(400)
+    expect(((await response.json()) as Record<string, any>).details).toMatchObject({ field: "logprobs", reason: "untranslatable" })
   })
 })

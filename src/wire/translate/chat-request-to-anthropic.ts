@@ -24,7 +24,8 @@
  * `logit_bias`, `logprobs: true` and `top_logprobs` (no log probabilities), `audio` and audio
  * `modalities`, `input_audio` parts and assistant `audio` (no audio in or out),
  * `moderation`, `web_search_options`, the legacy `functions` / `function_call` and `function`
- * messages, `custom` tools, tool calls and tool choices (free-form grammars), `file` parts by
+ * messages (the chat pipeline puts them in tools before this step, legacy-functions.ts: here they
+ * would be answered in tools, which a legacy client does not read), `custom` tools, tool calls and tool choices (free-form grammars), `file` parts by
  * `file_id` (OpenAI file ids mean nothing to Anthropic) and `n` > 1 (by the schema).
  *
  * Other choices: with both `temperature` and `top_p`, the one left at its default (1) is dropped;

@@ -10,13 +10,21 @@ import { chatToOpenAI } from "./openai.ts"
 import { chatToBedrock } from "./bedrock.ts"
 import { chatToGemini } from "./gemini.ts"
 import { vertexAdapter } from "../vertex.ts"
+import { withLegacyFunctions } from "./legacy-functions.ts"
 
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
   continuation: chatContinuation,
   // `functions`, `function_call` and `max_tokens`, which OpenAI deprecated (src/domain/deprecation.ts).
   deprecatedFields: (raw) => deprecatedFields("POST /v1/chat/completions", raw),
-  adapters: { openai: chatToOpenAI, anthropic: chatToAnthropic, bedrock: chatToBedrock, gemini: chatToGemini, vertex: vertexAdapter(chatToAnthropic, chatToGemini) },
+  // Anthropic's models have tools only: the legacy functions API reaches them as tools (issue 34).
+  adapters: {
+    openai: chatToOpenAI,
+    anthropic: withLegacyFunctions(chatToAnthropic),
+    bedrock: withLegacyFunctions(chatToBedrock),
+    gemini: chatToGemini,
+    vertex: vertexAdapter(withLegacyFunctions(chatToAnthropic), chatToGemini)
+  },
   framer: (state) => ({
     frame: (event) => dataFrame(event.data),
     end: () => DONE_FRAME,
