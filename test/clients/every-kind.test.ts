@@ -217,11 +217,25 @@ describe("Codex on Azure", () => {
     expect(record.details).toMatchObject({ dropped: ["client_metadata"] })
   })
 
-  it("nothing is dropped for OpenAI's own Responses API", async () => {
-    const [request] = modelRequests(loadFixture("codex", "plain", { apiKey: key, model: "on-anthropic" }))
-    const response = await fetch(replayUrl(gateway.url, request!), replayInit(request!))
-    await response.text()
-    expect(response.status).toBe(200)
+})
+
+describe("what a translation leaves out is named", () => {
+  it.each(["openai", "anthropic", "bedrock", "vertex-claude", "gemini"])("Codex's request tags and cache hints on a %s model", async (kind) => {
+    const [request] = modelRequests(loadFixture("codex", "plain", { apiKey: key, model: `on-${kind}` }))
+    const response = await replayAll([request!])
+    expect(response.headers.get("x-modelgate-dropped")).toBe("client_metadata,include,prompt_cache_key")
+  })
+
+  it.each(["openai", "bedrock", "vertex-gemini"])("Claude Code's context_management on a %s model", async (kind) => {
+    const requests = modelRequests(loadFixture("claude-code", "tool", { apiKey: key, model: `on-${kind}` }))
+    const response = await replayAll(requests)
+    const expected = kind === "bedrock" ? "context_management,metadata" : "context_management"
+    expect(response.headers.get("x-modelgate-dropped")).toBe(expected)
+    expect((await recordOf(response.headers.get("x-request-id")!)).details).toMatchObject({ dropped: expected.split(",") })
+  })
+
+  it("nothing on passthrough to the client's own vendor", async () => {
+    const response = await replayAll(modelRequests(loadFixture("claude-code", "tool", { apiKey: key, model: "on-anthropic" })))
     expect(response.headers.get("x-modelgate-dropped")).toBeNull()
   })
 })

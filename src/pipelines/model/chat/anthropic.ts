@@ -14,9 +14,12 @@ import { anthropicResponseToChat, nowSeconds } from "../../../wire/translate/res
 import { auditUsageFromAnthropic } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
+import { recordDropped } from "../dropped.ts"
+import { CHAT_TO_ANTHROPIC_DROPS, presentFields } from "../../../wire/translate/dropped-fields.ts"
 import { flattenEach } from "../stream-chunks.ts"
 
-const translated = (chat: ChatRequest, { resolved }: AdapterContext) => {
+const translated = (chat: ChatRequest, { resolved, raw, state }: AdapterContext) => {
+  recordDropped(state, presentFields(raw, CHAT_TO_ANTHROPIC_DROPS))
   const result = chatRequestToAnthropic(chat, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens, reasoning: modelReasons(resolved.model) })
   return Result.isFailure(result)
     ? Effect.fail(untranslatable(result.failure))

@@ -16,8 +16,11 @@ import { nowSeconds } from "../../../wire/translate/responses.ts"
 import type { Adapter, AdapterContext, ClientEvent } from "../adapter.ts"
 import { flattenEach } from "../stream-chunks.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
+import { recordDropped } from "../dropped.ts"
+import { CHAT_TO_CONVERSE_DROPS, presentFields } from "../../../wire/translate/dropped-fields.ts"
 
-const translated = (chat: ChatRequest, { resolved }: AdapterContext): Effect.Effect<ConverseRequest, ValidationFailed> => {
+const translated = (chat: ChatRequest, { resolved, raw, state }: AdapterContext): Effect.Effect<ConverseRequest, ValidationFailed> => {
+  recordDropped(state, presentFields(raw, CHAT_TO_CONVERSE_DROPS))
   const result = chatRequestToConverse(chat, { maxTokensCap: resolved.model.max_tokens })
   return Result.isFailure(result) ? Effect.fail(untranslatable(result.failure)) : Effect.succeed(result.success)
 }

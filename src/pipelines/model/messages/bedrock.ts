@@ -18,11 +18,14 @@ import { auditUsageFromAnthropic } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext } from "../adapter.ts"
 import { flattenEach } from "../stream-chunks.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
+import { recordDropped } from "../dropped.ts"
+import { MESSAGES_TO_CONVERSE_DROPS, presentFields } from "../../../wire/translate/dropped-fields.ts"
 import { eventOf } from "./anthropic.ts"
 
 /** Translation needs every field known: the client's body is decoded strictly, then translated. */
-export const messagesAsConverse = ({ raw, resolved, headers }: AdapterContext) =>
+export const messagesAsConverse = ({ raw, resolved, headers, state }: AdapterContext) =>
   Effect.flatMap(decodedOrFail(decodeMessagesRequest(raw)), (request) => {
+    recordDropped(state, presentFields(raw, MESSAGES_TO_CONVERSE_DROPS))
     const result = messagesRequestToConverse(request, { maxTokensCap: resolved.model.max_tokens, betas: headers["anthropic-beta"] })
     return Result.isFailure(result) ? Effect.fail(untranslatable(result.failure)) : Effect.succeed({ request, body: result.success })
   })

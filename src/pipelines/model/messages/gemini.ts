@@ -14,10 +14,13 @@ import type { Adapter, AdapterContext } from "../adapter.ts"
 import { geminiChatStream, geminiComplete } from "../gemini.ts"
 import { flattenEach } from "../stream-chunks.ts"
 import { untranslatable } from "../usage.ts"
+import { recordDropped } from "../dropped.ts"
+import { MESSAGES_TO_CHAT_DROPS, presentFields } from "../../../wire/translate/dropped-fields.ts"
 import { eventOf } from "./anthropic.ts"
 
-const asChat = ({ raw, resolved }: AdapterContext) =>
+const asChat = ({ raw, resolved, state }: AdapterContext) =>
   Effect.flatMap(decodedOrFail(decodeMessagesRequest(raw)), (request) => {
+    recordDropped(state, presentFields(raw, MESSAGES_TO_CHAT_DROPS))
     const result = messagesRequestToChat(request, { model: resolved.model.id, maxTokensCap: resolved.model.max_tokens })
     return Result.isFailure(result) ? Effect.fail(untranslatable(result.failure)) : Effect.succeed(result.success as unknown as ChatRequest)
   })

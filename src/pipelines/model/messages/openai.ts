@@ -13,12 +13,15 @@ import { chatResponseToAnthropic } from "../../../wire/translate/responses.ts"
 import { auditUsageFromChat } from "../../../wire/translate/usage.ts"
 import type { Adapter, AdapterContext } from "../adapter.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
+import { recordDropped } from "../dropped.ts"
+import { MESSAGES_TO_CHAT_DROPS, presentFields } from "../../../wire/translate/dropped-fields.ts"
 import { eventOf } from "./anthropic.ts"
 import { flattenEach } from "../stream-chunks.ts"
 
 /** Translation needs every field known: the client's body is decoded strictly, then translated. */
-const translated = ({ raw, resolved }: AdapterContext) =>
+const translated = ({ raw, resolved, state }: AdapterContext) =>
   Effect.flatMap(decodedOrFail(decodeMessagesRequest(raw)), (request) => {
+    recordDropped(state, presentFields(raw, MESSAGES_TO_CHAT_DROPS))
     const result = messagesRequestToChat(request, {
       model: resolved.model.id,
       maxTokensCap: resolved.model.max_tokens,

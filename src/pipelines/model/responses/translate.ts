@@ -16,10 +16,13 @@ import { type ChatRequestFromResponses, responsesRequestToChat } from "../../../
 import { modelReasons } from "../../../services/catalog/reasoning.ts"
 import type { AdapterContext } from "../adapter.ts"
 import { untranslatable } from "../usage.ts"
+import { recordDropped } from "../dropped.ts"
+import { presentFields, RESPONSES_TO_CHAT_DROPS } from "../../../wire/translate/dropped-fields.ts"
 
 export const responsesAsChat = (context: AdapterContext) =>
   Effect.gen(function*() {
     const request: ResponsesRequest = yield* decodedOrFail(decodeResponsesRequest(context.raw))
+    recordDropped(context.state, presentFields(context.raw, RESPONSES_TO_CHAT_DROPS))
     const translated = responsesRequestToChat(request, { model: context.resolved.model.id, nonFunctionTools: "drop" })
     if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
     const cap = context.resolved.model.max_tokens
