@@ -7,10 +7,13 @@
 import { Schema } from "effect"
 import { makeDecoder, NonEmptyString } from "./decode.ts"
 
-const Message = Schema.Struct({
-  role: Schema.Literals(["user", "assistant"]),
-  content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
-})
+const Content = Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
+
+const Message = Schema.Union([
+  Schema.Struct({ role: Schema.Literals(["user", "assistant"]), content: Content }),
+  // A system turn inside `messages` (Claude Code sends them, issue 34): counted like the others.
+  Schema.Struct({ role: Schema.Literal("system"), content: Schema.optionalKey(Content) })
+])
 
 export const CountTokensRequestSchema = Schema.Struct({
   model: NonEmptyString,

@@ -155,6 +155,21 @@ describe("Claude Code's per-turn effort and mid-conversation system turn", () =>
     await replayAll(requests)
   })
 
+  it.each(KINDS)("are counted by count_tokens for a %s model", async (kind) => {
+    const counts = modelRequests(loadFixture("claude-code", "context", { apiKey: key, model: `on-${kind}` }))
+      .filter((request) => request.path.endsWith("/count_tokens"))
+      .slice(0, 2)
+      .map((request) => ({
+        ...request,
+        body: {
+          ...request.body,
+          messages: [...request.body.messages, { role: "system", content: "Answer briefly.", output_config: { effort: "low" } }, { role: "user", content: "And now?" }]
+        }
+      }))
+    expect(counts.length).toBeGreaterThan(0)
+    await replayAll(counts)
+  })
+
   it("Vertex's Claude gets the system turn in `system` and the per-turn effort as the request's", async () => {
     const requests = perTurnEffort("vertex-claude")
     const response = await replayAll(requests)
