@@ -238,7 +238,7 @@ describe("what a translation leaves out is named", () => {
   it.each(["openai", "anthropic", "bedrock", "vertex-claude", "gemini"])("Codex's request tags and cache hints on a %s model", async (kind) => {
     const [request] = modelRequests(loadFixture("codex", "plain", { apiKey: key, model: `on-${kind}` }))
     const response = await replayAll([request!])
-    expect(response.headers.get("x-modelgate-dropped")).toBe("client_metadata,include,prompt_cache_key")
+    expect(response.headers.get("x-modelgate-dropped")).toBe("client_metadata,include,prompt_cache_key,tools.tool_search,tools.web_search")
   })
 
   it.each(["openai", "bedrock", "vertex-gemini"])("Claude Code's context_management on a %s model", async (kind) => {

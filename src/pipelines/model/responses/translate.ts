@@ -7,7 +7,8 @@
  * `tool_search`...) are left out rather than refused (`custom` and `namespace` tools were already
  * turned into functions, see ./tools.ts): Codex offers them
  * on every request, and a model behind another provider could not call them anyway. Which were
- * left out is recorded in the audit record. Forcing one with `tool_choice` is still refused.
+ * left out is recorded in the audit record (`details.dropped_tools` by name, and as `tools.<type>` in
+ * `details.dropped` and `x-modelgate-dropped`). Forcing one with `tool_choice` is still refused.
  */
 import { Effect, Result } from "effect"
 import { decodedOrFail } from "../../../domain/validation.ts"
@@ -35,5 +36,7 @@ export const responsesAsChat = (context: AdapterContext) =>
     const chat: ChatRequestFromResponses = modelReasons(context.resolved.model) ? capped : withoutEffort
     const dropped = (request.tools ?? []).filter((tool) => tool.type !== "function").map((tool) => ("name" in tool && typeof tool.name === "string" ? tool.name : tool.type))
     if (dropped.length > 0) context.state.audit.details = { ...context.state.audit.details, dropped_tools: dropped }
+    // Named by type: the indices are those of the body with Codex's namespaces flattened (./tools.ts), not the client's.
+    recordDropped(context.state, (request.tools ?? []).flatMap((tool) => tool.type === "function" ? [] : [`tools.${tool.type}`]))
     return { request, chat }
   })
