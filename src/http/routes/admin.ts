@@ -222,7 +222,9 @@ export const adminRoutes = (options: AdminOptions) => {
         dialect: input.dialect,
         url: input.url,
         read_url: input.read_url ?? null,
-        default_schema: input.default_schema ?? null
+        default_schema: input.default_schema ?? null,
+        environment: input.environment ?? "development",
+        ssh: input.ssh ?? null
       })
       yield* auditChange(connectionAudit(undefined, created))
       return json(toConnectionView(created), 201)

@@ -63,7 +63,11 @@ export const fromDriverError = (error: SqlDriverError, connection: ConnectionRec
     case "SqlConnectionUnreachable":
       return new ConnectionUnreachable({
         message: scrub(error.message),
-        details: { connection_id: connection.id }
+        details: {
+          connection_id: connection.id,
+          hop: error.hop ?? "database",
+          ...(error.reason === undefined ? {} : { reason: error.reason })
+        }
       })
     case "SqlQueryTimeout":
       return new UpstreamTimeout({
