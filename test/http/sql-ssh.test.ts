@@ -97,6 +97,8 @@ describe("SQL connections through an SSH tunnel", () => {
 
     const viaBastion = { host: "127.0.0.1", port: bastion.port, user: USER }
     gw = await startGateway(testConfig({
+      limits: { requests_per_minute: 1000 },
+      workspace: { credits: 100_000 },
       connections: [
         { id: 1, name: "pg", dialect: "postgres", url: pgUrl, ssh: { ...viaBastion, private_key_file: keyFile, host_key_sha256: bastion.fingerprint } },
         { id: 2, name: "maria", dialect: "mysql", url: mariaUrl, ssh: { ...viaBastion, password_env: PASSWORD_ENV, known_hosts_file: knownHosts } },
