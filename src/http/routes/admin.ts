@@ -151,6 +151,11 @@ export const adminRoutes = (options: AdminOptions) => {
           now[`${field}_credentials`] = "changed"
         }
       }
+      // A new SSH key or password shows as "***" both times: say that it changed, never what to.
+      if (JSON.stringify(before.ssh) !== JSON.stringify(after.ssh) && JSON.stringify(was.ssh) === JSON.stringify(now.ssh)) {
+        was.ssh_credentials = "previous"
+        now.ssh_credentials = "changed"
+      }
     }
     return { target: { kind: "connection" as const, id: String((after ?? before)!.id) }, before: was, after: now }
   }

@@ -307,8 +307,25 @@ export const makeTunnel = (ssh: ConnectionSsh, target: { readonly host: string; 
 
   const forward = (c: Client): Promise<ClientChannel> =>
     new Promise((resolve, reject) => {
+      // A bastion that cannot get an answer from the database's host would hold the open as long
+      // as its own TCP timeout: the same deadline as the login bounds it.
+      let answered = false
+      const timer = setTimeout(() => {
+        answered = true
+        reject(record(new TunnelFailure(
+          "database",
+          "timeout",
+          `the SSH server ${where} did not connect to ${target.host}:${target.port} within ${timeoutMs} ms`
+        )))
+      }, timeoutMs)
       try {
         c.forwardOut("127.0.0.1", 0, target.host, target.port, (error, channel) => {
+          clearTimeout(timer)
+          if (answered) {
+            channel?.destroy()
+            return
+          }
+          answered = true
           if (error === undefined || error === null) return resolve(channel)
           // The session itself died: the SSH hop; the bastion answered but could not connect: the database's.
           reject(record(
@@ -322,6 +339,7 @@ export const makeTunnel = (ssh: ConnectionSsh, target: { readonly host: string; 
           ))
         })
       } catch {
+        clearTimeout(timer)
         if (client === c) client = undefined
         reject(record(new TunnelFailure("ssh", "connection_lost", `the SSH session with ${where} ended`)))
       }
