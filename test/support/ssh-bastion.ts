@@ -62,6 +62,8 @@ export const startBastion = async (options: {
 
   const server = new Server({ hostKeys: [hostKey.private] }, (client) => {
     connections.add(client)
+    // ssh2 leaves Nagle on: every statement would wait for a delayed ACK.
+    ;(client as unknown as { setNoDelay: (on: boolean) => void }).setNoDelay(true)
     client.on("close", () => connections.delete(client))
     client.on("error", () => {})
     client.on("authentication", (ctx) => {
@@ -82,7 +84,7 @@ export const startBastion = async (options: {
       client.on("tcpip", (accept, reject, info) => {
         forwards.push(`${info.destIP}:${info.destPort}`)
         const host = options.resolve?.[info.destIP] ?? info.destIP
-        const socket = netConnect(info.destPort, host)
+        const socket = netConnect({ port: info.destPort, host, noDelay: true })
         sockets.add(socket)
         socket.on("close", () => sockets.delete(socket))
         socket.once("error", () => reject())

@@ -233,6 +233,9 @@ export const makeTunnel = (ssh: ConnectionSsh, target: { readonly host: string; 
         () => fail(new TunnelFailure("ssh", "timeout", `no SSH session with ${where} within ${timeoutMs} ms`)),
         timeoutMs
       )
+      // Statements are one write then a wait for the answer: Nagle would hold each write back
+      // for the bastion's delayed ACK (about 40 ms a round trip).
+      c.on("connect", () => c.setNoDelay(true))
       c.on("ready", () => {
         if (settled) return
         settled = true
