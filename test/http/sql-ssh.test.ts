@@ -195,7 +195,7 @@ describe("SQL connections through an SSH tunnel", () => {
     const hostKey = (await (await gw.admin("POST", "/connections/3/test")).json()) as any
     expect(hostKey.results[0]).toMatchObject({ ok: false, error: { error: "connection_unreachable", details: { hop: "ssh", reason: "host_key_mismatch" } } })
     const database = (await (await gw.admin("POST", "/connections/6/test")).json()) as any
-    expect(database.results[0]).toMatchObject({ ok: false, error: { error: "connection_unreachable", details: { hop: "database" } } })
+    expect(database.results[0]).toMatchObject({ ok: false, error: { error: "connection_unreachable", details: { hop: "database" } }, details: { hop: "database" } })
   })
 
   it("opens the tunnel again after it drops mid-session", async () => {
@@ -216,6 +216,27 @@ describe("SQL connections through an SSH tunnel", () => {
       expect(answer.body.kind).toBe("rows")
     }
     expect(bastion.logins()).toBeGreaterThan(loginsBefore)
+  })
+
+  it("fails a statement whose tunnel drops while it runs with the SSH hop, and the next call works", async () => {
+    const marker = `mg_drop_${Date.now()}`
+    const running = callTool(gw.url, key, "sql_run", {
+      connection_id: 1,
+      statement: `SELECT count(*) AS ${marker} FROM generate_series(1, 2000000000)`,
+      timeout_ms: 60_000
+    })
+    // Wait until the database runs it, then cut the tunnel under it.
+    const admin = new PgClient(pg.url)
+    for (let seen = false; !seen;) {
+      const rows = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%${marker}%' AND state = 'active' AND pid <> pg_backend_pid()`)
+      seen = rows[0]!.n > 0
+    }
+    bastion.dropSessions()
+    const answer = await running
+    expect(answer.body).toMatchObject({ status: 502, error: "connection_unreachable", details: { hop: "ssh", reason: "connection_lost" } })
+    let next = await callTool(gw.url, key, "sql_run", { connection_id: 1, statement: "SELECT 1 AS one" })
+    if (next.isError) next = await callTool(gw.url, key, "sql_run", { connection_id: 1, statement: "SELECT 1 AS one" })
+    expect(next.body).toMatchObject({ kind: "rows", rows: [{ one: 1 }] })
   })
 
   it("seals a tunnel's secrets added through the API and never shows them", async () => {

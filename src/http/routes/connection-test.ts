@@ -23,6 +23,8 @@ export interface ProbeResult {
     /** For connection_unreachable: the hop that failed (`ssh` or `database`) and, for the tunnel, why. */
     readonly details?: { readonly hop: "ssh" | "database"; readonly reason?: string }
   }
+  /** The same as `error.details`, where a client reading a failed result's `details.hop` looks first. */
+  readonly details?: { readonly hop: "ssh" | "database"; readonly reason?: string }
   readonly duration_ms: number
 }
 
@@ -46,7 +48,7 @@ const probe = (connection: ConnectionRecord, role: "edit" | "read", url: string)
       const details = failure._tag === "SqlConnectionUnreachable"
         ? { details: { hop: failure.hop ?? "database", ...(failure.reason === undefined ? {} : { reason: failure.reason }) } }
         : {}
-      return { ...base, ok: false, error: { error: slugOf(failure._tag), message: failure.message, ...details }, duration_ms: elapsed() }
+      return { ...base, ok: false, error: { error: slugOf(failure._tag), message: failure.message, ...details }, ...details, duration_ms: elapsed() }
     }
     if (outcome.success._tag === "None") {
       return {

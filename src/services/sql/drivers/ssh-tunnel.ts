@@ -257,7 +257,11 @@ export const makeTunnel = (ssh: ConnectionSsh, target: { readonly host: string; 
         fail(new TunnelFailure("ssh", "handshake_failed", `the SSH handshake with ${where} failed: ${error.message}`))
       })
       c.on("close", () => {
-        if (client === c) client = undefined
+        if (client === c) {
+          client = undefined
+          // A call whose database session died with this session reports the SSH hop (SqlDrivers.ts).
+          if (!closed) record(new TunnelFailure("ssh", "connection_lost", `the SSH session with ${where} ended`))
+        }
         fail(hostKeyProblem ?? new TunnelFailure("ssh", "connection_lost", `the SSH server ${where} closed the connection`))
       })
       try {
