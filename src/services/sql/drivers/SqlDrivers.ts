@@ -8,7 +8,7 @@ import type * as Scope from "effect/Scope"
 import type { Duplex } from "node:stream"
 import type { ConnectionSsh } from "../../../domain/records.ts"
 import { SqlConnectionUnreachable, type SqlDriverError } from "./errors.ts"
-import { makeTunnel, TunnelFailure } from "./ssh-tunnel.ts"
+import type { TunnelFailure } from "./ssh-tunnel.ts"
 import type { SqlDriver, SqlDriverOptions } from "./types.ts"
 
 export * from "./errors.ts"
@@ -41,8 +41,12 @@ const targetOf = (url: string, defaultPort: number) => {
   }
 }
 
+/** By shape: the tunnel module (and ssh2) loads only with the first tunnel, so its class is not at hand here. */
+const isTunnelFailure = (error: unknown): error is TunnelFailure =>
+  error instanceof Error && "hop" in error && "reason" in error && (error.hop === "ssh" || error.hop === "database")
+
 const fromTunnelFailure = (error: unknown): SqlConnectionUnreachable =>
-  error instanceof TunnelFailure
+  isTunnelFailure(error)
     ? new SqlConnectionUnreachable({ message: error.message, hop: error.hop, reason: error.reason })
     : new SqlConnectionUnreachable({ message: "the SSH tunnel failed", hop: "ssh", reason: "handshake_failed" })
 
@@ -53,6 +57,8 @@ const fromTunnelFailure = (error: unknown): SqlConnectionUnreachable =>
  */
 const makeTunneled = (options: SqlDriverOptions, ssh: ConnectionSsh): Effect.Effect<SqlDriver, never, Scope.Scope> =>
   Effect.gen(function*() {
+    // ssh2 loads with the first tunnel, as each dialect's driver does with its first pool.
+    const { makeTunnel } = yield* Effect.promise(() => import("./ssh-tunnel.ts"))
     const tunnel = makeTunnel(ssh, targetOf(options.url, options.dialect === "postgres" ? 5432 : 3306))
     yield* Effect.addFinalizer(() => Effect.sync(() => tunnel.close()))
     const inner = yield* makeDirect(options, () => tunnel.stream())
