@@ -238,6 +238,8 @@ export const makeTunnel = (ssh: ConnectionSsh, target: { readonly host: string; 
       c.on("connect", () => c.setNoDelay(true))
       c.on("ready", () => {
         if (settled) return
+        // The pool closed while this login was under way: nobody will use or end this session.
+        if (closed) return fail(new TunnelFailure("ssh", "connection_lost", "the tunnel is closed"))
         settled = true
         clearTimeout(timer)
         opened++
