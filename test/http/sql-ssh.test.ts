@@ -45,6 +45,8 @@ const callTool = async (url: string, key: string, name: string, args: Record<str
 const USER = "tunnel"
 const SSH_PASSWORD = "bastion-pass-7f3a9c"
 const PASSWORD_ENV = "MG_TEST_SSH_PASSWORD_36"
+const KEY_ENV = "MG_TEST_SSH_KEY_36"
+const UNSET_ENV = "MG_TEST_SSH_UNSET_36"
 
 describe("SQL connections through an SSH tunnel", () => {
   const dir = mkdtempSync(join(tmpdir(), "mg-ssh-"))
@@ -94,6 +96,8 @@ describe("SQL connections through an SSH tunnel", () => {
     const wrongKeyFile = join(dir, "wrong_key")
     writeFileSync(wrongKeyFile, wrongKey.private, { mode: 0o600 })
     process.env[PASSWORD_ENV] = SSH_PASSWORD
+    process.env[KEY_ENV] = clientKey.private
+    delete process.env[UNSET_ENV]
 
     const viaBastion = { host: "127.0.0.1", port: bastion.port, user: USER }
     gw = await startGateway(testConfig({
@@ -115,6 +119,8 @@ describe("SQL connections through an SSH tunnel", () => {
           id: 6, name: "database-down", dialect: "postgres", url: "postgres://postgres@db.internal:1/none",
           ssh: { ...viaBastion, private_key_file: keyFile, host_key_sha256: bastion.fingerprint }
         },
+        { id: 8, name: "key-from-env", dialect: "postgres", url: pgUrl, ssh: { ...viaBastion, private_key_env: KEY_ENV, known_hosts_file: knownHosts } },
+        { id: 9, name: "key-env-unset", dialect: "postgres", url: pgUrl, ssh: { ...viaBastion, private_key_env: UNSET_ENV, host_key_sha256: bastion.fingerprint } },
         {
           id: 7, name: "silent", dialect: "mysql", url: mariaUrl,
           ssh: { host: "127.0.0.1", port: (silent.address() as { port: number }).port, user: USER, private_key_file: keyFile, host_key_sha256: bastion.fingerprint, connect_timeout_ms: 1500 }
@@ -123,13 +129,14 @@ describe("SQL connections through an SSH tunnel", () => {
     }))
     const created = await gw.createKey({ name: "agent", tools_enabled: true })
     key = created.key
-    for (const id of [1, 2, 3, 4, 5, 6, 7]) {
+    for (const id of [1, 2, 3, 4, 5, 6, 7, 8, 9]) {
       expect((await gw.admin("PUT", `/api-keys/${created.id}/connections/${id}`, { role: "edit" })).status).toBe(200)
     }
   })
 
   afterAll(async () => {
     delete process.env[PASSWORD_ENV]
+    delete process.env[KEY_ENV]
     await gw?.close()
     await bastion?.close()
     for (const socket of silentSockets) socket.destroy()
@@ -181,6 +188,15 @@ describe("SQL connections through an SSH tunnel", () => {
     const silentAnswer = await callTool(gw.url, key, "sql_run", { connection_id: 7, statement: "SELECT 1" })
     expect(silentAnswer.body).toMatchObject({ status: 502, error: "connection_unreachable", details: { hop: "ssh", reason: "timeout" } })
     expect(Date.now() - started).toBeLessThan(10_000)
+  })
+
+  it("reads a private key from an environment variable, and names one that is not set", async () => {
+    const fromEnv = await callTool(gw.url, key, "sql_run", { connection_id: 8, statement: "SELECT count(*)::int AS n FROM items" })
+    expect(fromEnv.body).toMatchObject({ kind: "rows", rows: [{ n: expect.any(Number) }] })
+    const unset = await callTool(gw.url, key, "sql_run", { connection_id: 9, statement: "SELECT 1" })
+    expect(unset.body).toMatchObject({ status: 502, error: "connection_unreachable", details: { hop: "ssh", reason: "credentials_unavailable" } })
+    expect(unset.body.message).toContain(UNSET_ENV)
+    expect(fromEnv.text).not.toContain(clientKey.private.split("\n")[1]!)
   })
 
   it("names the database hop when the tunnel works and the database does not", async () => {
