@@ -15,7 +15,7 @@ import { createMysqlDatabase, createPostgresDatabase, type TempDatabase } from "
 import { Client as PgClient } from "../support/pg-admin.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { type Bastion, generateKey, type KeyPair, startBastion } from "../support/ssh-bastion.ts"
-import { SEALED_PREFIX } from "../../src/services/store/secrets.ts"
+import { openWith, SEALED_PREFIX } from "../../src/services/store/secrets.ts"
 
 const VERSION = "2026-07-28"
 const envelope = {
@@ -290,6 +290,20 @@ describe("SQL connections through an SSH tunnel", () => {
     db.close()
     expect(rows[0]!.ssh.startsWith(SEALED_PREFIX)).toBe(true)
     expect(readFileSync(file).includes(SSH_PASSWORD)).toBe(false)
+    // A key rotation seals the tunnel again under the new key, as it does the DSNs.
+    const rotatedKey = "ssh-rotated-key-0123456789abcdef"
+    const rotated = await startGateway(testConfig({ store: `sqlite:${file}`, secrets: { key: rotatedKey, previous_keys: [secretsKey] } }))
+    try {
+      const listed = (await (await rotated.admin("GET", "/connections")).json()) as any
+      expect(listed.data[0].ssh).toMatchObject({ host: "127.0.0.1", password: "***" })
+    } finally {
+      await rotated.close()
+    }
+    const after = new DatabaseSync(file)
+    const resealed = after.prepare("SELECT ssh FROM connections").get() as { ssh: string }
+    after.close()
+    expect(openWith(resealed.ssh, secretsKey)).toBeUndefined()
+    expect(JSON.parse(openWith(resealed.ssh, rotatedKey)!)).toMatchObject({ password: SSH_PASSWORD })
   })
 
   it("refuses a tunnel without exactly one credential and one host key (no trust on first use)", async () => {
