@@ -258,7 +258,9 @@ const connectionsAdd = Command.make(
     dialect: Flag.String("dialect").pipe(Flag.withDescription("postgres or mysql")),
     url: Flag.String("url").pipe(Flag.withDescription("DSN for writes (the edit role), and reads when --read-url is not given")),
     readUrl: Flag.String("read-url").pipe(Flag.withDescription("DSN of a read-only user, used for every read"), Flag.optional),
-    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("Schema unqualified names resolve in"), Flag.optional)
+    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("Schema unqualified names resolve in"), Flag.optional),
+    environment: Flag.String("environment").pipe(Flag.withDescription("development (default) or production (refuses schema changes)"), Flag.optional),
+    ssh: Flag.String("ssh").pipe(Flag.withDescription("SSH tunnel as JSON: {\"host\",\"user\",\"private_key_file\",\"host_key_sha256\",...}"), Flag.optional)
   },
   Effect.fn(function*(flags) {
     const config = yield* readConfig()
@@ -274,7 +276,9 @@ const connectionsUpdate = Command.make(
     dialect: Flag.String("dialect").pipe(Flag.withDescription("postgres or mysql"), Flag.optional),
     url: Flag.String("url").pipe(Flag.withDescription("New DSN (a rotated password, a new host)"), Flag.optional),
     readUrl: Flag.String("read-url").pipe(Flag.withDescription("New read-only DSN; \"\" removes it"), Flag.optional),
-    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("New default schema; \"\" removes it"), Flag.optional)
+    defaultSchema: Flag.String("default-schema").pipe(Flag.withDescription("New default schema; \"\" removes it"), Flag.optional),
+    environment: Flag.String("environment").pipe(Flag.withDescription("development or production"), Flag.optional),
+    ssh: Flag.String("ssh").pipe(Flag.withDescription("New SSH tunnel as JSON (replaces the old one); \"\" connects directly"), Flag.optional)
   },
   Effect.fn(function*({ id, ...flags }) {
     const config = yield* readConfig()

@@ -118,6 +118,9 @@ export interface ConnectionView {
   url: string
   read_url: string | null
   default_schema: string | null
+  environment: "development" | "production"
+  /** The SSH tunnel, its inline secrets shown as "***"; null: reached directly. */
+  ssh: Record<string, unknown> | null
   source: "config" | "admin"
 }
 

@@ -9,12 +9,13 @@ interface ProbeResult {
   ok: boolean
   version?: string
   flavor?: string
-  error?: { error: string; message: string }
+  error?: { error: string; message: string; details?: { hop: "ssh" | "database"; reason?: string } }
   duration_ms: number
 }
 
 const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
-  const [form, setForm] = useState({ id: String(props.nextId), name: "", dialect: "postgres", url: "", read_url: "", default_schema: "" })
+  const empty = { name: "", dialect: "postgres", url: "", read_url: "", default_schema: "", environment: "development", ssh: "" }
+  const [form, setForm] = useState({ id: String(props.nextId), ...empty })
   const [errors, setErrors] = useState<FieldErrors>({})
   const set = (field: keyof typeof form, value: string) => {
     setForm((f) => ({ ...f, [field]: value }))
@@ -24,6 +25,13 @@ const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
   const submit = async (event: Event) => {
     event.preventDefault()
     setErrors({})
+    // The tunnel is the admin API's `ssh` object, typed as JSON (README: "Databases behind a bastion").
+    let ssh: unknown
+    try {
+      ssh = form.ssh.trim() === "" ? undefined : JSON.parse(form.ssh)
+    } catch {
+      return setErrors({ ssh: "Expected a JSON object, e.g. {\"host\": \"bastion\", \"user\": \"tunnel\", ...}" })
+    }
     try {
       await api("POST", "/connections", {
         id: Number(form.id),
@@ -31,12 +39,14 @@ const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
         dialect: form.dialect,
         url: form.url,
         ...(form.read_url ? { read_url: form.read_url } : {}),
-        ...(form.default_schema ? { default_schema: form.default_schema } : {})
+        ...(form.default_schema ? { default_schema: form.default_schema } : {}),
+        environment: form.environment,
+        ...(ssh === undefined ? {} : { ssh })
       })
-      setForm({ id: String(Number(form.id) + 1), name: "", dialect: "postgres", url: "", read_url: "", default_schema: "" })
+      setForm({ id: String(Number(form.id) + 1), ...empty })
       props.onAdded()
     } catch (e) {
-      const mapped = fieldErrors(e, ["id", "name", "dialect", "url", "read_url", "default_schema"])
+      const mapped = fieldErrors(e, ["id", "name", "dialect", "url", "read_url", "default_schema", "environment", "ssh"])
       // A taken id is a 409 naming no field, but it is about the id.
       if (e instanceof ApiError && e.slug === "conflict") setErrors({ id: e.message })
       else setErrors(mapped)
@@ -68,6 +78,15 @@ const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
       {text("url", "URL (edit role)", "postgres://user:password@host:5432/db; the password is never shown again")}
       {text("read_url", "Read URL (read role)", "Optional: a read-only database user; recommended")}
       {text("default_schema", "Default schema", "Optional")}
+      <Field label="Environment" error={errors.environment} hint="Production refuses schema changes for every key">
+        {(id, d) => (
+          <select id={id} aria-describedby={d} value={form.environment} onChange={(e) => set("environment", valueOf(e))}>
+            <option value="development">Development</option>
+            <option value="production">Production</option>
+          </select>
+        )}
+      </Field>
+      {text("ssh", "SSH tunnel (JSON)", "Optional: {\"host\", \"user\", \"private_key_file\" or \"password_env\", \"host_key_sha256\" or \"known_hosts_file\"}")}
       <div class="actions">
         <button class="primary" type="submit">Add connection</button>
       </div>
@@ -81,7 +100,9 @@ const AddConnection = (props: { onAdded: () => void; nextId: number }) => {
  */
 const EditConnection = (props: { connection: ConnectionView; onDone: (message: string) => void; onClose: () => void }) => {
   const c = props.connection
-  const [form, setForm] = useState({ name: c.name, dialect: c.dialect, url: "", read_url: "", default_schema: c.default_schema ?? "", clear_read_url: false })
+  const [form, setForm] = useState({
+    name: c.name, dialect: c.dialect, url: "", read_url: "", default_schema: c.default_schema ?? "", environment: c.environment, clear_read_url: false
+  })
   const [errors, setErrors] = useState<FieldErrors>({})
   const set = (field: keyof typeof form, value: string | boolean) => {
     setForm((f) => ({ ...f, [field]: value }))
@@ -97,6 +118,7 @@ const EditConnection = (props: { connection: ConnectionView; onDone: (message: s
     if (form.clear_read_url) change.read_url = null
     else if (form.read_url !== "") change.read_url = form.read_url
     if (form.default_schema !== (c.default_schema ?? "")) change.default_schema = form.default_schema === "" ? null : form.default_schema
+    if (form.environment !== c.environment) change.environment = form.environment
     if (Object.keys(change).length === 0) return setErrors({ _form: "Nothing changed." })
     try {
       await api("PATCH", `/connections/${c.id}`, change)
@@ -134,6 +156,14 @@ const EditConnection = (props: { connection: ConnectionView; onDone: (message: s
           </label>
         )}
         {text("default_schema", "Default schema", "Empty: none")}
+        <Field label="Environment" error={errors.environment}>
+          {(id) => (
+            <select id={id} value={form.environment} onChange={(e) => set("environment", valueOf(e))}>
+              <option value="development">Development</option>
+              <option value="production">Production (refuses schema changes)</option>
+            </select>
+          )}
+        </Field>
         <div class="actions">
           <button type="button" onClick={props.onClose}>Cancel</button>
           <button class="primary" type="submit">Save</button>
@@ -316,7 +346,7 @@ export const ConnectionsPage = () => {
                 return (
                   <tr key={c.id} data-connection-id={c.id}>
                     <th scope="row" data-label="Name">{c.name} <span class="muted">#{c.id}</span></th>
-                    <td data-label="Dialect">{c.dialect}</td>
+                    <td data-label="Dialect">{c.dialect}{c.environment === "production" ? <> <Status kind="warn">production</Status></> : null}{c.ssh !== null ? <span class="muted small"> via SSH {String(c.ssh.host)}</span> : null}</td>
                     <td data-label="URL" class="mono small break">{c.url}</td>
                     <td data-label="Read URL" class="mono small break">{c.read_url ?? <span class="muted">same as URL</span>}</td>
                     <td data-label="Source">{c.source}</td>
@@ -330,7 +360,7 @@ export const ConnectionsPage = () => {
                           <div key={r.role} class="probe">
                             {r.ok
                               ? <Status kind="ok">{r.role}: {r.flavor} {r.version}</Status>
-                              : <><Status kind="bad">{r.role}: {r.error?.error}</Status> <span class="small">{r.error?.message}</span></>}
+                              : <><Status kind="bad">{r.role}: {r.error?.error}{r.error?.details ? ` (${r.error.details.hop}${r.error.details.reason ? `: ${r.error.details.reason}` : ""})` : ""}</Status> <span class="small">{r.error?.message}</span></>}
                           </div>
                         ))}
                       </div>

@@ -35,6 +35,8 @@ export interface AddConnectionFlags {
   readonly url: string
   readonly readUrl: Option.Option<string>
   readonly defaultSchema: Option.Option<string>
+  readonly environment: Option.Option<string>
+  readonly ssh: Option.Option<string>
 }
 
 /**
@@ -48,6 +50,8 @@ export const addConnection = (config: GatewayConfig, flags: AddConnectionFlags) 
     Option.map(flags.id, (id) => (fields.id = id))
     Option.map(flags.readUrl, (url) => (fields.read_url = url))
     Option.map(flags.defaultSchema, (schema) => (fields.default_schema = schema))
+    Option.map(flags.environment, (environment) => (fields.environment = environment))
+    if (Option.isSome(flags.ssh)) fields.ssh = yield* sshJson(flags.ssh.value)
     const input = yield* decodeStrict(ConnectionInput)(fields)
     const created = yield* withConnections(config, (connections) =>
       connections.create({
@@ -56,7 +60,9 @@ export const addConnection = (config: GatewayConfig, flags: AddConnectionFlags) 
         dialect: input.dialect,
         url: input.url,
         read_url: input.read_url ?? null,
-        default_schema: input.default_schema ?? null
+        default_schema: input.default_schema ?? null,
+        environment: input.environment ?? "development",
+        ssh: input.ssh ?? null
       }))
     yield* printJson(toConnectionView(created))
   }).pipe(refused)
@@ -67,7 +73,16 @@ export interface UpdateConnectionFlags {
   readonly url: Option.Option<string>
   readonly readUrl: Option.Option<string>
   readonly defaultSchema: Option.Option<string>
+  readonly environment: Option.Option<string>
+  readonly ssh: Option.Option<string>
 }
+
+/** `--ssh` takes the tunnel as the admin API does, as JSON; it is decoded by the same schema after. */
+const sshJson = (text: string) =>
+  Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: () => new Refused({ message: "--ssh: expected a JSON object, e.g. {\"host\":\"bastion\",\"user\":\"tunnel\",...}" })
+  })
 
 /** `--read-url ""` and `--default-schema ""` clear the field (the admin API's `null`). */
 const clearable = (value: Option.Option<string>) => Option.map(value, (v) => (v === "" ? null : v))
@@ -81,8 +96,10 @@ export const updateConnection = (config: GatewayConfig, id: number, flags: Updat
     put("url", flags.url)
     put("read_url", clearable(flags.readUrl))
     put("default_schema", clearable(flags.defaultSchema))
+    put("environment", flags.environment)
+    if (Option.isSome(flags.ssh)) fields.ssh = flags.ssh.value === "" ? null : yield* sshJson(flags.ssh.value)
     if (Object.keys(fields).length === 0) {
-      return yield* new Refused({ message: "nothing to update: give at least one of --name, --dialect, --url, --read-url, --default-schema" })
+      return yield* new Refused({ message: "nothing to update: give at least one of --name, --dialect, --url, --read-url, --default-schema, --environment, --ssh" })
     }
     const change = yield* decodeStrict(ConnectionChange)(fields)
     const { after } = yield* withConnections(config, (connections) => connections.update(id, change))

@@ -175,8 +175,27 @@ export interface ConnectionRecord {
   readonly url: string
   readonly read_url: string | null
   readonly default_schema: string | null
+  /** `production` refuses schema changes for every key (issue 36). */
+  readonly environment: "development" | "production"
+  /** Reached through this SSH tunnel (config/schema.ts SshSettings); null: directly. */
+  readonly ssh: ConnectionSsh | null
   /** Connections from the config file cannot be changed through the admin API. */
   readonly source: "config" | "admin"
+}
+
+/** The SSH tunnel of a connection; the inline `private_key` and `password` are secrets like a DSN's password. */
+export interface ConnectionSsh {
+  readonly host: string
+  readonly port?: number | undefined
+  readonly user: string
+  readonly private_key_file?: string | undefined
+  readonly private_key_env?: string | undefined
+  readonly password_env?: string | undefined
+  readonly private_key?: string | undefined
+  readonly password?: string | undefined
+  readonly host_key_sha256?: string | undefined
+  readonly known_hosts_file?: string | undefined
+  readonly connect_timeout_ms?: number | undefined
 }
 
 export interface GrantRecord {

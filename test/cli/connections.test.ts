@@ -29,7 +29,20 @@ describe("modelgate connections", () => {
     expect(updated.stdout).not.toContain("newpw")
     expect(db.prepare("SELECT url, default_schema FROM connections WHERE id = 2").get()).toEqual({ url: "postgres://u:newpw@h/db", default_schema: "app" })
 
+    // Issue 36: a tunnel and an environment, as the admin API takes them; the inline password never printed.
+    const ssh = { host: "bastion", user: "tunnel", password: "tunnel-secret-pw", host_key_sha256: `SHA256:${"A".repeat(43)}` }
+    const tunnelled = await runCli(["--config", config, "connections", "update", "2", "--environment", "production", "--ssh", JSON.stringify(ssh)])
+    expect(tunnelled.code, tunnelled.stderr).toBe(0)
+    expect(JSON.parse(tunnelled.stdout)).toMatchObject({ id: 2, environment: "production", ssh: { host: "bastion", user: "tunnel", password: "***" } })
+    expect(tunnelled.stdout).not.toContain("tunnel-secret-pw")
+    expect(db.prepare("SELECT environment FROM connections WHERE id = 2").get()).toEqual({ environment: "production" })
+    const direct = await runCli(["--config", config, "connections", "update", "2", "--ssh", ""])
+    expect(JSON.parse(direct.stdout)).toMatchObject({ id: 2, ssh: null })
+
     const refusals: Array<[Array<string>, string]> = [
+      [["update", "2", "--ssh", "{not json"], "--ssh"],
+      [["update", "2", "--ssh", JSON.stringify({ host: "b", user: "u", password: "p" })], "host_key_sha256"],
+      [["update", "2", "--environment", "staging"], "environment"],
       [["update", "2", "--url", "http://x"], "url"],
       [["update", "2", "--dialect", "oracle"], "dialect"],
       [["update", "2"], "nothing to update"],

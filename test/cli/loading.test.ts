@@ -35,6 +35,7 @@ const OPTIONAL = [
   "@modelcontextprotocol/server",
   "zod",
   "mysql2",
+  "ssh2",
   "@effect/sql-pg",
   "libpg-query",
   "node-sql-parser",

@@ -251,7 +251,7 @@ describe("identity-provider tokens", () => {
     await client.connect(transport)
     try {
       const connections = await client.callTool({ name: "sql_list_connections", arguments: {} })
-      expect(connections.structuredContent).toEqual({ connections: [{ id: 1, name: "analytics", dialect: "postgres", role: "read" }] })
+      expect(connections.structuredContent).toEqual({ connections: [{ id: 1, name: "analytics", dialect: "postgres", environment: "development", role: "read" }] })
       const run = await client.callTool({ name: "sql_run", arguments: { connection_id: 1, statement: "SELECT name FROM items ORDER BY id" } })
       expect(run.isError).toBeFalsy()
       expect((run.structuredContent as { rows: unknown }).rows).toEqual([{ name: "a" }, { name: "b" }])

@@ -118,8 +118,8 @@ describe("/v1/mcp on 2026-07-28", () => {
     const connections = await client.callTool({ name: "sql_list_connections", arguments: {} })
     expect(connections.structuredContent).toEqual({
       connections: [
-        { id: 1, name: "analytics", dialect: "postgres", role: "read" },
-        { id: 2, name: "shop", dialect: "mysql", role: "read" }
+        { id: 1, name: "analytics", dialect: "postgres", environment: "development", role: "read" },
+        { id: 2, name: "shop", dialect: "mysql", environment: "development", role: "read" }
       ]
     })
     const fromPg = await client.callTool({ name: "sql_run", arguments: { connection_id: 1, statement: "SELECT name FROM items ORDER BY id" } })

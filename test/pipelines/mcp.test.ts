@@ -92,7 +92,7 @@ describe("/v1/mcp", () => {
       expect(tool.outputSchema?.type).toBe("object")
     }
     const connections = await client.callTool({ name: "sql_list_connections", arguments: {} })
-    expect(connections.structuredContent).toEqual({ connections: [{ id: 1, name: "analytics", dialect: "postgres", role: "read" }] })
+    expect(connections.structuredContent).toEqual({ connections: [{ id: 1, name: "analytics", dialect: "postgres", environment: "development", role: "read" }] })
     const run = await client.callTool({ name: "sql_run", arguments: { connection_id: 1, statement: "SELECT name FROM items ORDER BY id" } })
     expect(run.isError).toBeFalsy()
     expect(run.structuredContent).toMatchObject({ kind: "rows", rows: [{ name: "a" }, { name: "b" }], row_count: 2 })

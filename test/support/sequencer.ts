@@ -28,6 +28,7 @@ export const LONG_FIRST = [
   "test/faults/partition.test.ts",
   "test/http/metrics-credits.test.ts",
   "test/pipelines/mcp.test.ts",
+  "test/http/sql-ssh.test.ts",
   "test/identity/oidc-tokens.test.ts",
   "test/faults/readyz.test.ts",
   "test/docs/readme-snippets.test.ts",

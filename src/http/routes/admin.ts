@@ -151,6 +151,11 @@ export const adminRoutes = (options: AdminOptions) => {
           now[`${field}_credentials`] = "changed"
         }
       }
+      // A new SSH key or password shows as "***" both times: say that it changed, never what to.
+      if (JSON.stringify(before.ssh) !== JSON.stringify(after.ssh) && JSON.stringify(was.ssh) === JSON.stringify(now.ssh)) {
+        was.ssh_credentials = "previous"
+        now.ssh_credentials = "changed"
+      }
     }
     return { target: { kind: "connection" as const, id: String((after ?? before)!.id) }, before: was, after: now }
   }
@@ -222,7 +227,9 @@ export const adminRoutes = (options: AdminOptions) => {
         dialect: input.dialect,
         url: input.url,
         read_url: input.read_url ?? null,
-        default_schema: input.default_schema ?? null
+        default_schema: input.default_schema ?? null,
+        environment: input.environment ?? "development",
+        ssh: input.ssh ?? null
       })
       yield* auditChange(connectionAudit(undefined, created))
       return json(toConnectionView(created), 201)

@@ -17,7 +17,14 @@ export interface ProbeResult {
   readonly ok: boolean
   readonly version?: string
   readonly flavor?: string
-  readonly error?: { readonly error: string; readonly message: string }
+  readonly error?: {
+    readonly error: string
+    readonly message: string
+    /** For connection_unreachable: the hop that failed (`ssh` or `database`) and, for the tunnel, why. */
+    readonly details?: { readonly hop: "ssh" | "database"; readonly reason?: string }
+  }
+  /** The same as `error.details`, where a client reading a failed result's `details.hop` looks first. */
+  readonly details?: { readonly hop: "ssh" | "database"; readonly reason?: string }
   readonly duration_ms: number
 }
 
@@ -30,14 +37,18 @@ const probe = (connection: ConnectionRecord, role: "edit" | "read", url: string)
     const started = performance.now()
     const elapsed = () => Math.round(performance.now() - started)
     const outcome = yield* Effect.scoped(
-      Effect.flatMap(drivers.make({ dialect: connection.dialect, url, poolSize: 1 }), (driver) => driver.serverInfo)
+      Effect.flatMap(drivers.make({ dialect: connection.dialect, url, poolSize: 1, ssh: connection.ssh }), (driver) => driver.serverInfo)
     ).pipe(
       Effect.timeoutOption(PROBE_TIMEOUT_MS),
       Effect.result
     )
     const base = { role, url: redactDsn(url) }
     if (outcome._tag === "Failure") {
-      return { ...base, ok: false, error: { error: slugOf(outcome.failure._tag), message: outcome.failure.message }, duration_ms: elapsed() }
+      const failure = outcome.failure
+      const details = failure._tag === "SqlConnectionUnreachable"
+        ? { details: { hop: failure.hop ?? "database", ...(failure.reason === undefined ? {} : { reason: failure.reason }) } }
+        : {}
+      return { ...base, ok: false, error: { error: slugOf(failure._tag), message: failure.message, ...details }, ...details, duration_ms: elapsed() }
     }
     if (outcome.success._tag === "None") {
       return {

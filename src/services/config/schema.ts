@@ -146,13 +146,55 @@ export const ModelConfig = Schema.Struct({
 export type ModelConfig = typeof ModelConfig.Type
 export type ModelEndpoint = ModelConfig["endpoints"][number]
 
+const SshText = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1024))
+const SSH_AUTH = ["private_key_file", "private_key_env", "password_env", "private_key", "password"] as const
+const SSH_HOST_KEY = ["host_key_sha256", "known_hosts_file"] as const
+
+/**
+ * `connections[].ssh` (issue 36): the database is reached through an SSH tunnel (`direct-tcpip`
+ * to the URL's host and port, opened by the bastion). Exactly one way to log in, and exactly
+ * one way to know the bastion's host key: there is no trust on first use.
+ */
+export const SshSettings = Schema.Struct({
+  host: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(255)),
+  port: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(65_535))),
+  user: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  private_key_file: Schema.optional(SshText),
+  private_key_env: Schema.optional(SshText),
+  password_env: Schema.optional(SshText),
+  /** Inline secrets, for the admin API (sealed at rest with `secrets.key`, never shown back). */
+  private_key: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(16_384))),
+  password: Schema.optional(SshText),
+  /** OpenSSH's fingerprint form, `SHA256:` and the unpadded base64 of the key's SHA-256. */
+  host_key_sha256: Schema.optional(
+    Schema.String.check(Schema.isPattern(/^SHA256:[A-Za-z0-9+/]{43}=?$/, { expected: "an OpenSSH fingerprint, SHA256:<43 base64 characters>" }))
+  ),
+  known_hosts_file: Schema.optional(SshText),
+  /** How long reaching and logging in to the bastion may take (default 10 s). */
+  connect_timeout_ms: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(100), Schema.isLessThanOrEqualTo(60_000)))
+}).check(
+  Schema.makeFilter((s) => SSH_AUTH.filter((k) => s[k] !== undefined).length === 1, {
+    expected: `exactly one of ${SSH_AUTH.join(", ")}`
+  }),
+  Schema.makeFilter((s) => SSH_HOST_KEY.filter((k) => s[k] !== undefined).length === 1, {
+    expected: `exactly one of ${SSH_HOST_KEY.join(", ")} (the bastion's host key is never trusted on first use)`
+  })
+)
+export type SshSettings = typeof SshSettings.Type
+
+/** `production` refuses every schema change, whatever the key's role (issue 36). */
+export const ConnectionEnvironment = Schema.Literals(["development", "production"])
+export type ConnectionEnvironment = typeof ConnectionEnvironment.Type
+
 export const ConnectionConfig = Schema.Struct({
   id: PositiveInt,
   name: Schema.NonEmptyString,
   dialect: Schema.Literals(["postgres", "mysql"]),
   url: Schema.NonEmptyString,
   read_url: Schema.optional(Schema.NonEmptyString),
-  default_schema: Schema.optional(Schema.NonEmptyString)
+  default_schema: Schema.optional(Schema.NonEmptyString),
+  environment: Schema.optional(ConnectionEnvironment),
+  ssh: Schema.optional(SshSettings)
 })
 export type ConnectionConfig = typeof ConnectionConfig.Type
 

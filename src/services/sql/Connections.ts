@@ -5,9 +5,9 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { Conflict, NotFound } from "../../domain/errors.ts"
-import type { ConnectionRecord, ConnectionRole, GrantRecord, Principal } from "../../domain/records.ts"
+import type { ConnectionRecord, ConnectionRole, ConnectionSsh, GrantRecord, Principal } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
-import type { ConnectionConfig } from "../config/schema.ts"
+import { ConnectionEnvironment, type ConnectionConfig, SshSettings } from "../config/schema.ts"
 import { ConnectionsRepo } from "../store/ConnectionsRepo.ts"
 import type { DependencyUnavailable } from "../../domain/errors.ts"
 import { redactDsn } from "./dsn.ts"
@@ -32,7 +32,9 @@ export const ConnectionInput = Schema.Struct({
   dialect: ConnectionDialect,
   url: ConnectionUrl,
   read_url: Schema.optional(ConnectionUrl),
-  default_schema: Schema.optional(SchemaName)
+  default_schema: Schema.optional(SchemaName),
+  environment: Schema.optional(ConnectionEnvironment),
+  ssh: Schema.optional(SshSettings)
 })
 
 /** A change to a connection (PATCH /connections/:id, `modelgate connections update`): any field but the id; `null` clears the optional ones. */
@@ -41,12 +43,25 @@ export const ConnectionChange = Schema.Struct({
   dialect: Schema.optional(ConnectionDialect),
   url: Schema.optional(ConnectionUrl),
   read_url: Schema.optional(Schema.NullOr(ConnectionUrl)),
-  default_schema: Schema.optional(Schema.NullOr(SchemaName))
+  default_schema: Schema.optional(Schema.NullOr(SchemaName)),
+  environment: Schema.optional(ConnectionEnvironment),
+  /** A whole new tunnel (its secrets are never shown, so they cannot be merged field by field); `null`: connect directly. */
+  ssh: Schema.optional(Schema.NullOr(SshSettings))
 })
 export type ConnectionChange = typeof ConnectionChange.Type
 
-/** A connection as the admin API shows it: the same record, its DSNs with passwords replaced. */
+/** A connection as the admin API shows it: the same record, its DSNs with passwords replaced, its SSH secrets too. */
 export type ConnectionView = ConnectionRecord
+
+/** The tunnel as anyone may see it: file paths and variable names stay, inline secrets become `***`. */
+export const toSshView = (ssh: ConnectionSsh | null): ConnectionSsh | null =>
+  ssh === null
+    ? null
+    : {
+      ...ssh,
+      ...(ssh.private_key !== undefined ? { private_key: "***" } : {}),
+      ...(ssh.password !== undefined ? { password: "***" } : {})
+    }
 
 export const toConnectionView = (c: ConnectionRecord): ConnectionView => ({
   id: c.id,
@@ -55,6 +70,8 @@ export const toConnectionView = (c: ConnectionRecord): ConnectionView => ({
   url: redactDsn(c.url),
   read_url: c.read_url === null ? null : redactDsn(c.read_url),
   default_schema: c.default_schema,
+  environment: c.environment,
+  ssh: toSshView(c.ssh),
   source: c.source
 })
 
@@ -98,6 +115,8 @@ export class Connections extends Context.Service<Connections, {
           url: c.url,
           read_url: c.read_url ?? null,
           default_schema: c.default_schema ?? null,
+          environment: c.environment ?? "development",
+          ssh: c.ssh ?? null,
           source: "config"
         }))
         const configIds = new Set(fromConfig.map((c) => c.id))

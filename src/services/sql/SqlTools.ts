@@ -23,7 +23,7 @@ import {
   NotFound,
   ValidationFailed
 } from "../../domain/errors.ts"
-import type { ConnectionRecord, ConnectionRole } from "../../domain/records.ts"
+import type { ConnectionRecord, ConnectionRole, ConnectionSsh } from "../../domain/records.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
@@ -33,6 +33,7 @@ import { type SqlDialect, type SqlDriver, SqlDrivers, type SqlDriverError } from
 import { SqlGuard } from "./SqlGuard.ts"
 import type { Classified, ExplainVerdict, Verdict } from "./guard/index.ts"
 import { type Catalogue, callNames, classifyCalls } from "./guard/routines.ts"
+import { productionCalls, productionVerdict } from "./guard/production.ts"
 import { refused as refusedVerdict, settle, write as writeVerdict } from "./guard/verdict.ts"
 import type { RoutineInfo } from "./drivers/types.ts"
 import {
@@ -111,6 +112,7 @@ interface DriverKey {
   readonly role: ConnectionRole
   readonly dialect: SqlDialect
   readonly url: string
+  readonly ssh: ConnectionSsh | null
 }
 
 const decodeArgs = <A>(decode: (input: unknown) => Effect.Effect<A, ValidationFailed>, args: unknown, draft: AuditDraft) =>
@@ -193,8 +195,8 @@ export class SqlTools extends Context.Service<SqlTools, {
       // A JSON string is a key with value equality; it carries everything the lookup needs.
       const drivers = yield* RcMap.make({
         lookup: (key: string) => {
-          const { dialect, url } = JSON.parse(key) as DriverKey
-          return sqlDrivers.make({ dialect, url })
+          const { dialect, url, ssh } = JSON.parse(key) as DriverKey
+          return sqlDrivers.make({ dialect, url, ssh })
         },
         idleTimeToLive: DRIVER_IDLE_TTL
       })
@@ -208,7 +210,9 @@ export class SqlTools extends Context.Service<SqlTools, {
           connectionId: connection.id,
           role,
           dialect: connection.dialect,
-          url: role === "read" ? connection.read_url ?? connection.url : connection.url
+          url: role === "read" ? connection.read_url ?? connection.url : connection.url,
+          // A changed tunnel is a new pool: the old one idles out.
+          ssh: connection.ssh
         }
         return Effect.scoped(Effect.flatMap(RcMap.get(drivers, JSON.stringify(key)), use)).pipe(
           Effect.mapError((error) => fromDriverError(error, connection))
@@ -290,6 +294,19 @@ export class SqlTools extends Context.Service<SqlTools, {
           return { ...verdict, inner } satisfies ExplainVerdict
         })
 
+      /**
+       * A production connection's verdict (guard/production.ts): schema changes refused for every
+       * role; a Postgres data change calling a function that may write is looked up in the edit
+       * DSN's catalogue, where it would run (a read key's write is blocked without a lookup).
+       */
+      const productionCheck = (connection: ConnectionRecord, role: ConnectionRole, calls: Classified["calls"], verdict: Verdict) =>
+        Effect.gen(function*() {
+          const checked = productionVerdict(verdict)
+          if (checked.verdict !== "write" || role !== "edit" || calls.length === 0 || connection.dialect !== "postgres") return checked
+          const catalogue = yield* catalogueFor(connection, "edit", callNames(calls))
+          return productionCalls(connection.dialect, checked, classifyCalls(connection.dialect, calls, catalogue, "defer"))
+        })
+
       const authorize = Effect.fnUntraced(function*(ctx: ToolContext, connectionId: number, draft: AuditDraft) {
         draft.connection_id = connectionId
         const role = ctx.grants.get(connectionId)
@@ -315,7 +332,7 @@ export class SqlTools extends Context.Service<SqlTools, {
           const all = yield* connections.list
           const visible = all.flatMap((c) => {
             const role = ctx.grants.get(c.id)
-            return role === undefined ? [] : [{ id: c.id, name: c.name, dialect: c.dialect, role }]
+            return role === undefined ? [] : [{ id: c.id, name: c.name, dialect: c.dialect, environment: c.environment, role }]
           })
           draft.details.count = visible.length
           return { connections: visible }
@@ -361,7 +378,11 @@ export class SqlTools extends Context.Service<SqlTools, {
         }
         const { connection, role } = yield* authorize(ctx, input.connection_id, draft)
         draft.details.statement_hash = statementHash(input.statement)
-        const verdict = yield* checkCalls(connection, role, yield* guard.statement(connection.dialect, input.statement))
+        const classified = yield* guard.statement(connection.dialect, input.statement)
+        const checked = yield* checkCalls(connection, role, classified)
+        const verdict = connection.environment === "production"
+          ? yield* productionCheck(connection, role, classified.calls, checked)
+          : checked
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         if (verdict.verdict === "refused") {
@@ -421,12 +442,14 @@ export class SqlTools extends Context.Service<SqlTools, {
         const analyze = input.analyze ?? false
         draft.details.statement_hash = statementHash(input.statement)
         draft.details.analyze = analyze
-        const verdict = yield* checkExplainCalls(
-          connection,
-          role,
-          yield* guard.explain(connection.dialect, input.statement, { analyze }),
-          analyze
-        )
+        const classified = yield* guard.explain(connection.dialect, input.statement, { analyze })
+        const checked = yield* checkExplainCalls(connection, role, classified, analyze)
+        let verdict = checked
+        // ANALYZE executes the statement: on production it must be one that may run there.
+        if (connection.environment === "production" && analyze && checked.verdict !== "refused") {
+          const inner = yield* productionCheck(connection, role, classified.calls, checked.inner)
+          if (inner.verdict === "refused") verdict = { ...refusedVerdict(checked.kind, inner.reason), inner: checked.inner }
+        }
         draft.details.verdict = verdict.verdict
         draft.details.statement_kind = auditKind(verdict.kind)
         draft.details.explained_kind = auditKind(verdict.inner.kind)

@@ -5,7 +5,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import type { ConnectionRecord, ConnectionRole, GrantRecord } from "../../domain/records.ts"
+import type { ConnectionRecord, ConnectionRole, ConnectionSsh, GrantRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Num, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 import { isSealed, noSecrets, openStored, openWith, seal, SEALED_PREFIX, StoreSecrets, toStored } from "./secrets.ts"
@@ -16,7 +16,9 @@ const ConnectionRow = Schema.Struct({
   dialect: Schema.Literals(["postgres", "mysql"]),
   url: Schema.String,
   read_url: NullableString,
-  default_schema: NullableString
+  default_schema: NullableString,
+  environment: Schema.Literals(["development", "production"]),
+  ssh: NullableString
 })
 
 const GrantRow = Schema.Struct({
@@ -59,18 +61,21 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
       const open = (row: typeof ConnectionRow.Type) => ({
         ...row,
         url: openStored(row.url, secrets),
-        read_url: row.read_url === null ? null : openStored(row.read_url, secrets)
+        read_url: row.read_url === null ? null : openStored(row.read_url, secrets),
+        ssh: row.ssh === null ? null : JSON.parse(openStored(row.ssh, secrets)) as ConnectionSsh
       })
+      // The tunnel is stored as JSON, sealed as a whole: it may carry a private key or a password.
+      const sshStored = (ssh: ConnectionSsh | null) => (ssh === null ? null : toStored(JSON.stringify(ssh), secrets))
       // Sealed DSNs and no key to open them: refused at start, like a wrong key, rather than a
       // 500 on the first request that uses the connection (issue 31.5).
       if (secrets.key === undefined) {
-        const sealed = yield* sql`SELECT * FROM connections WHERE url LIKE ${`${SEALED_PREFIX}%`} OR read_url LIKE ${`${SEALED_PREFIX}%`} ORDER BY id`.pipe(
+        const sealed = yield* sql`SELECT * FROM connections WHERE url LIKE ${`${SEALED_PREFIX}%`} OR read_url LIKE ${`${SEALED_PREFIX}%`} OR ssh LIKE ${`${SEALED_PREFIX}%`} ORDER BY id`.pipe(
           decodeConnections,
           Effect.orDie
         )
         // secrets.previous_keys alone still opens what they sealed; anything else cannot be read.
         const opens = (value: string | null) => value === null || !isSealed(value) || secrets.previousKeys.some((key) => openWith(value, key) !== undefined)
-        const unreadable = sealed.filter((row) => !opens(row.url) || !opens(row.read_url))
+        const unreadable = sealed.filter((row) => !opens(row.url) || !opens(row.read_url) || !opens(row.ssh))
         if (unreadable.length > 0) {
           return yield* Effect.die(
             new Error(
@@ -87,9 +92,10 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
         const stale = (value: string | null) => value !== null && (!isSealed(value) || openWith(value, current) === undefined)
         const rows = yield* sql`SELECT * FROM connections ORDER BY id`.pipe(decodeConnections, Effect.orDie)
         for (const row of rows) {
-          if (!stale(row.url) && !stale(row.read_url)) continue
+          if (!stale(row.url) && !stale(row.read_url) && !stale(row.ssh)) continue
           const plain = open(row)
-          yield* sql`UPDATE connections SET url = ${seal(plain.url, current)}, read_url = ${plain.read_url === null ? null : seal(plain.read_url, current)} WHERE id = ${row.id}`.pipe(Effect.orDie)
+          yield* sql`UPDATE connections SET url = ${seal(plain.url, current)}, read_url = ${plain.read_url === null ? null : seal(plain.read_url, current)},
+            ssh = ${plain.ssh === null ? null : seal(JSON.stringify(plain.ssh), current)} WHERE id = ${row.id}`.pipe(Effect.orDie)
         }
       }
       return ConnectionsRepo.of({
@@ -99,8 +105,9 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
           storeOp("ConnectionsRepo.listConnections")
         ),
         insertConnection: (c) =>
-          sql`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
-              VALUES (${c.id}, ${c.name}, ${c.dialect}, ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema}, ${new Date().toISOString()})
+          sql`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, environment, ssh, created_at)
+              VALUES (${c.id}, ${c.name}, ${c.dialect}, ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema},
+                ${c.environment}, ${sshStored(c.ssh)}, ${new Date().toISOString()})
               ON CONFLICT (id) DO NOTHING RETURNING id`.pipe(
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.insertConnection")
@@ -110,9 +117,10 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
             for (let attempt = 0; attempt < 50; attempt++) {
               // One statement: the id is computed and taken together (`WHERE true` lets SQLite
               // read the ON CONFLICT as the insert's, not the SELECT's join).
-              const rows = yield* sql<{ id: number }>`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, created_at)
+              const rows = yield* sql<{ id: number }>`INSERT INTO connections (id, name, dialect, url, read_url, default_schema, environment, ssh, created_at)
                 SELECT (CASE WHEN COALESCE(MAX(id), 0) > ${floor} THEN MAX(id) ELSE ${floor} END) + 1, ${c.name}, ${c.dialect},
-                  ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema}, ${new Date().toISOString()}
+                  ${toStored(c.url, secrets)}, ${c.read_url === null ? null : toStored(c.read_url, secrets)}, ${c.default_schema},
+                  ${c.environment}, ${sshStored(c.ssh)}, ${new Date().toISOString()}
                 FROM connections WHERE true
                 ON CONFLICT (id) DO NOTHING RETURNING id`
               if (rows[0] !== undefined) return Number(rows[0].id)
@@ -158,7 +166,7 @@ export class ConnectionsRepo extends Context.Service<ConnectionsRepo, {
           // Sealed like an insert: a rotated password must not sit in plain text until the next start.
           sql`UPDATE connections SET name = ${c.name}, dialect = ${c.dialect}, url = ${toStored(c.url, secrets)},
               read_url = ${c.read_url === null ? null : toStored(c.read_url, secrets)},
-              default_schema = ${c.default_schema} WHERE id = ${c.id} RETURNING id`.pipe(
+              default_schema = ${c.default_schema}, environment = ${c.environment}, ssh = ${sshStored(c.ssh)} WHERE id = ${c.id} RETURNING id`.pipe(
             Effect.map((rows) => rows.length > 0),
             storeOp("ConnectionsRepo.updateConnection")
           ),

@@ -313,6 +313,17 @@ const listOrder = (_dialect: Dialect) =>
     `CREATE INDEX identity_subjects_list_order ON identity_subjects (first_seen_at, id)`
   ])
 
+/**
+ * Connections through SSH tunnels and production connections (issue 36). `ssh` is the tunnel as
+ * JSON, sealed like the DSNs when `secrets.key` is set (it may hold a private key or password).
+ * Adding columns with constant defaults rewrites nothing on either engine.
+ */
+const connectionSsh = (_dialect: Dialect) =>
+  exec([
+    `ALTER TABLE connections ADD COLUMN environment TEXT NOT NULL DEFAULT 'development'`,
+    `ALTER TABLE connections ADD COLUMN ssh TEXT`
+  ])
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -323,5 +334,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "6_credit_blocks": creditBlocks(dialect),
   "7_audit_one_per_request": auditOnePerRequest(dialect),
   "9_stored_responses": storedResponses(dialect),
-  "10_list_order": listOrder(dialect)
+  "10_list_order": listOrder(dialect),
+  "11_connection_ssh": connectionSsh(dialect)
 })

@@ -439,7 +439,7 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
         const connections = yield* ConnectionsRepo
         const keys = yield* KeysRepo
         yield* keys.insertKey(key("key_g", "hash_g"))
-        const c = { id: 7, name: "warehouse", dialect: "postgres" as const, url: "postgres://x/y", read_url: null, default_schema: "public" }
+        const c = { id: 7, name: "warehouse", dialect: "postgres" as const, url: "postgres://x/y", read_url: null, default_schema: "public", environment: "development" as const, ssh: null }
         expect(yield* connections.insertConnection(c)).toBe(true)
         expect(yield* connections.insertConnection(c)).toBe(false)
         expect(yield* connections.listConnections).toEqual([{ ...c, source: "admin" }])

@@ -9,7 +9,13 @@ import { dsnSecrets } from "../dsn.ts"
 /** The database could not be reached or refused the login (DNS, refused, TLS, auth, unknown database). */
 export class SqlConnectionUnreachable extends Schema.TaggedError<SqlConnectionUnreachable>()(
   "SqlConnectionUnreachable",
-  { message: Schema.String }
+  {
+    message: Schema.String,
+    /** The hop that failed (issue 36): the SSH tunnel, or the database itself (the default). */
+    hop: Schema.optional(Schema.Literals(["ssh", "database"])),
+    /** Set for the tunnel's failures: server_unreachable, host_key_mismatch, auth_refused, timeout... */
+    reason: Schema.optional(Schema.String)
+  }
 ) {}
 
 /** The statement ran past its deadline; the server-side query has been cancelled and its connection discarded. */

@@ -13,6 +13,7 @@
  * COM_RESET_CONNECTION; after a timeout, a capped read stopped mid-result, an interruption or a
  * lost connection it is killed and destroyed instead.
  */
+import type { Duplex } from "node:stream"
 import { Duration, Effect, Pool, Predicate } from "effect"
 import type { ConnectionOptions } from "mysql2"
 import { Buffer } from "node:buffer"
@@ -150,10 +151,14 @@ const asText = (value: unknown): string | undefined =>
 export const makeMysqlDriver = Effect.fnUntraced(function*(options: {
   readonly url: string
   readonly poolSize?: number | undefined
+  /** Instead of a TCP connection to the URL's host: a stream through an SSH tunnel (the side connection that kills a query too). */
+  readonly stream?: (() => Duplex) | undefined
 }) {
   const redact = makeRedactor(options.url)
   const endpoint = describeEndpoint(options.url, 3306)
-  const connection = connectionOptions(options.url)
+  const parsed = connectionOptions(options.url)
+  const streamFactory = options.stream
+  const connection = parsed === undefined || streamFactory === undefined ? parsed : { ...parsed, stream: () => streamFactory() }
   /** Learnt from `SELECT VERSION()` on the first connection; every later call needs it for its limits. */
   let server: ServerInfo | undefined
 

@@ -14,6 +14,7 @@
  * (SHOW, EXPLAIN, DML with RETURNING, DDL) fall back to direct execution in a fresh transaction;
  * writes that cannot run in any transaction (VACUUM...) run alone.
  */
+import type { Duplex } from "node:stream"
 import type * as PgConnection from "@effect/sql-pg/PgConnection"
 import * as PgPool from "@effect/sql-pg/PgPool"
 import { Duration, Effect, Predicate, Redacted } from "effect"
@@ -195,6 +196,8 @@ const trimToBudget = (fields: ReadonlyArray<PgConnection.Field>, all: ReadonlyAr
 export const makePostgresDriver = Effect.fnUntraced(function*(options: {
   readonly url: string
   readonly poolSize?: number | undefined
+  /** Instead of a TCP connection to the URL's host: a stream through an SSH tunnel. */
+  readonly stream?: (() => Duplex) | undefined
 }) {
   const redact = makeRedactor(options.url)
   const endpoint = describeEndpoint(options.url, 5432)
@@ -205,7 +208,8 @@ export const makePostgresDriver = Effect.fnUntraced(function*(options: {
     idleTimeout: Duration.seconds(60),
     prepare: false,
     applicationName: "modelgate",
-    types: pgRegistry()
+    types: pgRegistry(),
+    ...(options.stream === undefined ? {} : { stream: options.stream })
   }).pipe(Effect.orDie)
 
   const toDriverError = (error: SqlError, timeoutMs: number): SqlDriverError => {

@@ -4,6 +4,7 @@
  * ("read": a read-only transaction that is always rolled back).
  */
 import type { Effect } from "effect"
+import type { ConnectionSsh } from "../../../domain/records.ts"
 import type { SqlDriverError } from "./errors.ts"
 
 export type SqlDialect = "postgres" | "mysql"
@@ -141,6 +142,8 @@ export interface SqlDriverOptions {
   readonly url: string
   /** Connections this driver may hold open at once (default 5). */
   readonly poolSize?: number
+  /** Reach the database through this SSH tunnel (ssh-tunnel.ts); absent or null: directly. */
+  readonly ssh?: ConnectionSsh | null | undefined
 }
 
 /** Catalog lookups are small; they get a fixed deadline instead of the caller's. */

@@ -172,9 +172,11 @@ const connectionEntry = {
     id: { type: "integer" },
     name: { type: "string" },
     dialect: { type: "string", enum: ["postgres", "mysql"] },
+    /** production: schema changes are refused there, whatever the role. */
+    environment: { type: "string", enum: ["development", "production"] },
     role: { type: "string", enum: ["read", "edit"] }
   },
-  required: ["id", "name", "dialect", "role"]
+  required: ["id", "name", "dialect", "environment", "role"]
 }
 
 const tableEntry = {
@@ -261,7 +263,8 @@ export const toolDefinitions = (limits: ToolLimits): ReadonlyArray<McpToolDefini
       name: "sql_list_connections",
       title: "List database connections",
       description: "Lists the database connections this API key may use, with its role on each: " +
-        "read (list, describe, explain, history, read-only statements) or edit (also writes and DDL).",
+        "read (list, describe, explain, history, read-only statements) or edit (also writes and DDL), and its environment " +
+        "(on production, schema changes are refused for every role).",
       inputSchema: inputSchemaOf(ListConnectionsArgs),
       outputSchema: output({ connections: { type: "array", items: connectionEntry } }, ["connections"]),
       annotations: readOnly("List database connections")

@@ -54,7 +54,9 @@ export const refusedExplain = (verdict: ExplainVerdict) =>
 
 export const makeScrubber = (connection: ConnectionRecord): ((text: string) => string) => {
   const redactors = [connection.url, connection.read_url].filter((url) => url !== null).map(makeRedactor)
-  return (text) => redactors.reduce((acc, redact) => redact(acc), text)
+  // The tunnel's inline secrets too, should a library ever quote one (ssh-tunnel.ts never does).
+  const sshSecrets = [connection.ssh?.password, connection.ssh?.private_key].filter((secret): secret is string => secret !== undefined && secret.length >= 4)
+  return (text) => sshSecrets.reduce((acc, secret) => acc.split(secret).join("***"), redactors.reduce((acc, redact) => redact(acc), text))
 }
 
 export const fromDriverError = (error: SqlDriverError, connection: ConnectionRecord) => {
@@ -63,7 +65,11 @@ export const fromDriverError = (error: SqlDriverError, connection: ConnectionRec
     case "SqlConnectionUnreachable":
       return new ConnectionUnreachable({
         message: scrub(error.message),
-        details: { connection_id: connection.id }
+        details: {
+          connection_id: connection.id,
+          hop: error.hop ?? "database",
+          ...(error.reason === undefined ? {} : { reason: error.reason })
+        }
       })
     case "SqlQueryTimeout":
       return new UpstreamTimeout({

@@ -232,18 +232,18 @@ describe("sql_list_connections", () => {
   it("shows exactly the connections the key has a grant on, with its role", async () => {
     expect(await ok("sql_list_connections", {})).toEqual({
       connections: [
-        { id: PG, name: "pg-main", dialect: "postgres", role: "read" },
-        { id: MY, name: "mysql-main", dialect: "mysql", role: "read" },
-        { id: PG_DOWN, name: "pg-down", dialect: "postgres", role: "read" },
-        { id: MY_DOWN, name: "mysql-down", dialect: "mysql", role: "read" },
-        { id: PG_RO, name: "pg-split", dialect: "postgres", role: "read" }
+        { id: PG, name: "pg-main", dialect: "postgres", environment: "development", role: "read" },
+        { id: MY, name: "mysql-main", dialect: "mysql", environment: "development", role: "read" },
+        { id: PG_DOWN, name: "pg-down", dialect: "postgres", environment: "development", role: "read" },
+        { id: MY_DOWN, name: "mysql-down", dialect: "mysql", environment: "development", role: "read" },
+        { id: PG_RO, name: "pg-split", dialect: "postgres", environment: "development", role: "read" }
       ]
     })
     expect(await ok("sql_list_connections", undefined, editKey)).toEqual({
       connections: [
-        { id: PG, name: "pg-main", dialect: "postgres", role: "edit" },
-        { id: MY, name: "mysql-main", dialect: "mysql", role: "edit" },
-        { id: PG_RO, name: "pg-split", dialect: "postgres", role: "edit" }
+        { id: PG, name: "pg-main", dialect: "postgres", environment: "development", role: "edit" },
+        { id: MY, name: "mysql-main", dialect: "mysql", environment: "development", role: "edit" },
+        { id: PG_RO, name: "pg-split", dialect: "postgres", environment: "development", role: "edit" }
       ]
     })
     expect(await ok("sql_list_connections", {}, noKey)).toEqual({ connections: [] })
