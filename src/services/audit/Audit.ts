@@ -22,7 +22,7 @@ import * as Semaphore from "effect/Semaphore"
 import type { AuditRecord } from "../../domain/records.ts"
 import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { reportLoss } from "../durability/losses.ts"
-import { claimSpools, ownSpool, writeSpool } from "../durability/spool.ts"
+import { claimSpools, ownSpool, spoolFailure, writeSpool } from "../durability/spool.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { AuditRepo } from "../store/AuditRepo.ts"
 
@@ -171,7 +171,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
               reportLoss("audit records", left.length)
               return yield* Effect.logError(`audit: ${left.length} records could not be written and there is no data directory to spool them to`)
             }
-            yield* Effect.try(() => writeSpool(spool, left)).pipe(
+            yield* Effect.try({ try: () => writeSpool(spool, left), catch: spoolFailure }).pipe(
               Effect.andThen(Effect.sync(() => {
                 buffer = []
                 // Their records are all in this process's own spool now.
@@ -184,8 +184,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
                 reportLoss("audit records", lost)
                 return Effect.logError(
                   `audit: could not spool ${left.length} records to ${spool}: ${lost} records lost` +
-                    (fromSpool > 0 ? ` (${fromSpool} stay in the spool files this start took)` : ""),
-                  error
+                    (fromSpool > 0 ? ` (${fromSpool} stay in the spool files this start took)` : "") + `; ${error.message}`
                 )
               })
             )

@@ -37,7 +37,7 @@ import * as Semaphore from "effect/Semaphore"
 import { randomBytes } from "node:crypto"
 import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
 import { reportLoss } from "../durability/losses.ts"
-import { claimSpools, ownSpool, writeSpool } from "../durability/spool.ts"
+import { claimSpools, ownSpool, spoolFailure, writeSpool } from "../durability/spool.ts"
 import type { BatchCharge, BatchResult, CreditBatch, SubjectBudget } from "../store/credit-batches.ts"
 import type { CreditsRepo } from "../store/CreditsRepo.ts"
 import type { StoreError } from "../store/StoreError.ts"
@@ -632,7 +632,7 @@ export const makeBlockWriter = (options: {
           return yield* Effect.logError(`credit outbox: ${movements} movements could not be written and there is no data directory to spool them to`)
         }
         const path = ownSpool(options.spoolDir, SPOOL_FILE)
-        yield* Effect.try(() => writeSpool(path, left)).pipe(
+        yield* Effect.try({ try: () => writeSpool(path, left), catch: spoolFailure }).pipe(
           // Everything left of the spools this start took is in this process's own spool now.
           Effect.andThen(Effect.sync(() => claimed?.release())),
           Effect.andThen(Effect.logWarning(`credit outbox: ${movements} movements spooled to ${path}; the next start writes them`)),
@@ -642,8 +642,7 @@ export const makeBlockWriter = (options: {
             reportLoss("credit movements", lost)
             return Effect.logError(
               `credit outbox: could not spool ${movements} movements to ${path}: ${lost} movements lost` +
-                (kept > 0 ? ` (${kept} stay in the spool files this start took)` : ""),
-              error
+                (kept > 0 ? ` (${kept} stay in the spool files this start took)` : "") + `; ${error.message}`
             )
           })
         )
