@@ -1,0 +1,139 @@
+/**
+ * Clocks under failure (issue 35 items 6 and 7):
+ *
+ * - Two replicas share a Postgres store, one's clock 31 days ahead: a response either answered
+ *   with `store: true` is found on the other (expiry is written and judged by the store's clock;
+ *   before, the replica ahead found the other's fresh responses expired, 4 of 8 lookups 404).
+ * - A replica's wall clock set back 31 days right after a deployment's 3 s cooldown began: the
+ *   deployment is back in the rotation once those 3 s have passed (cooldowns run on monotonic
+ *   time; before, it stayed out for 31 days). The replica is a child process whose Date is moved
+ *   by a signal (test/support/wall-clock-shift.mjs).
+ */
+import { randomBytes } from "node:crypto"
+import { resolve } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
+import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
+import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { movableClock } from "../support/movable-clock.ts"
+import { type GatewayProcess, ROOT, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { chat, newKey, waitFor } from "../limits/support.ts"
+
+const DAY = 24 * 60 * 60 * 1000
+
+describe("a replica whose clock runs 31 days ahead", () => {
+  let db: TempDatabase
+  let normal: TestGateway
+  let ahead: TestGateway
+
+  afterAll(async () => {
+    await normal?.close()
+    await ahead?.close()
+    await db?.drop()
+  })
+
+  it("finds the responses the other stored, and the other finds its own", async () => {
+    db = await createPostgresDatabase("mg_clock_ahead")
+    const config = testConfig({
+      store: db.url,
+      providers: [{ name: "echo", kind: "echo" }],
+      models: [{ alias: "echo", id: "echo-1", provider: "echo", credits: 0 }],
+      responses: { retention_days: 30 }
+    })
+    const time = movableClock()
+    time.advance(31 * DAY)
+    normal = await startGateway(config)
+    ahead = await startGateway(config, { clock: time.clock })
+    const { key } = await normal.createKey()
+    const create = (gateway: TestGateway, input: string) =>
+      fetch(`${gateway.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "echo", input })
+      })
+    const retrieve = (gateway: TestGateway, id: string) =>
+      fetch(`${gateway.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } })
+
+    const stored: Array<{ id: string; on: TestGateway; other: TestGateway }> = []
+    for (let i = 0; i < 8; i++) {
+      const [on, other] = i % 2 === 0 ? [normal, ahead] : [ahead, normal]
+      const created = await create(on, `turn ${i}`)
+      expect(created.status).toBe(200)
+      const body = await created.json() as { id: string; store: boolean }
+      expect(body.store).toBe(true)
+      stored.push({ id: body.id, on, other })
+    }
+    const statuses = await Promise.all(stored.map(async ({ id, other }) => (await retrieve(other, id)).status))
+    expect(statuses).toEqual(stored.map(() => 200))
+    // And a conversation continues across them.
+    const next = await fetch(`${ahead.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo", input: "and then", previous_response_id: stored[0]!.id })
+    })
+    expect(next.status).toBe(200)
+  }, 30_000)
+})
+
+describe("a replica whose wall clock is set back 31 days", () => {
+  const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
+  const COOLDOWN_SECONDS = 3
+  let flaky: FakeUpstream
+  let steady: FakeUpstream
+  let gateway: GatewayProcess
+
+  afterAll(async () => {
+    await gateway?.stop("SIGKILL")
+    await flaky?.close()
+    await steady?.close()
+  })
+
+  it("puts a deployment back in the rotation once its cooldown has passed", async () => {
+    ;[flaky, steady] = await Promise.all([startFakeOpenAI({ apiKey: UPSTREAM_KEY }), startFakeOpenAI({ apiKey: UPSTREAM_KEY })])
+    flaky.setDefault(() => ({ kind: "error", status: 500 }))
+    const dir = tempDir("modelgate-clock-back-")
+    gateway = await spawnGateway(
+      writeConfig(dir, {
+        server: { data_dir: dir },
+        store: `sqlite:${dir}/modelgate.db`,
+        admin: { token: ADMIN_TOKEN },
+        log: { level: "info" },
+        // High enough for the calls below; the limiter itself must not refuse the key for the
+        // length of the jump either (its buckets run on monotonic time too).
+        limits: { requests_per_minute: 100_000 },
+        routing: { cooldown_seconds: COOLDOWN_SECONDS, allowed_fails: 0, retries: 1, backoff_ms: 1, strategy: "least_busy" },
+        providers: [
+          { name: "flaky", kind: "openai", base_url: flaky.url, api_key: UPSTREAM_KEY },
+          { name: "steady", kind: "openai", base_url: steady.url, api_key: UPSTREAM_KEY }
+        ],
+        models: [{ alias: "duo", id: "gpt-4o-mini-2024-07-18", deployments: [{ provider: "flaky" }, { provider: "steady" }], credits: 0 }]
+      }),
+      { NODE_OPTIONS: `--import ${resolve(ROOT, "test/support/wall-clock-shift.mjs")}`, TEST_CLOCK_SHIFT_MS: String(-31 * DAY) }
+    )
+    const { key } = await newKey(gateway.url)
+    // Calls until one reached the failing deployment (each is answered by the other): it cools now.
+    await waitFor("a call on the failing deployment", async () => {
+      expect((await chat(gateway.url, key, { model: "duo" })).status).toBe(200)
+      return flaky.requests.length > 0
+    }, 10_000)
+    const cooledAt = performance.now()
+    flaky.setDefault(() => ({ kind: "text", text: "healthy again" }))
+    gateway.child.kill("SIGUSR2")
+    await waitFor("the clock set back", () => gateway.output().includes("test clock shifted by"), 5000)
+
+    // Within its cooldown it gets nothing; once the cooldown has passed it is back.
+    const before = flaky.requests.length
+    await waitFor("the deployment back in the rotation", async () => {
+      expect((await chat(gateway.url, key, { model: "duo" })).status).toBe(200)
+      return flaky.requests.length > before
+    }, COOLDOWN_SECONDS * 1000 + 10_000)
+    expect(performance.now() - cooledAt).toBeGreaterThanOrEqual(COOLDOWN_SECONDS * 1000 - 500)
+    let reached = 0
+    for (let i = 0; i < 16; i++) {
+      const was = flaky.requests.length
+      expect((await chat(gateway.url, key, { model: "duo" })).status).toBe(200)
+      if (flaky.requests.length > was) reached++
+    }
+    expect(reached).toBeGreaterThan(0)
+  }, 60_000)
+})
