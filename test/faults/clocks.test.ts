@@ -3,7 +3,8 @@
  *
  * - Two replicas share a Postgres store, one's clock 31 days ahead: a response either answered
  *   with `store: true` is found on the other (expiry is written and judged by the store's clock;
- *   before, the replica ahead found the other's fresh responses expired, 4 of 8 lookups 404).
+ *   before, the replica ahead found the other's fresh responses expired, 4 of 8 lookups 404), and
+ *   an MCP session either opened is served by the other.
  * - A replica's wall clock set back 31 days right after a deployment's 3 s cooldown began: the
  *   deployment is back in the rotation once those 3 s have passed (cooldowns run on monotonic
  *   time; before, it stayed out for 31 days). The replica is a child process whose Date is moved
@@ -11,7 +12,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { resolve } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
@@ -26,13 +27,7 @@ describe("a replica whose clock runs 31 days ahead", () => {
   let normal: TestGateway
   let ahead: TestGateway
 
-  afterAll(async () => {
-    await normal?.close()
-    await ahead?.close()
-    await db?.drop()
-  })
-
-  it("finds the responses the other stored, and the other finds its own", async () => {
+  beforeAll(async () => {
     db = await createPostgresDatabase("mg_clock_ahead")
     const config = testConfig({
       store: db.url,
@@ -44,6 +39,15 @@ describe("a replica whose clock runs 31 days ahead", () => {
     time.advance(31 * DAY)
     normal = await startGateway(config)
     ahead = await startGateway(config, { clock: time.clock })
+  }, 30_000)
+
+  afterAll(async () => {
+    await normal?.close()
+    await ahead?.close()
+    await db?.drop()
+  })
+
+  it("finds the responses the other stored, and the other finds its own", async () => {
     const { key } = await normal.createKey()
     const create = (gateway: TestGateway, input: string) =>
       fetch(`${gateway.url}/v1/responses`, {
@@ -73,6 +77,29 @@ describe("a replica whose clock runs 31 days ahead", () => {
     })
     expect(next.status).toBe(200)
   }, 30_000)
+
+  it("serves the MCP sessions the other opened, and the other serves its own", async () => {
+    const { key } = await normal.createKey({ tools_enabled: true })
+    const rpc = (gateway: TestGateway, body: Record<string, unknown>, session?: string) =>
+      fetch(`${gateway.url}/v1/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...(session === undefined ? {} : { "mcp-session-id": session })
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, ...body })
+      })
+    const initialize = { method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } }
+    for (const [on, other] of [[normal, ahead], [ahead, normal]] as const) {
+      const opened = await rpc(on, initialize)
+      expect(opened.status).toBe(200)
+      const session = opened.headers.get("mcp-session-id")!
+      expect((await rpc(other, { method: "ping" }, session)).status).toBe(200)
+      expect((await rpc(on, { method: "ping" }, session)).status).toBe(200)
+    }
+  })
 })
 
 describe("a replica whose wall clock is set back 31 days", () => {

@@ -10,12 +10,10 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import { storeNowMs } from "./credit-batches.ts"
 import { decodeRows, NullableString, Num } from "./rows.ts"
-import { SqliteDatabase } from "./sqlite-client.ts"
+import { storeDialect, storeIso } from "./store-clock.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 export interface StoredResponseRecord {
@@ -70,12 +68,6 @@ const ItemRow = Schema.Struct({
 const decodeResponses = decodeRows(ResponseRow)
 const decodeItems = decodeRows(ItemRow)
 
-/** The store's clock as the ISO 8601 text `expires_at` holds (what `Date.toISOString` writes), as SQL. */
-const storeNowIso = (dialect: "sqlite" | "postgres") =>
-  dialect === "postgres"
-    ? `to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-    : "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-
 /** A response to insert: its times are the store's (`created_at` now, `expires_at` `retentionMs` later). */
 export type NewStoredResponse = Omit<StoredResponseRecord, "created_at" | "expires_at">
 
@@ -97,19 +89,15 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     ResponsesRepo,
     Effect.gen(function*() {
       const sql = yield* SqlClient
-      // The SQLite client layer also provides the raw connection; its presence is what says SQLite.
-      const dialect = Option.isSome(yield* Effect.serviceOption(SqliteDatabase)) ? "sqlite" as const : "postgres" as const
-      const now = sql.literal(storeNowIso(dialect))
+      const dialect = yield* storeDialect
+      const now = sql.literal(storeIso(dialect))
       return ResponsesRepo.of({
         insert: (input, items, retentionMs) =>
           sql.withTransaction(Effect.gen(function*() {
-            const [clock] = yield* sql<{ readonly now: unknown }>`SELECT ${sql.literal(storeNowMs(dialect))} AS now`
-            const at = Number(clock?.now)
-            const response: StoredResponseRecord = {
-              ...input,
-              created_at: new Date(at).toISOString(),
-              expires_at: new Date(at + retentionMs).toISOString()
-            }
+            const [times] = yield* sql<{ readonly created_at: string; readonly expires_at: string }>`SELECT ${now} AS created_at, ${
+              sql.literal(storeIso(dialect, retentionMs))
+            } AS expires_at`
+            const response: StoredResponseRecord = { ...input, created_at: String(times?.created_at), expires_at: String(times?.expires_at) }
             // The same id stored twice (a client replaying a vendor id) keeps the newest answer.
             yield* sql`DELETE FROM stored_response_items WHERE response_id = ${response.id} AND owner = ${response.owner}`
             yield* sql`DELETE FROM stored_responses WHERE id = ${response.id} AND owner = ${response.owner}`
