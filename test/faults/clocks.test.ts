@@ -9,10 +9,16 @@
  *   deployment is back in the rotation once those 3 s have passed (cooldowns run on monotonic
  *   time; before, it stayed out for 31 days). The replica is a child process whose Date is moved
  *   by a signal (test/support/wall-clock-shift.mjs).
+ * - The same step back on the admin sign-in throttle and the in-memory rate limiter: neither
+ *   refuses longer than its window or refill (both on monotonic time; before, both refused for
+ *   31 days).
  */
+import { Clock, Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AdminThrottle } from "../../src/services/limits/AdminThrottle.ts"
+import { RateLimiter } from "../../src/services/limits/RateLimiter.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startFakeOpenAI, type FakeUpstream } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
@@ -163,4 +169,37 @@ describe("a replica whose wall clock is set back 31 days", () => {
     }
     expect(reached).toBeGreaterThan(0)
   }, 60_000)
+})
+
+describe("local timers when the wall clock is set back 31 days", () => {
+  /** Runs `check` until it is true, on real time, at most `ms`. */
+  const until = async (what: string, check: () => Promise<boolean>, ms: number) => waitFor(what, check, ms)
+
+  it("the admin sign-in throttle lets an address in again once its window has passed", async () => {
+    const time = movableClock()
+    const throttle = Effect.runSync(
+      Effect.scoped(Effect.map(Layer.build(AdminThrottle.layerMemory({ maxFailures: 2, windowSeconds: 1 })), (ctx) => Context.get(ctx, AdminThrottle))).pipe(
+        Effect.provideService(Clock.Clock, time.clock)
+      )
+    )
+    const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.provideService(Effect.result(effect), Clock.Clock, time.clock))
+    await run(throttle.fail("10.0.0.1"))
+    await run(throttle.fail("10.0.0.1"))
+    expect((await run(throttle.check("10.0.0.1")))._tag).toBe("Failure")
+    time.advance(-31 * DAY)
+    await until("the address let in again", async () => (await run(throttle.check("10.0.0.1")))._tag === "Success", 1000 + 3000)
+  })
+
+  it("the in-memory rate limiter refuses a key no longer than its bucket takes to refill", async () => {
+    const time = movableClock()
+    const limiter = Effect.runSync(
+      Effect.scoped(Effect.map(Layer.build(RateLimiter.layerMemory), (ctx) => Context.get(ctx, RateLimiter))).pipe(Effect.provideService(Clock.Clock, time.clock))
+    )
+    const consume = () => Effect.runPromise(limiter.consume("key_clock", 60))
+    for (let i = 0; i < 60; i++) expect((await consume()).allowed).toBe(true)
+    expect((await consume()).allowed).toBe(false)
+    time.advance(-31 * DAY)
+    // One request's worth of time (1 s at 60 a minute) brings one back, whatever the wall clock did.
+    await until("the key admitted again", async () => (await consume()).allowed, 1000 + 3000)
+  })
 })
