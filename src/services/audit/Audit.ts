@@ -75,7 +75,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
         const maxBuffered = options.maxBuffered ?? MAX_BUFFERED
         let dropped = 0
         let droppedUnlogged = 0
-        let lastDropLog = 0
+        let lastDropLog = -Infinity
         // append is synchronous and may run outside any fiber, so the log line is written by a
         // fiber of its own, at most once per interval, with the count since the last one.
         const logDrops = Effect.suspend(() => {
@@ -200,7 +200,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
               consumed(over)
               dropped += over
               droppedUnlogged += over
-              const now = Date.now()
+              const now = performance.now()
               if (now - lastDropLog >= DROP_LOG_INTERVAL_MS) {
                 lastDropLog = now
                 Effect.runFork(Effect.provideContext(logDrops, context))
