@@ -226,13 +226,13 @@ export const drainOnShutdown = (graceSeconds: number) =>
       const drain = yield* Drain
       const waitForRequests = (until: number) =>
         Effect.gen(function*() {
-          while (drain.inFlight() > 0 && Date.now() < until) yield* Effect.sleep(Duration.millis(20))
+          while (drain.inFlight() > 0 && performance.now() < until) yield* Effect.sleep(Duration.millis(20))
         })
       yield* Effect.addFinalizer(() =>
         Effect.gen(function*() {
           // What a stop does is logged (issue 26.8): an operator watching a rollout sees the
           // drain begin, what it waits for, and how it ended.
-          const started = Date.now()
+          const started = performance.now()
           drain.begin()
           handle.closeAnswers()
           const server = handle.server()
@@ -247,16 +247,16 @@ export const drainOnShutdown = (graceSeconds: number) =>
           yield* Effect.logInfo(
             `shutting down: no new connections; waiting up to ${graceSeconds} s for ${drain.inFlight()} requests in flight`
           )
-          yield* waitForRequests(Date.now() + graceSeconds * 1000)
+          yield* waitForRequests(performance.now() + graceSeconds * 1000)
           if (drain.inFlight() > 0) {
             yield* Effect.logWarning(
               `shutdown grace of ${graceSeconds} s ran out with ${drain.inFlight()} requests in flight: ending them (503 dependency_unavailable, refunded)`
             )
             yield* drain.cutNow
             // Long enough for a cut stream to send its error frame and end its request.
-            yield* waitForRequests(Date.now() + 2000)
+            yield* waitForRequests(performance.now() + 2000)
           } else {
-            yield* Effect.logInfo(`drained: every request finished (${Date.now() - started} ms); writing what is buffered, then exiting`)
+            yield* Effect.logInfo(`drained: every request finished (${Math.round(performance.now() - started)} ms); writing what is buffered, then exiting`)
           }
           // Sockets still idle now sent nothing during the drain: close them, so the stop does
           // not wait out their keep-alive timeout.

@@ -21,7 +21,18 @@ import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } fro
 const REFUND_NOTE = "the request failed with a server or provider error"
 
 /** The charge each admission scope holds; replaced when a fallback of another price answers. */
-const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number }>()
+const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string }>()
+
+/**
+ * The request ends without being served, for a reason that may be the gateway's own earlier
+ * failure rather than the client's (issue 35 item 2: a response the gateway could not store, so
+ * the next turn's `previous_response_id` is unknown): its charge is refunded whatever status it
+ * ends with, `note` saying why. Nothing was asked of a provider by then.
+ */
+export const waiveCharge = (scope: Scope.Scope, note: string): void => {
+  const held = heldCharges.get(scope)
+  if (held !== undefined) held.waived = note
+}
 
 /**
  * Moves the request's charge to `amount`, the price of the model that is about to answer it
@@ -96,11 +107,14 @@ export const admitCosts = (options: {
       }, key).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
       (admitted, exit) => {
         // The charge held at the end: a fallback of another price may have replaced it (repriceCharge).
-        const charge = heldCharges.get(options.scope)?.charge ?? admitted
+        const held = heldCharges.get(options.scope)
+        const charge = held?.charge ?? admitted
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
-        if (!owesRefund(outcome)) return credits.settle(charge)
-        return Effect.andThen(credits.refund(charge, outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`), Effect.sync(() => {
+        const waived = held?.waived !== undefined && outcome.failure !== undefined
+        if (!owesRefund(outcome) && !waived) return credits.settle(charge)
+        const note = waived && !owesRefund(outcome) ? held!.waived! : outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`
+        return Effect.andThen(credits.refund(charge, note), Effect.sync(() => {
           state.audit.credits -= charge.amount
         }))
       }

@@ -11,7 +11,6 @@ import { join } from "node:path"
 import { Client as PgClient } from "../support/pg-admin.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
-import { movableClock } from "../support/movable-clock.ts"
 import { childEnv, NODE, ROOT } from "../support/process.ts"
 
 const connect = async (url: string, key: string, sessionId?: string) => {
@@ -175,19 +174,28 @@ describe("/v1/mcp", () => {
     await transport.terminateSession()
   })
 
-  it("expires a session after its idle TTL (sliding)", async () => {
-    // The sessions read Effect's Clock: the test moves it instead of sleeping through the TTL.
-    const time = movableClock()
-    const short = await startGateway(testConfig({ store: store.url, mcp: { session_ttl_seconds: 1 } }), { clock: time.clock })
+  it("expires a session after its idle TTL (sliding), by the store's clock", async () => {
+    // Expiry is the store's clock (any replica serves the next request): the test reads and ages
+    // the row instead of moving a replica's clock.
+    const short = await startGateway(testConfig({ store: store.url, mcp: { session_ttl_seconds: 60 } }))
+    const db = new PgClient(store.url)
+    const expiresAt = async (id: string) =>
+      (await db.query<{ expires_at: string }>("SELECT expires_at FROM mcp_sessions WHERE id = $1", [id]))[0]!.expires_at
     try {
       const init = await rpc(short.url, key, initializeBody)
       const sessionId = init.headers.get("mcp-session-id")!
+      let last = await expiresAt(sessionId)
       for (let i = 0; i < 3; i++) {
-        time.advance(500)
+        // Each use slides the expiry forward.
+        await new Promise((r) => setTimeout(r, 5))
         const used = await rpc(short.url, key, { jsonrpc: "2.0", id: 10 + i, method: "ping" }, { "mcp-session-id": sessionId })
         expect(used.status).toBe(200)
+        const slid = await expiresAt(sessionId)
+        expect(Date.parse(slid)).toBeGreaterThan(Date.parse(last))
+        last = slid
       }
-      time.advance(1200)
+      // Idle past its TTL.
+      await db.query("UPDATE mcp_sessions SET expires_at = $1 WHERE id = $2", [new Date(Date.now() - 1000).toISOString(), sessionId])
       const expired = await rpc(short.url, key, { jsonrpc: "2.0", id: 20, method: "ping" }, { "mcp-session-id": sessionId })
       expect(expired.status).toBe(404)
       expect(((await expired.json()) as any).error).toBe("session_expired")

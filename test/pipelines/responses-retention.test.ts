@@ -5,24 +5,44 @@
  * in its audit record; a conversation whose stored chain exceeds `responses.max_conversation_bytes`
  * is refused by name instead of being read into the request.
  */
+import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
-import { movableClock } from "../support/movable-clock.ts"
+import { tempDir } from "../support/process.ts"
 
 const DAY = 24 * 60 * 60 * 1000
 
 let gateway: TestGateway
 let key: string
-const time = movableClock()
+
+/**
+ * Moves every stored response `ms` into the past: expiry is judged by the store's clock (issue
+ * 35 item 6), which a test cannot move, so the rows age instead.
+ */
+const storePath = join(tempDir("modelgate-retention-"), "store.db")
+const age = (ms: number) => {
+  const db = new DatabaseSync(storePath)
+  try {
+    for (const table of ["stored_responses", "stored_response_items"]) {
+      const rows = db.prepare(`SELECT rowid, created_at, expires_at FROM ${table}`).all() as Array<{ rowid: number; created_at: string; expires_at: string }>
+      const update = db.prepare(`UPDATE ${table} SET created_at = ?, expires_at = ? WHERE rowid = ?`)
+      const older = (iso: string) => new Date(Date.parse(iso) - ms).toISOString()
+      for (const row of rows) update.run(older(row.created_at), older(row.expires_at), row.rowid)
+    }
+  } finally {
+    db.close()
+  }
+}
 
 beforeAll(async () => {
   gateway = await startGateway(
     testConfig({
+      store: `sqlite:${storePath}`,
       providers: [{ name: "echo", kind: "echo" }],
       models: [{ alias: "echo", id: "echo-1", provider: "echo", credits: 0 }],
       responses: { retention_days: 2, max_stored_bytes: 4000, max_conversation_bytes: 6000 }
-    }),
-    { clock: time.clock }
+    })
   )
   key = (await gateway.createKey()).key
 })
@@ -46,10 +66,10 @@ describe("stored responses", () => {
     expect(created.status).toBe(200)
     const response = await created.json() as { id: string; store: boolean }
     expect(response.store).toBe(true)
-    time.advance(DAY)
+    age(DAY)
     expect((await retrieve(response.id)).status).toBe(200)
     expect((await create({ input: "next", previous_response_id: response.id })).status).toBe(200)
-    time.advance(DAY + 1000)
+    age(DAY + 1000)
     const gone = await retrieve(response.id)
     expect(gone.status).toBe(404)
     expect(await gone.json()).toMatchObject({ error: "not_found" })

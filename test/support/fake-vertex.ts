@@ -148,7 +148,13 @@ export const startFakeVertex = async (options: {
   const pipe = async (req: http.IncomingMessage, res: http.ServerResponse, target: string, body: string, headers: Record<string, string>) => {
     const upstream = await fetch(target, { method: req.method ?? "POST", headers: { "content-type": "application/json", ...headers }, body })
     res.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "application/json" })
-    for await (const chunk of upstream.body as unknown as AsyncIterable<Uint8Array>) res.write(chunk)
+    try {
+      for await (const chunk of upstream.body as unknown as AsyncIterable<Uint8Array>) res.write(chunk)
+    } catch {
+      // The upstream fake reset its stream (a `then: "destroy"` scenario): so does Vertex's answer.
+      res.destroy()
+      return
+    }
     res.end()
   }
 

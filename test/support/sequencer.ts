@@ -36,6 +36,10 @@ export const LONG_FIRST = [
   "test/services/limits/stream-slots.test.ts",
   "test/services/sql/tools/tools.test.ts",
   "test/faults/stop-during-outage.test.ts",
+  // Issue 35: a lease lapsing after a kill (about 8 s), a cooldown waited out, a full disk.
+  "test/faults/replica-lost-fallback.test.ts",
+  "test/faults/clocks.test.ts",
+  "test/faults/full-disk.test.ts",
   "test/hardening/metrics-usage.test.ts",
   "test/services/sql/guard/guard.test.ts",
   "test/hardening/protocol.test.ts",

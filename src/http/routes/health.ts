@@ -55,7 +55,7 @@ const readiness = (probeMs: number) => Effect.gen(function*() {
   // One probe per gateway (its store) per `probeMs`: concurrent and later calls in that time
   // share its result, so unauthenticated /readyz traffic is not a store query and a Redis PING
   // each (an amplifier; issue 22). A probe in flight is shared, not repeated.
-  const now = Date.now()
+  const now = performance.now()
   let cached = probes.get(store)
   if (cached === undefined || now >= cached.expires) {
     const probe = Effect.all([
@@ -93,7 +93,7 @@ const poolReads = new WeakMap<object, { readonly expires: number; readonly resul
 const poolLevels = Effect.gen(function*() {
   const store = yield* CreditsRepo
   const metrics = yield* Metrics
-  const now = Date.now()
+  const now = performance.now()
   let cached = poolReads.get(store)
   if (cached === undefined || cached.expires <= now) {
     const read = store.poolLevels.pipe(

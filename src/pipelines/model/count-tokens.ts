@@ -20,7 +20,7 @@ import { CurrentRequest } from "../request.ts"
 import { json } from "../respond.ts"
 import { forVendor, forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
-import { makePlan } from "./route.ts"
+import { clientOfTarget, makePlan } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiCountTokens } from "./messages/gemini-count-tokens.ts"
 import { isVertexClaude } from "./vertex.ts"
@@ -39,7 +39,7 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const plan = yield* makePlan({ ...resolved, model: { ...resolved.model, fallbacks: [] } }, "chat")
   const answered = yield* plan.run((target) =>
     Effect.gen(function*() {
-      const client = providers.client(target.deployment.provider.name)
+      const client = yield* clientOfTarget(providers, target)
       // A Claude model on Vertex counts through Vertex's count-tokens endpoint, as an Anthropic-kind model does.
       const anthropic = client.kind === "anthropic"
         ? client

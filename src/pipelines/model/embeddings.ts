@@ -17,7 +17,7 @@ import { CurrentRequest } from "../request.ts"
 import { json, relayedJsonResponse } from "../respond.ts"
 import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
-import { makePlan } from "./route.ts"
+import { clientOfTarget, makePlan } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiEmbeddings } from "./gemini-embeddings.ts"
 
@@ -33,7 +33,7 @@ export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const plan = yield* makePlan(resolved, "embeddings")
   const answered = yield* plan.run((target) =>
     Effect.gen(function*() {
-      const client = providers.client(target.deployment.provider.name)
+      const client = yield* clientOfTarget(providers, target)
       const model = target.resolved.model.id
       if (client.kind === "bedrock") return { _tag: "whole" as const, response: yield* bedrockEmbeddings(client, request, target.resolved) }
       if (client.kind === "gemini" && client.batchEmbed !== undefined) {

@@ -15,7 +15,7 @@ import { authenticated } from "../authenticate.ts"
 import { CurrentRequest, type RequestState } from "../request.ts"
 import { eventStreamResponse, json } from "../respond.ts"
 import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
-import { makePlan, routedEvents, type Target } from "./route.ts"
+import { clientOfTarget, makePlan, routedEvents, type Target } from "./route.ts"
 import { withFirstChunk } from "./stream-chunks.ts"
 import { mergedDeprecationHeaders } from "../../domain/deprecation.ts"
 
@@ -43,7 +43,7 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const headers = (yield* HttpServerRequest).headers
     const tokens = yield* TokenEstimator
     const plan = yield* makePlan(resolved, "chat")
-    const clientOf = (target: Target) => providers.client(target.deployment.provider.name)
+    const clientOf = (target: Target) => clientOfTarget(providers, target)
     // The table is keyed by the client's own kind, so the pair always matches.
     const adapterOf = (client: ProviderClient) => format.adapters[client.kind] as Adapter<Request, typeof client>
     const contextOf = (target: Target, body = raw, on: RequestState = state): AdapterContext => ({ state: on, resolved: target.resolved, raw: body, headers, tokens })
@@ -56,7 +56,7 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     if (request.stream !== true) {
       const answered = yield* plan.run((target) =>
         Effect.gen(function*() {
-          const client = clientOf(target)
+          const client = yield* clientOf(target)
           const around = yield* sessionOf(target, client)
           const body = yield* adapterOf(client).complete(client, request, around?.context ?? contextOf(target))
           return around === undefined ? body : yield* around.complete(body)
@@ -67,15 +67,14 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     }
     const open = (target: Target) =>
       Effect.gen(function*() {
-        const client = clientOf(target)
+        const client = yield* clientOf(target)
         const around = yield* sessionOf(target, client)
         const events = yield* adapterOf(client).stream(client, request, around?.context ?? contextOf(target))
         // The opening includes the first event: an upstream that fails before it is this attempt's failure.
         return yield* withFirstChunk(around === undefined ? events : around.stream(events))
       })
     const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
-    const openContinuation = (target: Target, partial: string) => {
-      const client = clientOf(target)
+    const openContinuation = (target: Target, partial: string) => Effect.flatMap(clientOf(target), (client) => {
       const body = follower!.continueBody(raw, partial, client.kind)
       // The continuation's usage is its own: its adapter records it on a copy, added to the first's when it ends.
       const before = { prompt: state.audit.prompt_tokens ?? 0, completion: state.audit.completion_tokens ?? 0 }
@@ -89,7 +88,7 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
         adapterOf(client).stream(client, { ...request, ...body } as Request, contextOf(target, body, own)),
         (events): Stream.Stream<ClientEvent, ApiError> => Stream.ensuring(events, addUp)
       )
-    }
+    })
     const first = yield* plan.run(open)
     const events = routedEvents({ plan, first, open, follower, openContinuation })
     const framer = format.framer(state, request)

@@ -16,12 +16,14 @@
  * price (admission.ts `repriceCharge`).
  */
 import { Effect, Stream } from "effect"
-import type { ApiError } from "../../domain/errors.ts"
+import { type ApiError, ProviderError } from "../../domain/errors.ts"
 import { slugOf, statusOf } from "../../domain/errors.ts"
 import { type Deployment, ModelCatalog, type ResolvedModel } from "../../services/catalog/ModelCatalog.ts"
 import { AppConfig } from "../../services/config/AppConfig.ts"
 import type { Credits } from "../../services/credits/Credits.ts"
 import type { ModelEndpoint, RoutingConfig } from "../../services/config/schema.ts"
+import type { ProviderClient } from "../../services/providers/clients.ts"
+import type { Providers } from "../../services/providers/Providers.ts"
 import { type AttemptOutcome, Router } from "../../services/routing/Router.ts"
 import { repriceCharge } from "../admission.ts"
 import { AuthenticatedKey } from "../authenticate.ts"
@@ -57,6 +59,27 @@ export interface RunningAttempt {
   readonly target: Target
   readonly end: (result: { readonly error?: ApiError; readonly answeredSeconds?: number; readonly interrupted?: boolean }) => Effect.Effect<void>
 }
+
+/**
+ * The client of a target's provider. A reload may have removed the provider since the plan was
+ * made (issue 35 item 3): that attempt fails like an unreachable provider (the next target is
+ * tried, or a stream ends with the in-band error and a refund), never with a defect that resets
+ * the client's connection.
+ */
+export const clientOfTarget = (providers: Providers["Service"], target: Target): Effect.Effect<ProviderClient, ApiError> =>
+  Effect.suspend(() => {
+    const name = target.deployment.provider.name
+    try {
+      return Effect.succeed(providers.client(name))
+    } catch {
+      return Effect.fail(
+        new ProviderError({
+          message: `provider "${name}" was removed by a configuration reload while the request was in flight`,
+          details: { provider: name, upstream_status: null, reason: "provider_removed" }
+        })
+      )
+    }
+  })
 
 const upstreamStatusOf = (error: ApiError): number | null => {
   const status = (error.details as { upstream_status?: unknown } | undefined)?.upstream_status

@@ -110,12 +110,12 @@ export const makeAdminIdentity = (
   // the next sign-in asks again.
   let discovered: { readonly config: oidc.Configuration; readonly at: number } | undefined
   const configuration = Effect.suspend(() =>
-    discovered !== undefined && Date.now() - discovered.at < DISCOVERY_TTL_MS
+    discovered !== undefined && performance.now() - discovered.at < DISCOVERY_TTL_MS
       ? Effect.succeed(discovered.config)
       : Effect.tryPromise({
         try: () => discover(settings),
         catch: (error) => refusal(describeIssuerError(`discovery of ${settings.issuer}`, error))
-      }).pipe(Effect.tap((config) => Effect.sync(() => (discovered = { config, at: Date.now() }))))
+      }).pipe(Effect.tap((config) => Effect.sync(() => (discovered = { config, at: performance.now() }))))
   )
 
   return {

@@ -22,7 +22,7 @@ import * as Semaphore from "effect/Semaphore"
 import type { AuditRecord } from "../../domain/records.ts"
 import { abandonAfter, backoffDelayMs, DEFAULT_BACKOFF, outageTracker } from "../durability/backoff.ts"
 import { reportLoss } from "../durability/losses.ts"
-import { claimSpools, ownSpool, writeSpool } from "../durability/spool.ts"
+import { claimSpools, ownSpool, spoolFailure, writeSpool } from "../durability/spool.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { AuditRepo } from "../store/AuditRepo.ts"
 
@@ -75,7 +75,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
         const maxBuffered = options.maxBuffered ?? MAX_BUFFERED
         let dropped = 0
         let droppedUnlogged = 0
-        let lastDropLog = 0
+        let lastDropLog = -Infinity
         // append is synchronous and may run outside any fiber, so the log line is written by a
         // fiber of its own, at most once per interval, with the count since the last one.
         const logDrops = Effect.suspend(() => {
@@ -171,7 +171,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
               reportLoss("audit records", left.length)
               return yield* Effect.logError(`audit: ${left.length} records could not be written and there is no data directory to spool them to`)
             }
-            yield* Effect.try(() => writeSpool(spool, left)).pipe(
+            yield* Effect.try({ try: () => writeSpool(spool, left), catch: spoolFailure }).pipe(
               Effect.andThen(Effect.sync(() => {
                 buffer = []
                 // Their records are all in this process's own spool now.
@@ -184,8 +184,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
                 reportLoss("audit records", lost)
                 return Effect.logError(
                   `audit: could not spool ${left.length} records to ${spool}: ${lost} records lost` +
-                    (fromSpool > 0 ? ` (${fromSpool} stay in the spool files this start took)` : ""),
-                  error
+                    (fromSpool > 0 ? ` (${fromSpool} stay in the spool files this start took)` : "") + `; ${error.message}`
                 )
               })
             )
@@ -201,7 +200,7 @@ export class Audit extends Context.Service<Audit, AuditShape>()("modelgate/Audit
               consumed(over)
               dropped += over
               droppedUnlogged += over
-              const now = Date.now()
+              const now = performance.now()
               if (now - lastDropLog >= DROP_LOG_INTERVAL_MS) {
                 lastDropLog = now
                 Effect.runFork(Effect.provideContext(logDrops, context))

@@ -37,10 +37,18 @@ import * as Semaphore from "effect/Semaphore"
 import { randomBytes } from "node:crypto"
 import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
 import { reportLoss } from "../durability/losses.ts"
-import { claimSpools, ownSpool, writeSpool } from "../durability/spool.ts"
+import { claimSpools, ownSpool, spoolFailure, writeSpool } from "../durability/spool.ts"
 import type { BatchCharge, BatchResult, CreditBatch, SubjectBudget } from "../store/credit-batches.ts"
 import type { CreditsRepo } from "../store/CreditsRepo.ts"
 import type { StoreError } from "../store/StoreError.ts"
+
+
+/**
+ * The writer's timers (settle delay, retry and reclaim waits, idle return) run on monotonic time
+ * (issue 35): a wall clock set back must not hold settlements or a block for the length of the
+ * jump.
+ */
+const tick = () => performance.now()
 
 export const SPOOL_FILE = "credit-outbox.jsonl"
 
@@ -179,8 +187,8 @@ export const makeBlockWriter = (options: {
     let reclaimRound = false
     let retryAt = 0
     let live = 1
-    let lastSpend = 0
-    let lastCommit = 0
+    let lastSpend = -Infinity
+    let lastCommit = -Infinity
     /** When the oldest settlement not yet taken by a round gets a round of its own; undefined: none waiting. */
     let settleDue: number | undefined
     const outage = outageTracker()
@@ -208,7 +216,7 @@ export const makeBlockWriter = (options: {
       counted?: BudgetWaiter
     ) => {
       from.remaining -= request.amount
-      lastSpend = Date.now()
+      lastSpend = tick()
       entries.set(request.request_id, {
         request_id: request.request_id,
         key_id: request.key_id,
@@ -337,7 +345,7 @@ export const makeBlockWriter = (options: {
           strays: leasing || strays ? { keep: block?.id } : undefined,
           lease: leasing ? { min: head!.request.amount, size: Math.max(options.blockSize, head!.request.amount) } : undefined,
           reclaim: leasing && reclaimRound,
-          now
+          now: Date.now()
         },
         sent,
         budgets,
@@ -377,7 +385,7 @@ export const makeBlockWriter = (options: {
 
     const applied = (taken: NonNullable<ReturnType<typeof takeBatch>>, result: BatchResult) =>
       Effect.gen(function*() {
-        const now = Date.now()
+        const now = tick()
         lastCommit = now
         settleBudgets(taken.budgets, result.budgets)
         let dropped = 0
@@ -469,7 +477,7 @@ export const makeBlockWriter = (options: {
         } else if (entry.state === "ending") {
           entry.state = "written"
           // Settlements are retried with the rest, not deferred again.
-          settleDue ??= Date.now()
+          settleDue ??= tick()
         }
       }
       // Ends stay queued and are retried; their requests do not wait through an outage.
@@ -498,7 +506,7 @@ export const makeBlockWriter = (options: {
 
     /** One round: returns false when the store refused it. */
     const round = rounds.withPermits(1)(Effect.gen(function*() {
-      const taken = takeBatch(Date.now())
+      const taken = takeBatch(tick())
       if (taken === undefined) return true
       current = taken
       const exit = yield* Effect.exit(commit(taken.batch))
@@ -537,7 +545,7 @@ export const makeBlockWriter = (options: {
 
     /** Between rounds with nothing to write: give an idle block back, or see whether another replica asked for it. */
     const housekeeping = Effect.gen(function*() {
-      const now = Date.now()
+      const now = tick()
       if (block === undefined || waiters.length > 0) return
       if (now - lastSpend >= IDLE_RETURN_MS) return detach()
       if (live > 1 && now - lastCommit >= RECLAIM_POLL_MS) {
@@ -561,7 +569,7 @@ export const makeBlockWriter = (options: {
     const worker = Effect.gen(function*() {
       let attempt = 0
       while (true) {
-        const now = Date.now()
+        const now = tick()
         if (!hasWork(now)) {
           const held = waiters.length > 0
             ? Math.max(1, retryAt - now)
@@ -571,7 +579,7 @@ export const makeBlockWriter = (options: {
           if (timeout === undefined) yield* idleWait
           else yield* Effect.timeoutOption(idleWait, Duration.millis(timeout))
           yield* housekeeping
-          if (!hasWork(Date.now())) continue
+          if (!hasWork(tick())) continue
         }
         // Let the admissions of this tick join the round.
         yield* Effect.yieldNow
@@ -632,7 +640,7 @@ export const makeBlockWriter = (options: {
           return yield* Effect.logError(`credit outbox: ${movements} movements could not be written and there is no data directory to spool them to`)
         }
         const path = ownSpool(options.spoolDir, SPOOL_FILE)
-        yield* Effect.try(() => writeSpool(path, left)).pipe(
+        yield* Effect.try({ try: () => writeSpool(path, left), catch: spoolFailure }).pipe(
           // Everything left of the spools this start took is in this process's own spool now.
           Effect.andThen(Effect.sync(() => claimed?.release())),
           Effect.andThen(Effect.logWarning(`credit outbox: ${movements} movements spooled to ${path}; the next start writes them`)),
@@ -642,8 +650,7 @@ export const makeBlockWriter = (options: {
             reportLoss("credit movements", lost)
             return Effect.logError(
               `credit outbox: could not spool ${movements} movements to ${path}: ${lost} movements lost` +
-                (kept > 0 ? ` (${kept} stay in the spool files this start took)` : ""),
-              error
+                (kept > 0 ? ` (${kept} stay in the spool files this start took)` : "") + `; ${error.message}`
             )
           })
         )
@@ -655,7 +662,7 @@ export const makeBlockWriter = (options: {
 
     const spendSlow = (request: SpendRequest) =>
       Effect.callback<SpendOutcome>((resume) => {
-        waiters.push({ request, since: Date.now(), resume: (outcome) => resume(Effect.succeed(outcome)) })
+        waiters.push({ request, since: tick(), resume: (outcome) => resume(Effect.succeed(outcome)) })
         wake()
       })
 
@@ -724,7 +731,7 @@ export const makeBlockWriter = (options: {
           // A settlement changes no balance (the reservation row goes): nobody waits for it, and
           // it goes with the next round (within SETTLE_DELAY_MS). A crash before it lands refunds
           // the request (the sweep), in the customer's favour.
-          if (op === "settle") settleDue ??= Date.now() + (options.settleDelayMs ?? SETTLE_DELAY_MS)
+          if (op === "settle") settleDue ??= tick() + (options.settleDelayMs ?? SETTLE_DELAY_MS)
           wake()
           if (outage.down || op === "settle") return Effect.void
           // SQLite commits synchronously: the refund is written on this request's fiber before

@@ -35,6 +35,14 @@ export interface Charge {
 
 export const REPLICA_LOST = "replica_lost"
 
+/**
+ * The request id the client was given, from a reservation's: a fallback at another price is
+ * reserved under `<request id>.N` (admission.ts `repriceCharge`; gateway request ids are
+ * `req_<hex>`, never with a dot), and its `replica_lost` record belongs under the client's id
+ * (issue 35 item 1), where the one audit record of the request is.
+ */
+export const clientRequestIdOf = (reservationId: string): string => reservationId.replace(/^(req_[0-9a-f]+)\.\d+$/, "$1")
+
 export const storeUnavailable = (cause: unknown) =>
   new DependencyUnavailable({
     message: `the store is unavailable: ${(cause as { message?: string })?.message ?? "unknown error"}`,
@@ -109,7 +117,7 @@ export class Credits extends Context.Service<Credits, {
         const inlineTimeout = options.inlineTimeout ?? Duration.seconds(2)
 
         const lostRecord = (reservation: Reservation) => ({
-          request_id: reservation.request_id,
+          request_id: clientRequestIdOf(reservation.request_id),
           ts: new Date().toISOString(),
           key_id: reservation.key_id,
           method: reservation.method ?? "POST",
@@ -126,7 +134,12 @@ export class Credits extends Context.Service<Credits, {
           duration_ms: Math.max(0, Date.now() - Date.parse(reservation.created_at)),
           stream: false,
           client_addr: null,
-          details: { owner: reservation.owner, refunded_credits: reservation.amount, settled_by: replicaId }
+          details: {
+            owner: reservation.owner,
+            refunded_credits: reservation.amount,
+            settled_by: replicaId,
+            ...(reservation.request_id === clientRequestIdOf(reservation.request_id) ? {} : { reservation: reservation.request_id })
+          }
         })
 
         /**

@@ -41,13 +41,13 @@ export const outageTracker = () => {
     failed: (): boolean => {
       attempts++
       if (since !== undefined) return false
-      since = Date.now()
+      since = performance.now()
       return true
     },
     /** Returns the outage's duration in ms when this success ends one (the caller logs it). */
     succeeded: (): number | undefined => {
       if (since === undefined) return undefined
-      const lasted = Date.now() - since
+      const lasted = performance.now() - since
       since = undefined
       attempts = 0
       return lasted

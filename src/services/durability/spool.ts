@@ -12,10 +12,15 @@
  *   spool (`release`): a crash mid-replay leaves it to the next start, which writes its records
  *   again, idempotently (audit records by request id, credit movements by request and block id).
  *
+ * - A write that fails (a full disk) removes its temporary file and throws a `SpoolWriteError`
+ *   naming the cause (`ENOSPC`) and the path (issue 35 items 4 and 5); a temporary a killed
+ *   process left behind (`<spool>.<pid>-<random>.jsonl.tmp` of a process no longer running) is
+ *   removed by the next start's claim: it was never renamed, so none of it is a spool.
+ *
  * Lines that do not parse are skipped (and counted) rather than failing the start.
  */
 import { randomBytes } from "node:crypto"
-import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs"
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from "node:fs"
 import { join } from "node:path"
 import { ensurePrivateDir, PRIVATE_FILE_MODE, tighten } from "./private-files.ts"
 
@@ -29,24 +34,70 @@ const stem = (name: string) => name.replace(/\.jsonl$/, "")
 /** The spool file this process writes for `name` (e.g. `audit-spool.jsonl`) in `dir`. */
 export const ownSpool = (dir: string, name: string) => join(dir, `${stem(name)}.${INSTANCE}.jsonl`)
 
-/** Writes `items` to `path` (after anything already there), whole or not at all, flushed to disk. */
+/**
+ * A spool that could not be written: the file system's cause (`ENOSPC`, `EACCES`, ...), the step
+ * and the path, in the message (an operator reads it in the log, issue 35 item 4).
+ */
+export class SpoolWriteError extends Error {
+  readonly code: string | undefined
+  readonly path: string
+  constructor(step: string, path: string, cause: unknown) {
+    const code = (cause as NodeJS.ErrnoException | undefined)?.code
+    const detail = cause instanceof Error ? cause.message : String(cause)
+    super(`could not ${step} ${path}: ${code === undefined || detail.startsWith(code) ? detail : `${code}: ${detail}`}`, { cause })
+    this.name = "SpoolWriteError"
+    this.code = code
+    this.path = path
+  }
+}
+
+/** For `Effect.try`'s catch: the SpoolWriteError writeSpool threw (anything else, named as such). */
+export const spoolFailure = (error: unknown): SpoolWriteError =>
+  error instanceof SpoolWriteError ? error : new SpoolWriteError("write the spool", "(unknown path)", error)
+
+/** `fn`, its file system error turned into a SpoolWriteError naming `step` and `path`. */
+const step = <A>(name: string, path: string, fn: () => A): A => {
+  try {
+    return fn()
+  } catch (error) {
+    throw error instanceof SpoolWriteError ? error : new SpoolWriteError(name, path, error)
+  }
+}
+
+const removeQuietly = (path: string) => {
+  try {
+    rmSync(path, { force: true })
+  } catch {
+    // Not removable (not ours): the error that brought us here is the one to report.
+  }
+}
+
+/**
+ * Writes `items` to `path` (after anything already there), whole or not at all, flushed to disk.
+ * Throws a SpoolWriteError; the temporary file never outlives a failed write.
+ */
 export const writeSpool = (path: string, items: ReadonlyArray<unknown>): void => {
   if (items.length === 0) return
   const dir = join(path, "..")
   // 700 and 600 whatever the umask (issue 22, finding 6): spools hold audit records and credit movements.
-  ensurePrivateDir(dir)
-  const before = existsSync(path) ? readFileSync(path, "utf8") : ""
+  step("create the data directory", dir, () => ensurePrivateDir(dir))
+  const before = step("read", path, () => existsSync(path) ? readFileSync(path, "utf8") : "")
   const text = before + items.map((item) => JSON.stringify(item)).join("\n") + "\n"
   const temporary = `${path}.tmp`
-  const fd = openSync(temporary, "w", PRIVATE_FILE_MODE)
+  const fd = step("create", temporary, () => openSync(temporary, "w", PRIVATE_FILE_MODE))
   try {
-    writeSync(fd, text)
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
+    try {
+      step("write", temporary, () => writeSync(fd, text))
+      step("flush", temporary, () => fsyncSync(fd))
+    } finally {
+      step("close", temporary, () => closeSync(fd))
+    }
+    tighten(temporary)
+    step(`rename ${temporary} to`, path, () => renameSync(temporary, path))
+  } catch (error) {
+    removeQuietly(temporary)
+    throw error
   }
-  tighten(temporary)
-  renameSync(temporary, path)
   // The rename itself is durable only once the directory is.
   try {
     const dirFd = openSync(dir, "r")
@@ -92,7 +143,14 @@ export const claimSpools = <A>(dir: string, name: string): Claimed<A> => {
   } catch {
     return { items: [], skipped: 0, files: [], release: () => {} }
   }
-  const claims = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.replay\\.(\\d+)\\.[0-9a-f]+\\.jsonl$`)
+  const escaped = base.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+  const claims = new RegExp(`^${escaped}\\.replay\\.(\\d+)\\.[0-9a-f]+\\.jsonl$`)
+  // A temporary of a process that is gone (killed mid-write): never renamed, so never a spool.
+  const temporaries = new RegExp(`^${escaped}\\.(\\d+)-[0-9a-f]+\\.jsonl\\.tmp$`)
+  for (const file of names) {
+    const temporary = temporaries.exec(file)
+    if (temporary !== null && !alive(Number(temporary[1]))) removeQuietly(join(dir, file))
+  }
   const own = `${base}.${INSTANCE}.jsonl`
   const files: Array<string> = []
   for (const file of names.sort()) {

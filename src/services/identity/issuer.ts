@@ -216,7 +216,7 @@ export const makeIssuerVerifier = (settings: IssuerSettings): IssuerVerifier => 
   const discover = (): Promise<Readonly<Record<string, unknown>>> => {
     if (discovered !== undefined) return Promise.resolve(discovered)
     if (discovering !== undefined) return discovering
-    if (Date.now() - failedAt < DISCOVERY_RETRY_MS) return Promise.reject(new Error("discovery failed moments ago"))
+    if (performance.now() - failedAt < DISCOVERY_RETRY_MS) return Promise.reject(new Error("discovery failed moments ago"))
     discovering = fetchDiscovery(issuer).then(
       (metadata) => {
         discovered = metadata
@@ -224,7 +224,7 @@ export const makeIssuerVerifier = (settings: IssuerSettings): IssuerVerifier => 
         return metadata
       },
       (error: unknown) => {
-        failedAt = Date.now()
+        failedAt = performance.now()
         discovering = undefined
         throw error
       }

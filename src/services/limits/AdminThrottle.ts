@@ -68,26 +68,29 @@ const keyOf = (address: string) => ADMIN_FAILURE_PREFIX + address.slice(0, 100)
 const makeMemory = (options: AdminThrottleOptions) =>
   Effect.gen(function*() {
     const clock = yield* Clock.Clock
+    // Windows run on monotonic time (issue 35): a wall clock set back must not lock an address
+    // out for the length of the jump. The refusal's reset time is wall time.
+    const monotonic = () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n)
     const windows = new Map<string, { count: number; endsAt: number }>()
     const windowMs = options.windowSeconds * 1000
     // Ended windows carry nothing; sweeping them bounds the map by recent failing addresses.
     const sweep = Effect.sync(() => {
-      const now = clock.currentTimeMillisUnsafe()
+      const now = monotonic()
       for (const [key, w] of windows) if (w.endsAt <= now) windows.delete(key)
     })
     yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(1))))
     return AdminThrottle.of({
       check: (address) =>
         Effect.suspend(() => {
-          const now = clock.currentTimeMillisUnsafe()
+          const now = monotonic()
           const w = windows.get(keyOf(address))
           return w !== undefined && w.endsAt > now && w.count >= options.maxFailures
-            ? Effect.fail(refusal(options, w.endsAt - now, now))
+            ? Effect.fail(refusal(options, w.endsAt - now, clock.currentTimeMillisUnsafe()))
             : Effect.void
         }),
       fail: (address) =>
         Effect.sync(() => {
-          const now = clock.currentTimeMillisUnsafe()
+          const now = monotonic()
           const key = keyOf(address)
           const w = windows.get(key)
           if (w === undefined || w.endsAt <= now) windows.set(key, { count: 1, endsAt: now + windowMs })

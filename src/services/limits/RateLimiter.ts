@@ -2,7 +2,9 @@
  * Per-key request rate limit (`requests_per_minute`), GCRA as described in `gcra.ts`.
  *
  * - `layerMemory`: exact within one process (a consume is one synchronous step, so concurrent
- *   requests cannot interleave inside it). Time comes from the Effect `Clock`.
+ *   requests cannot interleave inside it). Time comes from the Effect `Clock`: its monotonic
+ *   time, anchored to the wall clock at start (issue 35: a wall clock set back 31 days refused
+ *   every key until it caught up); `resetAt` follows the wall clock.
  * - `layerRedis`: exact across every replica sharing the Redis: one atomic script per consume
  *   (one round trip), timed by the Redis server's clock. Unreachable Redis fails the consume
  *   with `DependencyUnavailable`; it never admits.
@@ -26,20 +28,26 @@ export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>(
     RateLimiter,
     Effect.gen(function*() {
       const clock = yield* Clock.Clock
+      const monotonicMicros = () => Number(clock.monotonicTimeNanosUnsafe() / 1000n)
+      const origin = nowMicros(clock) - monotonicMicros()
+      const steadyMicros = () => origin + monotonicMicros()
       const states = new Map<string, GcraState>()
       // A key whose bucket is full again carries no information; dropping it bounds the map by
       // the keys active in the last minute.
       const sweep = Effect.sync(() => {
-        const now = nowMicros(clock)
+        const now = steadyMicros()
         for (const [key, state] of states) if (state.tat <= now) states.delete(key)
       })
       yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(1))))
       return RateLimiter.of({
         consume: (key, perMinute) =>
           Effect.sync(() => {
-            const step = gcra(states.get(key), nowMicros(clock), perMinute)
+            const now = steadyMicros()
+            const step = gcra(states.get(key), now, perMinute)
             if (step.next !== undefined) states.set(key, step.next)
-            return step.decision
+            // What the wall clock did since the start moves the reset time the headers give.
+            const skew = Math.round((nowMicros(clock) - now) / 1_000_000)
+            return skew === 0 ? step.decision : { ...step.decision, resetAt: step.decision.resetAt + skew }
           })
       })
     })

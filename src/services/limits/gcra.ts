@@ -75,6 +75,9 @@ export const gcra = (state: GcraState | undefined, now: number, perMinute: numbe
     tat = now + Math.min(Math.floor(((tat - now) * interval) / state.interval), tolerance)
     rescaled = true
   }
+  // A tat more than a whole bucket ahead exists only when the clock went back (issue 35): the debt
+  // is capped at one bucket, so no key waits longer than the period, whatever the clock did.
+  if (tat > now + tolerance) tat = now + tolerance
   if (tat < now) tat = now
   const newTat = tat + interval
   const allowAt = newTat - tolerance
@@ -125,6 +128,7 @@ if stored[1] then
     rescaled = true
   end
 end
+if tat > now + tolerance then tat = now + tolerance end
 if tat < now then tat = now end
 local newTat = tat + interval
 local allowAt = newTat - tolerance

@@ -3,7 +3,7 @@
  * sticky routing). A session belongs to the key that opened it: presented with another key it
  * is answered exactly like an unknown one. Expiry slides with every use.
  */
-import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { randomBytes } from "node:crypto"
 import { type DependencyUnavailable, SessionExpired } from "../../domain/errors.ts"
 import type { McpSessionRecord } from "../../domain/records.ts"
@@ -27,34 +27,24 @@ export class McpSessions extends Context.Service<McpSessions, {
         const ttlMs = ttlSeconds * 1000
         const use = (id: string, keyId: string) =>
           Effect.gen(function*() {
-            // Effect's Clock, so tests can move time past a session's TTL.
-            const now = yield* Clock.currentTimeMillis
-            // The key is part of the match: another key's request never touches the session.
-            const session = yield* store.touchSession(id, keyId, new Date(now).toISOString(), new Date(now + ttlMs).toISOString()).pipe(
+            // The key is part of the match: another key's request never touches the session. Its
+            // expiry is the store's clock (any replica may serve the next request).
+            const session = yield* store.touchSession(id, keyId, ttlMs).pipe(
               Effect.mapError(storeUnavailable)
             )
             if (session === undefined) return yield* expired()
             return session
           })
         // Expired sessions are answered as unknown already; this only keeps the table small.
-        const prune = Effect.flatMap(Clock.currentTimeMillis, (now) => store.deleteExpiredSessions(new Date(now).toISOString())).pipe(
+        const prune = store.deleteExpiredSessions.pipe(
           Effect.catch((error) => Effect.logWarning("could not prune expired MCP sessions", error))
         )
         yield* Effect.forkScoped(Effect.repeat(prune, Schedule.spaced(Duration.minutes(5))))
         return McpSessions.of({
           open: (keyId, protocolVersion) =>
-            Effect.gen(function*() {
-              const now = yield* Clock.currentTimeMillis
-              const session: McpSessionRecord = {
-                id: `mcp_${randomBytes(24).toString("hex")}`,
-                key_id: keyId,
-                protocol_version: protocolVersion,
-                created_at: new Date(now).toISOString(),
-                expires_at: new Date(now + ttlMs).toISOString()
-              }
-              yield* store.insertSession(session).pipe(Effect.mapError(storeUnavailable))
-              return session
-            }),
+            store.insertSession({ id: `mcp_${randomBytes(24).toString("hex")}`, key_id: keyId, protocol_version: protocolVersion }, ttlMs).pipe(
+              Effect.mapError(storeUnavailable)
+            ),
           use,
           close: (id, keyId) =>
             Effect.flatMap(use(id, keyId), () => store.deleteSession(id, keyId).pipe(Effect.mapError(storeUnavailable)))

@@ -97,12 +97,12 @@ const makeTokenSource = (provider: ProviderConfig, agent: Agent, redact: Redact)
       throw fail(redact(`the token endpoint answered ${response.statusCode}: ${said}`), response.statusCode)
     }
     const lifetime = typeof answer.expires_in === "number" ? answer.expires_in * 1000 : 3_600_000
-    cached = { token: answer.access_token, renewAt: Date.now() + Math.max(lifetime - RENEW_BEFORE_MS, lifetime / 2) }
+    cached = { token: answer.access_token, renewAt: performance.now() + Math.max(lifetime - RENEW_BEFORE_MS, lifetime / 2) }
     return answer.access_token
   }
   return Effect.suspend((): Effect.Effect<string, UpstreamFailure> => {
     if (typeof account === "string") return Effect.fail(fail(account))
-    if (cached !== undefined && Date.now() < cached.renewAt) return Effect.succeed(cached.token)
+    if (cached !== undefined && performance.now() < cached.renewAt) return Effect.succeed(cached.token)
     pending ??= fetchToken(account).finally(() => {
       pending = undefined
     })

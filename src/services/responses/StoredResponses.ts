@@ -13,11 +13,11 @@
  * response is kept for the `retention_days` in force when it is saved; the sweep of expired rows
  * runs once storing has been on at all in this process.
  */
-import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { type DependencyUnavailable, NotFound } from "../../domain/errors.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
-import { type FoundItemRecord, ResponsesRepo, type StoredItemRecord, type StoredResponseRecord } from "../store/ResponsesRepo.ts"
+import { type FoundItemRecord, type NewStoredResponse, ResponsesRepo, type StoredItemRecord, type StoredResponseRecord } from "../store/ResponsesRepo.ts"
 
 export type JsonItem = Record<string, unknown>
 
@@ -85,18 +85,17 @@ export class StoredResponses extends Context.Service<StoredResponses, {
     Effect.gen(function*() {
       const repo = yield* ResponsesRepo
       const config = yield* AppConfig
-      const nowIso = Effect.map(Clock.currentTimeMillis, (now) => new Date(now).toISOString())
       // Expired rows are already invisible to every read; the sweep only gives the space back.
       // It runs once storing is (or has been) on: a reload may turn it on, or off with rows left.
       let stored = config.responses.store
       const sweep = Effect.suspend(() => {
         stored ||= config.responses.store
-        return stored ? Effect.flatMap(nowIso, repo.deleteExpired) : Effect.void
+        return stored ? repo.deleteExpired : Effect.void
       }).pipe(Effect.catch((error) => Effect.logWarning("could not delete expired stored responses", error)))
       yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(10))))
       const notFound = (id: string) =>
         new NotFound({ message: `no stored response with id "${id}"`, details: { response_id: id } })
-      const find = (id: string, owner: string) => Effect.flatMap(nowIso, (now) => repo.find(id, owner, now)).pipe(Effect.mapError(storeUnavailable))
+      const find = (id: string, owner: string) => repo.find(id, owner).pipe(Effect.mapError(storeUnavailable))
       return StoredResponses.of({
         get maxConversationBytes() {
           return config.responses.max_conversation_bytes
@@ -116,8 +115,8 @@ export class StoredResponses extends Context.Service<StoredResponses, {
             const input = JSON.stringify(request.inputItems)
             const bytes = Buffer.byteLength(response) + Buffer.byteLength(input)
             if (bytes > settings.max_stored_bytes) return "too_large" as const
-            const now = yield* Clock.currentTimeMillis
-            const record: StoredResponseRecord = {
+            // Its times are the store's (ResponsesRepo): every replica judges expiry by that one clock.
+            const record: NewStoredResponse = {
               id,
               owner: request.owner,
               provider: request.provider ?? null,
@@ -125,9 +124,7 @@ export class StoredResponses extends Context.Service<StoredResponses, {
               previous_response_id: request.previousResponseId,
               response,
               input_items: input,
-              bytes,
-              created_at: new Date(now).toISOString(),
-              expires_at: new Date(now + retentionMs).toISOString()
+              bytes
             }
             const output = Array.isArray(request.response["output"]) ? (request.response["output"] as ReadonlyArray<JsonItem>) : []
             const seen = new Set<string>()
@@ -138,7 +135,7 @@ export class StoredResponses extends Context.Service<StoredResponses, {
               seen.add(itemId)
               items.push({ item_id: itemId, response_id: id, item: JSON.stringify(item) })
             }
-            return yield* repo.insert(record, items).pipe(
+            return yield* repo.insert(record, items, retentionMs).pipe(
               Effect.as("stored" as const),
               Effect.catch((error) => Effect.as(Effect.logWarning("could not store a response", error), "failed" as const))
             )
@@ -148,7 +145,7 @@ export class StoredResponses extends Context.Service<StoredResponses, {
           Effect.flatMap(repo.remove(id, owner).pipe(Effect.mapError(storeUnavailable)), (gone) => gone ? Effect.void : Effect.fail(notFound(id))),
         items: (owner, ids) =>
           Effect.gen(function*() {
-            const rows = yield* Effect.flatMap(nowIso, (now) => repo.findItems(owner, [...new Set(ids)], now)).pipe(Effect.mapError(storeUnavailable))
+            const rows = yield* repo.findItems(owner, [...new Set(ids)]).pipe(Effect.mapError(storeUnavailable))
             const found = new Map<string, FoundItemRecord>()
             // Newest first: the first row of an id wins.
             for (const row of rows) if (!found.has(row.item_id)) found.set(row.item_id, row)

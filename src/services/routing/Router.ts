@@ -195,9 +195,17 @@ export const makeRouter = (options: {
   readonly strategy: Strategy | (() => Strategy)
   readonly redis?: RedisClient["Service"] | undefined
   readonly metrics?: Metrics["Service"] | undefined
+  /** The timers' clock (ms); monotonic by default. */
   readonly now?: () => number
+  /** The wall clock the admin API's `cooling_until` is given in (ms since the epoch); `now` when that is given, else Date.now. */
+  readonly wall?: () => number
 }): RouterShape => {
-  const now = options.now ?? Date.now
+  // Cooldowns, the failure window and the Redis checks are local timers (issue 35 item 7): on the
+  // monotonic clock, so a wall clock set back (NTP, an operator) never keeps a deployment out
+  // longer than its cooldown, and one set forward never ends a cooldown early. Redis keeps the
+  // shared ones by its own clock (PX); only `inspect` converts to wall time for the admin API.
+  const now = options.now ?? (() => performance.now())
+  const wall = options.wall ?? options.now ?? Date.now
   const { redis, metrics } = options
   const fixed = options.strategy
   const strategyNow = typeof fixed === "function" ? fixed : () => fixed
@@ -217,7 +225,7 @@ export const makeRouter = (options: {
   const refreshFromRedis = (candidates: ReadonlyArray<Deployment>) => {
     if (redis === undefined) return Effect.void
     const t = now()
-    const due = candidates.filter((d) => t - (checked.get(d.key) ?? 0) >= REDIS_CHECK_MS && stateOf(d).coolingUntil <= t)
+    const due = candidates.filter((d) => t - (checked.get(d.key) ?? -Infinity) >= REDIS_CHECK_MS && stateOf(d).coolingUntil <= t)
     if (due.length === 0) return Effect.void
     for (const d of due) checked.set(d.key, t)
     return redis.evalScript(LEFT_SCRIPT, due.map((d) => KEY_PREFIX + d.key), []).pipe(
@@ -375,7 +383,7 @@ export const makeRouter = (options: {
             key: d.key,
             in_flight: state?.inFlight ?? 0,
             ttfb_seconds: state?.latency ?? null,
-            cooling_until: until > 0 ? until : undefined,
+            cooling_until: until > 0 ? wall() + (until - t) : undefined,
             cause: until > 0 ? cause ?? null : null,
             recent: state?.recent === undefined
               ? (state === undefined || tracked < MAX_TRACKED ? { last_5m: EMPTY, last_60m: EMPTY } : null)

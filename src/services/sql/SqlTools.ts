@@ -232,7 +232,7 @@ export class SqlTools extends Context.Service<SqlTools, {
       const catalogueFor = (connection: ConnectionRecord, role: ConnectionRole, names: ReadonlyArray<string>) =>
         Effect.gen(function*() {
           const fold = (name: string) => (connection.dialect === "mysql" ? name.toLowerCase() : name)
-          const now = Date.now()
+          const now = performance.now()
           const cacheKey = `${connection.id}:${role}`
           const cached = routineCache.get(cacheKey)
           const missing = names.filter((name) => {

@@ -2,6 +2,10 @@
  * Stored Responses (migration 9): one row per stored response, one per item of it that has an
  * id. Every read and delete matches the owner too, so another key's (or subject's) response is
  * exactly as absent as an unknown one.
+ *
+ * Expiry is written and judged by the store's clock (issue 35 item 6), like the credit leases:
+ * replicas share these rows, and one whose clock ran 31 days ahead found the others' fresh
+ * responses expired (and its sweep deleted them).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -9,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import { decodeRows, NullableString, Num } from "./rows.ts"
+import { storeDialect, storeIso } from "./store-clock.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 export interface StoredResponseRecord {
@@ -63,27 +68,36 @@ const ItemRow = Schema.Struct({
 const decodeResponses = decodeRows(ResponseRow)
 const decodeItems = decodeRows(ItemRow)
 
+/** A response to insert: its times are the store's (`created_at` now, `expires_at` `retentionMs` later). */
+export type NewStoredResponse = Omit<StoredResponseRecord, "created_at" | "expires_at">
+
 /** Rows per INSERT statement for items: well under both drivers' bound-parameter limits. */
 const ITEM_BATCH = 200
 
 export class ResponsesRepo extends Context.Service<ResponsesRepo, {
   /** The response and its items, in one transaction (a reference never finds half of it). */
-  readonly insert: (response: StoredResponseRecord, items: ReadonlyArray<StoredItemRecord>) => Effect.Effect<void, StoreError>
+  readonly insert: (response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) => Effect.Effect<void, StoreError>
   /** This owner's unexpired response with this id, or undefined. */
-  readonly find: (id: string, owner: string, now: string) => Effect.Effect<StoredResponseRecord | undefined, StoreError>
+  readonly find: (id: string, owner: string) => Effect.Effect<StoredResponseRecord | undefined, StoreError>
   /** This owner's unexpired items with these ids, newest first (an id may be in several responses). */
-  readonly findItems: (owner: string, ids: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyArray<FoundItemRecord>, StoreError>
+  readonly findItems: (owner: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<FoundItemRecord>, StoreError>
   /** Deletes this owner's response and its items; whether there was one. */
   readonly remove: (id: string, owner: string) => Effect.Effect<boolean, StoreError>
-  readonly deleteExpired: (now: string) => Effect.Effect<void, StoreError>
+  readonly deleteExpired: Effect.Effect<void, StoreError>
 }>()("modelgate/ResponsesRepo") {
   static readonly layer = Layer.effect(
     ResponsesRepo,
     Effect.gen(function*() {
       const sql = yield* SqlClient
+      const dialect = yield* storeDialect
+      const now = sql.literal(storeIso(dialect))
       return ResponsesRepo.of({
-        insert: (response, items) =>
+        insert: (input, items, retentionMs) =>
           sql.withTransaction(Effect.gen(function*() {
+            const [times] = yield* sql<{ readonly created_at: string; readonly expires_at: string }>`SELECT ${now} AS created_at, ${
+              sql.literal(storeIso(dialect, retentionMs))
+            } AS expires_at`
+            const response: StoredResponseRecord = { ...input, created_at: String(times?.created_at), expires_at: String(times?.expires_at) }
             // The same id stored twice (a client replaying a vendor id) keeps the newest answer.
             yield* sql`DELETE FROM stored_response_items WHERE response_id = ${response.id} AND owner = ${response.owner}`
             yield* sql`DELETE FROM stored_responses WHERE id = ${response.id} AND owner = ${response.owner}`
@@ -101,14 +115,14 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
               if (first !== undefined) yield* sql`INSERT INTO stored_response_items ${sql.insert([first, ...rest])}`
             }
           })).pipe(Effect.asVoid, storeOp("ResponsesRepo.insert")),
-        find: (id, owner, now) =>
+        find: (id, owner) =>
           sql`SELECT id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at
               FROM stored_responses WHERE id = ${id} AND owner = ${owner} AND expires_at > ${now}`.pipe(
             decodeResponses,
             Effect.map((rows) => rows[0]),
             storeOp("ResponsesRepo.find")
           ),
-        findItems: (owner, ids, now) =>
+        findItems: (owner, ids) =>
           ids.length === 0
             ? Effect.succeed([])
             : sql`SELECT i.item_id, i.response_id, i.item, r.provider, i.created_at
@@ -125,8 +139,7 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
             yield* sql`DELETE FROM stored_response_items WHERE response_id = ${id} AND owner = ${owner}`
             return gone.length > 0
           })).pipe(storeOp("ResponsesRepo.remove")),
-        deleteExpired: (now) =>
-          Effect.gen(function*() {
+        deleteExpired: Effect.gen(function*() {
             yield* sql`DELETE FROM stored_response_items WHERE expires_at <= ${now}`
             yield* sql`DELETE FROM stored_responses WHERE expires_at <= ${now}`
           }).pipe(Effect.asVoid, storeOp("ResponsesRepo.deleteExpired"))

@@ -88,7 +88,7 @@ export const otlpTracingLayer = (options: OtlpOptions): Layer.Layer<never, never
     const dropped = (spans: number, reason: string) =>
       Effect.suspend(() => {
         metrics.traceSpans("dropped", spans)
-        const now = Date.now()
+        const now = performance.now()
         if (now - lastWarning < WARN_EVERY_MS) return Effect.void
         lastWarning = now
         return Effect.logWarning(`trace export: ${spans} spans dropped (${reason}); counted in modelgate_trace_spans_total{outcome="dropped"}`)

@@ -455,21 +455,31 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
       }))
     })
 
-    it("slides an MCP session's expiry only for its own key while it lives", async () => {
+    it("slides an MCP session's expiry only for its own key while it lives, by the store's clock", async () => {
       await run(Effect.gen(function*() {
         const sessions = yield* McpSessionsRepo
-        const session = { id: "mcp_1", key_id: "key_s", protocol_version: "2025-06-18", created_at: "2026-01-01T00:00:00.000Z", expires_at: "2026-01-01T00:10:00.000Z" }
-        yield* sessions.insertSession(session)
-        expect(yield* sessions.touchSession("mcp_1", "key_other", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z")).toBeUndefined()
-        expect(yield* sessions.touchSession("mcp_1", "key_s", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z"))
-          .toEqual({ ...session, expires_at: "2026-01-01T00:11:00.000Z" })
-        expect(yield* sessions.touchSession("mcp_1", "key_s", "2026-01-01T00:12:00.000Z", "2026-01-01T00:22:00.000Z")).toBeUndefined()
-        yield* sessions.deleteExpiredSessions("2026-01-01T00:12:00.000Z")
-        yield* sessions.insertSession({ ...session, id: "mcp_2" })
+        const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
+        const base = { key_id: "key_s", protocol_version: "2025-06-18" }
+        const before = Date.now()
+        const session = yield* sessions.insertSession({ ...base, id: "mcp_1" }, 600_000)
+        // The store's clock, written as Date.toISOString writes it (the columns compare as text).
+        expect(session.created_at).toMatch(ISO)
+        expect(session.expires_at).toMatch(ISO)
+        expect(Date.parse(session.expires_at) - Date.parse(session.created_at)).toBe(600_000)
+        expect(Math.abs(Date.parse(session.created_at) - before)).toBeLessThan(60_000)
+        expect(yield* sessions.touchSession("mcp_1", "key_other", 1_200_000)).toBeUndefined()
+        const touched = yield* sessions.touchSession("mcp_1", "key_s", 1_200_000)
+        expect(touched).toMatchObject({ ...base, id: "mcp_1", created_at: session.created_at })
+        expect(Date.parse(touched!.expires_at)).toBeGreaterThan(Date.parse(session.expires_at))
+        // One that expired a second ago (by the store's clock) is gone for its key too.
+        yield* sessions.insertSession({ ...base, id: "mcp_old" }, -1000)
+        expect(yield* sessions.touchSession("mcp_old", "key_s", 600_000)).toBeUndefined()
+        yield* sessions.deleteExpiredSessions
+        yield* sessions.insertSession({ ...base, id: "mcp_2" }, 600_000)
         yield* sessions.deleteSession("mcp_2", "key_other")
-        expect(yield* sessions.touchSession("mcp_2", "key_s", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z")).toBeDefined()
+        expect(yield* sessions.touchSession("mcp_2", "key_s", 600_000)).toBeDefined()
         yield* sessions.deleteSession("mcp_2", "key_s")
-        expect(yield* sessions.touchSession("mcp_2", "key_s", "2026-01-01T00:01:00.000Z", "2026-01-01T00:11:00.000Z")).toBeUndefined()
+        expect(yield* sessions.touchSession("mcp_2", "key_s", 600_000)).toBeUndefined()
       }))
     })
 

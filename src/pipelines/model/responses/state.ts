@@ -26,6 +26,7 @@ import { Effect, Stream } from "effect"
 import { NotFound, ValidationFailed } from "../../../domain/errors.ts"
 import { type JsonItem, type SaveOutcome, StoredResponses } from "../../../services/responses/StoredResponses.ts"
 import { newFunctionCallItemId, newOutputMessageId } from "../../../wire/ids.ts"
+import { waiveCharge } from "../../admission.ts"
 import { AuthenticatedKey } from "../../authenticate.ts"
 import type { AdapterContext, ClientEvent } from "../adapter.ts"
 
@@ -94,14 +95,19 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
       return yield* new ValidationFailed({ message: TURNED_OFF, details: { field } })
     }
 
-    // Every reference resolved up front: an unknown one is the client's mistake, named.
+    // Every reference resolved up front: an unknown one is named. It is not charged (issue 35
+    // item 2): it may be the gateway's own doing, a response it could not store (that answer said
+    // `store: false`, but a client continuing the conversation may not look), and no provider
+    // was asked yet.
+    const notStored = (error: NotFound) =>
+      Effect.andThen(Effect.sync(() => waiveCharge(context.state.scope, `not charged: ${error.message}`)), Effect.fail(error))
     const found = yield* stored.items(owner, references.map((reference) => reference.id))
     for (const reference of references) {
       if (!found.has(reference.id)) {
-        return yield* new NotFound({
+        return yield* notStored(new NotFound({
           message: `no stored item with id "${reference.id}" (stored responses are kept for responses.retention_days, and only for the key that made them)`,
           details: { field: `input.${reference.index}.id`, item_id: reference.id }
-        })
+        }))
       }
     }
     // One budget for the stored text a request brings in (issue 32 item 1): each reference
@@ -146,12 +152,12 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
         })
       }
       if ("missing" in chain) {
-        return yield* new NotFound({
+        return yield* notStored(new NotFound({
           message: chain.missing === previousId
             ? `no stored response with id "${previousId}"`
             : `response "${chain.missing}", an earlier turn of this conversation, is no longer stored; send the whole conversation in input`,
           details: { field: "previous_response_id", response_id: chain.missing }
-        })
+        }))
       }
       history = chain.links.flatMap((link) => [...link.inputItems, ...link.output])
       previousProvider = chain.links[chain.links.length - 1]?.provider ?? null
