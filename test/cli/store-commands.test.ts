@@ -58,7 +58,7 @@ describe("modelgate connections add", () => {
     expect(added.code, added.stderr).toBe(0)
     expect(JSON.parse(added.stdout)).toEqual({
       id: 1, name: "shop", dialect: "postgres", url: "postgres://edit:***@db:5432/shop", read_url: "postgres://read:***@db:5432/shop",
-      default_schema: "public", source: "admin"
+      default_schema: "public", source: "admin", environment: "development", ssh: null
     })
     const chosen = await runCli(["--config", config, "connections", "add", "--id", "7", "--name", "b", "--dialect", "mysql", "--url", "mysql://u:pw@db/b"])
     expect(JSON.parse(chosen.stdout)).toMatchObject({ id: 7, read_url: null, default_schema: null })

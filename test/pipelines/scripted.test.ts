@@ -353,8 +353,8 @@ describe("time from the clock layer", () => {
     expect(record).toMatchObject({ status: 401, error: "key_inactive", key_id: id })
   })
 
-  it("an MCP session past its TTL is session_expired, without waiting", async () => {
-    const { key } = await gateway.createKey({ tools_enabled: true })
+  it("an MCP session past its TTL is session_expired, without waiting (expiry is the store's clock: the row is aged there)", async () => {
+    const { key, id: keyId } = await gateway.createKey({ tools_enabled: true })
     const rpc = (body: unknown, session?: string) =>
       fetch(`${gateway.url}/v1/mcp`, {
         method: "POST",
@@ -375,7 +375,9 @@ describe("time from the clock layer", () => {
     const session = init.headers.get("mcp-session-id")!
     expect(session).toMatch(/^mcp_/)
     expect((await rpc({ jsonrpc: "2.0", id: 2, method: "ping" }, session)).status).toBe(200)
-    time.advance(2 * 60 * 60 * 1000)
+    // Sessions expire by the store's clock (issue 35.6: every replica judges one expiry), not this
+    // process's clock layer: the session's expiry is moved an hour into the past in the store.
+    await Effect.runPromise(gateway.store.mcpSessions.touchSession(session, keyId, -60 * 60 * 1000))
     const late = await rpc({ jsonrpc: "2.0", id: 3, method: "ping" }, session)
     expect(late.status).toBe(404)
     expect(((await late.json()) as { error: string }).error).toBe("session_expired")
