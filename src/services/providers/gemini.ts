@@ -114,7 +114,7 @@ export const makeGeminiClient = (
     batchEmbedContents: "embeddings"
   }
   const json = <A>(model: string, method: GeminiMethod, body: unknown) =>
-    tracedCall(call(model, body, false, operations[method]), Effect.flatMap(post(endpoint.url(model, method), body), (response) => readJson<A>(provider.name, response, redact)))
+    tracedCall(call(model, body, false, operations[method]), Effect.flatMap(post(endpoint.url(model, method), body), (response) => readJson<A>(provider.name, response, redact, provider.max_response_bytes)))
   return {
     kind: "gemini",
     name: provider.name,
