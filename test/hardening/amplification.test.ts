@@ -53,7 +53,7 @@ setFlagsFromString("--no-expose-gc")
 // ---------------------------------------------------------------------------------------------
 // The hostile upstream: every kind's paths on one server, the answer chosen by the test.
 
-type Hostile = "ok" | "huge" | "tiny" | "slow" | "claim" | "deep" | "bigtool" | "deeptool"
+type Hostile = "ok" | "huge" | "over" | "tiny" | "slow" | "claim" | "deep" | "bigtool" | "deeptool"
 let answer: Hostile = "ok"
 
 const MiB = 1_048_576
@@ -62,6 +62,9 @@ const MiB = 1_048_576
  * 4 MiB keeps the file's time small; the cost is linear in it (12 MiB: at most 120 ms of CPU).
  */
 const HUGE_TEXT = "a".repeat(4 * MiB)
+/** Each provider's max_response_bytes here: above HUGE_TEXT, below OVER_TEXT. */
+const MAX_RESPONSE_BYTES = 6 * MiB
+const OVER_TEXT = HUGE_TEXT + HUGE_TEXT
 const BIG_ARGS = JSON.stringify({ q: "b".repeat(1 * MiB) })
 const DEEP_DEPTH = 100_000
 const deepJson = "[".repeat(DEEP_DEPTH) + "]".repeat(DEEP_DEPTH)
@@ -302,6 +305,9 @@ const respond = async (call: Call, res: http.ServerResponse) => {
   switch (answer) {
     case "ok":
       return call.stream ? stream(streamFrames(call, ["ok"], undefined, undefined)) : json(wholeAnswer(call, "ok", undefined, undefined))
+    case "over":
+      // A whole answer over the provider's configured max_response_bytes (not the default 16 MiB).
+      return json(wholeAnswer(call, OVER_TEXT, undefined, undefined))
     case "huge":
       return call.stream ? stream(streamFrames(call, split(HUGE_TEXT, 65_536), undefined, undefined)) : json(wholeAnswer(call, HUGE_TEXT, undefined, undefined))
     case "tiny":
@@ -409,6 +415,7 @@ const gatewayConfig = () => {
   // time small: what a request reads back is linear in it (at 32 MiB, 36 references to one
   // 900 KB item blocked the loop 112-174 ms of CPU per kind, inside the bound).
   const timeouts = { connect_ms: 2_000, first_byte_ms: 5_000, idle_ms: 3_000 }
+  const bounds = { timeouts, max_response_bytes: MAX_RESPONSE_BYTES }
   return testConfig({
     workspace: { credits: 1_000_000_000 },
     limits: { requests_per_minute: 1_000_000, concurrent_streams: 100 },
@@ -416,12 +423,12 @@ const gatewayConfig = () => {
     responses: { max_conversation_bytes: CONVERSATION_BUDGET },
     moderations: { provider: "h-openai" },
     providers: [
-      { name: "h-openai", kind: "openai", base_url: `${upstreamUrl}/openai/v1`, api_key: "sk-hostile", timeouts },
-      { name: "h-azure", kind: "azure", base_url: `${upstreamUrl}/azure`, api_key: "az-hostile", api_version: "2025-04-01-preview", timeouts },
-      { name: "h-anthropic", kind: "anthropic", base_url: `${upstreamUrl}/anthropic`, api_key: "sk-ant-hostile", timeouts },
-      { name: "h-bedrock", kind: "bedrock", region: "us-east-1", base_url: `${upstreamUrl}/bedrock`, access_key_id: "AKIAHOSTILE000000000", secret_access_key: "hostile/secret/000000000000000000000000", timeouts },
-      { name: "h-gemini", kind: "gemini", base_url: `${upstreamUrl}/gemini`, api_key: "g-hostile", timeouts },
-      { name: "h-vertex", kind: "vertex", base_url: `${upstreamUrl}/vertex`, project: "gateway-test-1", location: "us-central1", credentials_file: credentials, timeouts }
+      { name: "h-openai", kind: "openai", base_url: `${upstreamUrl}/openai/v1`, api_key: "sk-hostile", ...bounds },
+      { name: "h-azure", kind: "azure", base_url: `${upstreamUrl}/azure`, api_key: "az-hostile", api_version: "2025-04-01-preview", ...bounds },
+      { name: "h-anthropic", kind: "anthropic", base_url: `${upstreamUrl}/anthropic`, api_key: "sk-ant-hostile", ...bounds },
+      { name: "h-bedrock", kind: "bedrock", region: "us-east-1", base_url: `${upstreamUrl}/bedrock`, access_key_id: "AKIAHOSTILE000000000", secret_access_key: "hostile/secret/000000000000000000000000", ...bounds },
+      { name: "h-gemini", kind: "gemini", base_url: `${upstreamUrl}/gemini`, api_key: "g-hostile", ...bounds },
+      { name: "h-vertex", kind: "vertex", base_url: `${upstreamUrl}/vertex`, project: "gateway-test-1", location: "us-central1", credentials_file: credentials, ...bounds }
     ],
     models: [
       { alias: "c-openai", id: "gpt-4.1", provider: "h-openai", max_tokens: 1000 },
@@ -785,7 +792,7 @@ const SURFACES: ReadonlyArray<Surface> = [
     model: (kind) => CHAT[kind],
     bodies: chatBodies,
     small: (model, stream) => ({ model, messages: [{ role: "user", content: "hi" }], stream }),
-    hostile: [...RELAYED, ["deep", true], ["deeptool", true], ["slow", true], ["claim", false], ["claim", true]]
+    hostile: [...RELAYED, ["deep", true], ["deeptool", true], ["slow", true], ["claim", false], ["claim", true], ["over", false]]
   },
   {
     path: "/v1/messages",
@@ -878,7 +885,9 @@ describe("one expansion budget: every surface x every kind, worst-case body and 
         for (const [hostile, stream] of kind === "echo" ? [] : surface.hostile) {
           answer = hostile
           const body = JSON.stringify(surface.small(model, stream))
-          check(row, `upstream ${hostile}${stream ? " (stream)" : ""}`, await measure(() => post(surface.path, body)), true)
+          const result = await measure(() => post(surface.path, body))
+          check(row, `upstream ${hostile}${stream ? " (stream)" : ""}`, result, true)
+          if (hostile === "over") expect.soft(`${result.status} ${slugOf(result.text)}`, `${row}: an answer over max_response_bytes`).toBe("502 provider_error")
         }
         answer = "ok"
         endRow(row)
