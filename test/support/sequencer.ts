@@ -13,6 +13,9 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 export const LONG_FIRST = [
   // Mostly waits (leases lapsing, a frozen store): first whatever its length; then by wall time.
   "test/faults/lease-clock.test.ts",
+  // Issue 32: the amplification table, about 75 s on a two-core machine at a load of 12 (one
+  // request after another by design: each is measured alone).
+  "test/hardening/amplification.test.ts",
   "test/services/store/migrations.test.ts",
   "test/limits/credit-blocks.test.ts",
   "test/cli/backup.test.ts",

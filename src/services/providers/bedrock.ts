@@ -23,6 +23,7 @@ import { type BedrockClient, endedEarly, type FirstByteRecorder, type InvokeMode
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, type UpstreamFailure } from "./upstream-http.ts"
 import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
+import { parseJsonWithin } from "../../wire/json-depth.ts"
 
 type Env = Readonly<Record<string, string | undefined>>
 
@@ -68,7 +69,7 @@ const converseEventOf = (
   if (!CONVERSE_EVENT_TYPES.has(type)) return passed(undefined)
   let payload: unknown
   try {
-    payload = JSON.parse(text)
+    payload = parseJsonWithin(text)
   } catch {
     return failed(malformed(provider, text, redact))
   }

@@ -23,6 +23,7 @@ import type {
 } from "../../wire/gemini.ts"
 import type { ChatChunk, ChatResponse } from "../../wire/openai-chat.ts"
 import { type EmbeddingsResponse, promptTokensFromTail } from "../../wire/openai-embeddings.ts"
+import { parseJsonWithin } from "../../wire/json-depth.ts"
 import type { ResponsesResponse } from "../../wire/openai-responses.ts"
 import { isTerminalResponsesEvent } from "../../wire/responses-stream.ts"
 import type { ProviderConfig } from "../config/schema.ts"
@@ -272,7 +273,7 @@ export const makeOpenAIClient = (
               mapEventsOrFail((event): EventOutcome<ResponsesStreamItem, ProviderError> => {
                 let parsed: unknown
                 try {
-                  parsed = JSON.parse(event.data)
+                  parsed = parseJsonWithin(event.data)
                 } catch {
                   return failed(malformed(provider.name, event.data, redact))
                 }
@@ -316,7 +317,7 @@ export const makeOpenAIClient = (
           mapEventsOrFail((event): EventOutcome<ChatStreamItem, ProviderError> => {
             let parsed: unknown
             try {
-              parsed = JSON.parse(event.data)
+              parsed = parseJsonWithin(event.data)
             } catch {
               return failed(malformed(provider.name, event.data, redact))
             }
@@ -416,7 +417,7 @@ export const makeAnthropicClient = (
           mapEventsOrFail((event): EventOutcome<AnthropicStreamEvent, ProviderError> => {
             let parsed: AnthropicStreamEvent
             try {
-              parsed = JSON.parse(event.data) as AnthropicStreamEvent
+              parsed = parseJsonWithin(event.data) as AnthropicStreamEvent
             } catch {
               return failed(malformed(provider.name, event.data, redact))
             }

@@ -22,6 +22,7 @@ import { endedEarly, type FirstByteRecorder, type GeminiClient, malformed, midSt
 import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, sseEvents, type UpstreamFailure } from "./upstream-http.ts"
 import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
+import { parseJsonWithin } from "../../wire/json-depth.ts"
 
 export type GeminiMethod = "generateContent" | "streamGenerateContent" | "countTokens" | "batchEmbedContents"
 
@@ -113,7 +114,7 @@ export const makeGeminiClient = (
     batchEmbedContents: "embeddings"
   }
   const json = <A>(model: string, method: GeminiMethod, body: unknown) =>
-    tracedCall(call(model, body, false, operations[method]), Effect.flatMap(post(endpoint.url(model, method), body), (response) => readJson<A>(provider.name, response, redact)))
+    tracedCall(call(model, body, false, operations[method]), Effect.flatMap(post(endpoint.url(model, method), body), (response) => readJson<A>(provider.name, response, redact, provider.max_response_bytes)))
   return {
     kind: "gemini",
     name: provider.name,
@@ -129,7 +130,7 @@ export const makeGeminiClient = (
           mapEventsOrFail((event): EventOutcome<GenerateContentResponse, ProviderError> => {
             let parsed: unknown
             try {
-              parsed = JSON.parse(event.data)
+              parsed = parseJsonWithin(event.data)
             } catch {
               return { ok: false, error: malformed(provider.name, event.data, redact) }
             }

@@ -10,6 +10,7 @@ import * as Sse from "effect/encoding/Sse"
 import { Agent, errors as undiciErrors, request } from "./undici.ts"
 import type { Readable } from "node:stream"
 import { NotFound, ProviderError, UpstreamTimeout, ValidationFailed } from "../../domain/errors.ts"
+import { MAX_ANSWER_DEPTH, nestsDeeperThan } from "../../wire/json-depth.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { outgoingTraceHeaders } from "../tracing/propagation.ts"
 import type { Redact } from "./redact.ts"
@@ -247,6 +248,26 @@ const notJson = (provider: string, status: number, text: string, redact: Redact)
     details: { provider, upstream_status: status, upstream_error: { message: redact(text.slice(0, 200)) } }
   })
 
+const tooDeep = (provider: string, status: number) =>
+  new ProviderError({
+    message: `provider "${provider}" sent an answer nested deeper than ${MAX_ANSWER_DEPTH} levels`,
+    details: { provider, upstream_status: status, upstream_error: { message: `JSON nested deeper than ${MAX_ANSWER_DEPTH} levels` } }
+  })
+
+/**
+ * An answer read whole, parsed: refused when it is not JSON, or nests deeper than any answer
+ * does (parsed, it would overflow the stack of whatever serialises it again: a 500 for what the
+ * upstream sent).
+ */
+const parseAnswer = <A>(provider: string, status: number, text: string, redact: Redact): A => {
+  if (nestsDeeperThan(text, MAX_ANSWER_DEPTH)) throw tooDeep(provider, status)
+  try {
+    return JSON.parse(text) as A
+  } catch {
+    throw notJson(provider, status, text, redact)
+  }
+}
+
 export const readJson = <A>(
   provider: string,
   response: UpstreamResponse,
@@ -256,8 +277,8 @@ export const readJson = <A>(
   readBody(provider, response.body, maxBytes, "fail").pipe(
     Effect.flatMap((text) =>
       Effect.try({
-        try: () => JSON.parse(text) as A,
-        catch: () => notJson(provider, response.status, text, redact)
+        try: () => parseAnswer<A>(provider, response.status, text, redact),
+        catch: (error) => error as ProviderError
       })
     )
   )
@@ -289,12 +310,7 @@ export const postForJson = <A>(options: PostJsonOptions & {
           throw failureOf(options, response.statusCode, response.headers, await readBounded(options.provider, body, ERROR_BODY_BYTES, "cut"))
         }
         options.firstByte?.((performance.now() - sent) / 1000)
-        const text = await readBounded(options.provider, body, options.maxBytes, "fail")
-        try {
-          return JSON.parse(text) as A
-        } catch {
-          throw notJson(options.provider, status, text, options.redact)
-        }
+        return parseAnswer<A>(options.provider, status, await readBounded(options.provider, body, options.maxBytes, "fail"), options.redact)
       },
       catch: (error) => (isUpstreamFailure(error) ? error : transportFailure(options.provider, error))
     }).pipe(Effect.interruptible)

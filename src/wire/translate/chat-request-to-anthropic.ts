@@ -57,6 +57,7 @@ import type {
 } from "../openai-chat.ts"
 import { type JsonMode, jsonModeOf, jsonResponseTool } from "./json-mode.ts"
 import { refuse, type Translation, translating } from "./untranslatable.ts"
+import { parseJsonWithin } from "../json-depth.ts"
 
 export interface ChatToAnthropicOptions {
   /** Upstream model id sent to Anthropic. */
@@ -460,7 +461,7 @@ const parseArguments = (text: string, path: string): Readonly<Record<string, unk
   if (text.trim() === "") return {}
   let parsed: unknown
   try {
-    parsed = JSON.parse(text)
+    parsed = parseJsonWithin(text)
   } catch {
     return refuse(path, "tool call arguments are not valid JSON")
   }

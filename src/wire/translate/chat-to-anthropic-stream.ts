@@ -22,6 +22,7 @@ import type { ChatChunk, ChatDelta, ChatToolCallDelta } from "../openai-chat.ts"
 import { stopReasonFromFinishReason, stopReasonWithTools } from "./reasons.ts"
 import { matchedStopSequence } from "./responses.ts"
 import { type AuditUsage, auditUsageFromChat, emptyAuditUsage } from "./usage.ts"
+import { parseJsonWithin } from "../json-depth.ts"
 
 export interface ChatToAnthropicStreamOptions {
   /** Model name reported to the client. */
@@ -297,7 +298,7 @@ const isComplete = (open: Open): boolean => {
   const args = open.args.trimEnd()
   if (!args.endsWith("}")) return false
   try {
-    JSON.parse(args)
+    parseJsonWithin(args)
     return true
   } catch {
     return false

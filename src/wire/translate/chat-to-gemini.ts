@@ -39,6 +39,7 @@ import {
 } from "../gemini.ts"
 import { ExpansionBudget, refuse, type Translation, translating } from "./untranslatable.ts"
 import { type AuditUsage, chatUsageFromAudit, emptyAuditUsage } from "./usage.ts"
+import { parseJsonWithin } from "../json-depth.ts"
 
 export interface ChatToGeminiOptions {
   /** The model's output-token cap: a larger request is clamped, and `maxOutputTokens` is always sent. */
@@ -141,7 +142,7 @@ const callNames = (messages: ReadonlyArray<ChatMessage>): Map<string, string> =>
 const parseArguments = (text: string, path: string): Record<string, unknown> => {
   if (text.trim() === "") return {}
   try {
-    const parsed: unknown = JSON.parse(text)
+    const parsed: unknown = parseJsonWithin(text)
     if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>
   } catch {
     // refused below

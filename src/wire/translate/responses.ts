@@ -9,6 +9,7 @@ import type { ChatResponse, ChatToolCall } from "../openai-chat.ts"
 import { type JsonMode, jsonTextFromInput } from "./json-mode.ts"
 import { finishReasonFromStopReason, finishReasonWithTools, stopReasonFromFinishReason, stopReasonWithTools } from "./reasons.ts"
 import { anthropicUsageFromAudit, auditUsageFromAnthropic, auditUsageFromChat, chatUsageFromAudit, emptyAuditUsage } from "./usage.ts"
+import { parseJsonWithin } from "../json-depth.ts"
 
 export const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 
@@ -126,7 +127,7 @@ export const matchedStopSequence = (finish: string | null | undefined, stopReaso
 export const toolInput = (text: string | null | undefined): Readonly<Record<string, unknown>> => {
   if (text == null || text.trim() === "") return {}
   try {
-    const parsed: unknown = JSON.parse(text)
+    const parsed: unknown = parseJsonWithin(text)
     return Predicate.isObject(parsed) ? parsed as Record<string, unknown> : {}
   } catch {
     return {}
