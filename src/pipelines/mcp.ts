@@ -24,6 +24,7 @@ import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/m
 import type { Credits } from "../services/credits/Credits.ts"
 import type { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { McpSessions } from "../services/mcp/McpSessions.ts"
+import { McpUpstreams, isUpstreamRpcError, type UpstreamRpcError } from "../services/mcp/McpUpstreams.ts"
 import { validateSpec } from "../services/mcp/sdk.ts"
 import { StatelessMcp } from "../services/mcp/StatelessMcp.ts"
 import { Connections } from "../services/sql/Connections.ts"
@@ -87,16 +88,80 @@ const sessionHeader = Effect.gen(function*() {
   return id
 })
 
+/** The upstream servers this principal may reach and the gateway has configured. */
+const reachable = (key: Principal, upstreams: McpUpstreams["Service"]) => upstreams.names.filter((name) => key.mcp_servers.includes(name))
+
+/** The tools/list both eras answer: the SQL tools, then every allowed upstream server's tools. */
+const listTools = (key: Principal) =>
+  Effect.gen(function*() {
+    const upstreams = yield* McpUpstreams
+    const own = advertisedTools((yield* SqlTools).definitions)
+    const servers = reachable(key, upstreams)
+    return servers.length === 0 ? own : [...own, ...(yield* upstreams.tools(servers))]
+  })
+
 /**
- * A tools/call of a known tool, as the CallToolResult both eras send; undefined for an unknown
- * tool (a JSON-RPC error that costs nothing). Credits are charged once the tool is known.
+ * A tools/call of an upstream server's tool (issue 37): one audit record naming server and tool
+ * (never arguments or results), charged like an SQL tool call and refunded when the server
+ * fails, cancelled upstream when the client leaves, bounded by the server's timeout_ms. The
+ * server's result is returned as it is; its JSON-RPC error is forwarded as one.
+ */
+const runUpstreamTool = (key: Principal, name: string, args: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const upstreams = yield* McpUpstreams
+    const route = upstreams.route(name)
+    if (route === undefined) return undefined
+    const server = route.server.name
+    state.audit.details = { ...state.audit.details, mcp_server: server, upstream_tool: route.tool }
+    if (!key.mcp_servers.includes(server)) {
+      state.audit.details = { ...state.audit.details, error: "scope_violation" }
+      const rpc: UpstreamRpcError = {
+        _tag: "UpstreamRpcError",
+        code: -32602,
+        message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use MCP server "${server}" (not in its mcp_servers)`
+      }
+      return rpc
+    }
+    const call = yield* Scope.fork(state.scope)
+    const price = route.server.credits_per_call ?? (yield* AppConfig).mcp.credits_per_tool_call
+    yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: price })
+    // Interruptible, as an SQL tool call is: a client that leaves interrupts the call, and the
+    // SDK then cancels it upstream (notifications/cancelled).
+    const outcome = yield* upstreams.call(server, route.tool, args).pipe(
+      Effect.interruptible,
+      Effect.map((result) => ({ result })),
+      Effect.catch((error) => Effect.succeed({ error }))
+    )
+    if ("result" in outcome) {
+      const result = outcome.result
+      // A JSON-RPC internal error is the server's failure: refunded like one.
+      const failed = isUpstreamRpcError(result) && result.code === -32603
+      if (isUpstreamRpcError(result)) state.audit.details = { ...state.audit.details, upstream_error_code: result.code }
+      yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: failed ? 502 : undefined }))
+      return result
+    }
+    const envelope = toEnvelope(outcome.error, state.requestId)
+    state.audit.details = { ...state.audit.details, error: envelope.error }
+    yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
+    return {
+      content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
+      structuredContent: envelope as unknown as Record<string, unknown>,
+      isError: true
+    }
+  })
+
+/**
+ * A tools/call of a known tool, as the CallToolResult both eras send (or an upstream server's
+ * JSON-RPC error); undefined for an unknown tool (a JSON-RPC error that costs nothing). Credits
+ * are charged once the tool is known.
  */
 const runTool = (key: Principal, name: string, args: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const tools = yield* SqlTools
     state.audit.tool = name
-    if (!tools.has(name)) return undefined
+    if (!tools.has(name)) return yield* runUpstreamTool(key, name, args)
     // The call's charge is held by a scope of its own, closed with the tool's outcome: a tool
     // failure is a 200 with isError (MCP), but what a server-side failure cost is still refunded,
     // as on the other surfaces.
@@ -147,7 +212,7 @@ const plainAnswer = (response: Response) =>
     return HttpServerResponse.setHeaders(HttpServerResponse.text(text, { status: response.status, contentType }), headers)
   })
 
-type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppConfig | SqlTools | Connections | Credits | StreamSlots
+type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppConfig | SqlTools | Connections | Credits | StreamSlots | McpUpstreams
 type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>> | Effect.Error<ReturnType<typeof runTool>>
 
 /**
@@ -181,6 +246,7 @@ const statelessRequest = (key: Principal, body: Record<string, unknown>) =>
             // A tools/call is charged by runTool once its tool is known.
             if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
           })),
+        listTools: () => run(listTools(key)),
         callTool: (name, args, signal) => run(runTool(key, name, args), signal)
       }
     })
@@ -240,13 +306,15 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       return rpcResult(id, {})
     case "tools/list":
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
-      return rpcResult(id, { tools: advertisedTools((yield* SqlTools).definitions) })
+      return rpcResult(id, { tools: yield* listTools(key) })
     case "tools/call": {
       const call = yield* validateSpec("CallToolRequest", body)
       if (call.issues !== undefined) return rpcError(id, -32602, "malformed tools/call: params.name is required")
       const { name, arguments: args } = call.value.params
       const result = yield* runTool(key, name, args ?? {})
-      return result === undefined ? rpcError(id, -32602, `unknown tool: ${name}`) : rpcResult(id, result)
+      if (result === undefined) return rpcError(id, -32602, `unknown tool: ${name}`)
+      if (isUpstreamRpcError(result)) return rpcError(id, result.code, result.message)
+      return rpcResult(id, result)
     }
     default:
       yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${message.method}`, credits: 0 })

@@ -2,6 +2,7 @@
  * The admin API (docs/decisions.md section 3): key management, workspace credits and the audit trail,
  * guarded by the operator's bearer token. Same envelope as every other route.
  */
+import { McpUpstreams } from "../../services/mcp/McpUpstreams.ts"
 import { Effect, Schema } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
@@ -177,6 +178,19 @@ export const adminRoutes = (options: AdminOptions) => {
       return after
     })
 
+  /** `mcp_servers` names configured servers only: a typo must not look like a grant. */
+  const checkMcpServers = (names: ReadonlyArray<string> | undefined) =>
+    Effect.gen(function*() {
+      if (names === undefined) return
+      const known = (yield* McpUpstreams).names
+      const index = names.findIndex((name) => !known.includes(name))
+      if (index < 0) return
+      return yield* new ValidationFailed({
+        message: `mcp_servers.${index}: no MCP server named "${names[index]}" in mcp.servers${known.length === 0 ? " (none is configured)" : `; configured: ${known.join(", ")}`}`,
+        details: { field: `mcp_servers.${index}` }
+      })
+    })
+
   /** A key as the admin API shows it: the record plus its connection grants. */
   const keyWithGrants = (record: ApiKeyRecord) =>
     Effect.map(Effect.flatMap(Connections, (c) => c.grantsOf(record.id)), (grants) => ({
@@ -211,6 +225,11 @@ export const adminRoutes = (options: AdminOptions) => {
       return json({
         data: catalog.models.map((m) => ({ name: m.alias ?? m.id, id: m.id, alias: m.alias ?? null, provider: m.provider, credits: m.credits }))
       })
+    }))),
+    // Upstream MCP servers behind /v1/mcp (issue 37), as this replica last saw each; never a credential.
+    route("GET", "/mcp/servers", admin(Effect.gen(function*() {
+      const status = yield* (yield* McpUpstreams).status
+      return json({ data: status })
     }))),
     // Routing state per model and deployment (issue 31): admin-models.ts.
     route("GET", "/models/routing", admin(modelsRouting)),
@@ -276,6 +295,7 @@ export const adminRoutes = (options: AdminOptions) => {
     }))),
     route("POST", "/api-keys", admin(Effect.gen(function*() {
       const input = yield* body(CreateKeyInput)
+      yield* checkMcpServers(input.mcp_servers)
       const { connections, ...fields } = input
       const connectionsService = yield* Connections
       // Check every grant before the key exists, so a bad grant never leaves a half-made key.
@@ -326,6 +346,7 @@ export const adminRoutes = (options: AdminOptions) => {
       if (Object.keys(input).length === 0) {
         return yield* new ValidationFailed({ message: "nothing to update: send at least one field" })
       }
+      yield* checkMcpServers(input.mcp_servers)
       return json(yield* keyChange(id, (keys) => keys.update(id, input)))
     }))),
     route("POST", "/api-keys/:id/rotate", admin(Effect.gen(function*() {

@@ -330,6 +330,19 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
   }
   const proxyProblem = checkTrustedProxies(config)
   if (proxyProblem) return proxyProblem
+  const mcpNames = new Set<string>()
+  for (const [i, server] of config.mcp.servers.entries()) {
+    if (mcpNames.has(server.name)) return `mcp.servers.${i}.name: duplicate server name "${server.name}"`
+    // A client's `<server>__<tool>` is split at the first "__": a name holding one would be ambiguous.
+    if (server.name.includes("__")) return `mcp.servers.${i}.name: "${server.name}" holds "__", which separates server and tool names`
+    mcpNames.add(server.name)
+  }
+  for (const [i, policyIssuer] of config.auth.oidc.entries()) {
+    for (const [j, policy] of policyIssuer.policies.entries()) {
+      const unknown = policy.mcp_servers.find((name) => !mcpNames.has(name))
+      if (unknown !== undefined) return `auth.oidc.${i}.policies.${j}.mcp_servers: no MCP server named "${unknown}" in mcp.servers`
+    }
+  }
   if (config.server.tls === undefined && config.server.trust_proxy === false) {
     // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a
     // proxy (trust_proxy: then only HTTPS as a trusted proxy reports it is served, app.ts).

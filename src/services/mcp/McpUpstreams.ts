@@ -1,0 +1,335 @@
+/**
+ * Upstream MCP servers behind /v1/mcp (issue 37): the gateway is their client, with the official
+ * SDK's Client over Streamable HTTP, and serves their tools to the keys allowed to use them as
+ * `<server>__<tool>`.
+ *
+ * - Sessions are opened lazily, one per server per replica, and opened again when the server
+ *   forgets them (HTTP 404 on the session) or the connection breaks.
+ * - A server's tool list is kept for REFRESH_MS and fetched again when a client lists tools
+ *   after that, or at once on `notifications/tools/list_changed`. A listing waits at most
+ *   LIST_WAIT_MS for any server: one that is down or slow is left out (and its fetch goes on
+ *   in the background), so the rest are always answered.
+ * - Credentials (the configured headers) never leave this module: error texts are redacted of
+ *   every header value before they are kept, shown or logged.
+ */
+import type { CallToolResult, Tool } from "@modelcontextprotocol/client"
+import { Context, Duration, Effect, Layer } from "effect"
+import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
+import type { McpServerConfig } from "../config/schema.ts"
+import { SERVER_INFO } from "./advertised.ts"
+
+/** A client's name for an upstream tool: `<server>__<tool>`. */
+export const SEPARATOR = "__"
+
+/** How long a fetched tool list answers listings (the issue asks for changes to show within 10 s). */
+const REFRESH_MS = 5_000
+/** How long one listing waits for a server before answering without it (the issue: 6 s in all). */
+const LIST_WAIT_MS = 5_000
+/** Error texts kept of an upstream failure: enough to diagnose, never a whole page. */
+const MAX_ERROR_CHARS = 300
+
+type ClientModule = typeof import("@modelcontextprotocol/client")
+type SdkClient = InstanceType<ClientModule["Client"]>
+
+/** Loaded with the first upstream call: a gateway without upstream servers never loads it. */
+let clientModule: Promise<ClientModule> | undefined
+const loadClient = () => (clientModule ??= import("@modelcontextprotocol/client"))
+
+export interface UpstreamStatus {
+  readonly name: string
+  /** `unknown` until the gateway first needed the server on this replica. */
+  readonly status: "up" | "down" | "unknown"
+  readonly last_error: string | null
+  readonly last_checked_at: string | null
+  /** The tools clients may see (after the `tools` allow-list); null before the first listing. */
+  readonly tool_count: number | null
+}
+
+/** A tool of an upstream server as clients see it, and where it comes from. */
+export interface UpstreamTool {
+  readonly server: string
+  readonly upstreamName: string
+  readonly definition: Tool
+}
+
+export type UpstreamFailure = ProviderError | UpstreamTimeout
+
+/** The server's answer was a JSON-RPC error (unknown tool, bad arguments): forwarded to the client as such. */
+export interface UpstreamRpcError {
+  readonly _tag: "UpstreamRpcError"
+  readonly code: number
+  readonly message: string
+}
+
+export const isUpstreamRpcError = (value: unknown): value is UpstreamRpcError =>
+  typeof value === "object" && value !== null && (value as { _tag?: unknown })._tag === "UpstreamRpcError"
+
+const globMatcher = (patterns: ReadonlyArray<string> | undefined) => {
+  if (patterns === undefined) return () => true
+  const expressions = patterns.map((p) => new RegExp(`^${p.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`))
+  return (name: string) => expressions.some((e) => e.test(name))
+}
+
+/** `${VAR}` in a configured header value, from the gateway's environment; an unset variable is empty. */
+const resolveHeaders = (headers: Readonly<Record<string, string>>, env: Readonly<Record<string, string | undefined>>) =>
+  Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, v: string) => env[v] ?? "")]))
+
+const isTimeout = (error: unknown) => {
+  const e = error as { code?: unknown; name?: unknown; message?: unknown }
+  return e?.code === "REQUEST_TIMEOUT" || e?.code === -32001
+}
+
+/** The server no longer knows the session the gateway holds: open a new one and try again. */
+const isSessionLost = (error: unknown) => {
+  const e = error as { data?: { status?: unknown }; message?: unknown }
+  return e?.data?.status === 404 || (typeof e?.message === "string" && /\(HTTP 404\)|session not found/i.test(e.message))
+}
+
+/** A JSON-RPC error the server answered with (as opposed to a transport or SDK failure). */
+const rpcErrorOf = (error: unknown): UpstreamRpcError | undefined => {
+  const e = error as { name?: unknown; code?: unknown; message?: unknown }
+  if (e?.name !== "ProtocolError" || typeof e.code !== "number" || typeof e.message !== "string") return undefined
+  return { _tag: "UpstreamRpcError", code: e.code, message: e.message }
+}
+
+class Upstream {
+  readonly matches: (name: string) => boolean
+  readonly secrets: ReadonlyArray<string>
+  readonly headers: Record<string, string>
+  client: Promise<SdkClient> | undefined
+  tools: { readonly list: ReadonlyArray<UpstreamTool>; readonly at: number } | undefined
+  refreshing: Promise<ReadonlyArray<UpstreamTool>> | undefined
+  status: UpstreamStatus["status"] = "unknown"
+  lastError: string | null = null
+  lastCheckedAt: string | null = null
+
+  readonly config: McpServerConfig
+
+  constructor(config: McpServerConfig, env: Readonly<Record<string, string | undefined>>) {
+    this.config = config
+    this.matches = globMatcher(config.tools)
+    this.headers = resolveHeaders(config.headers, env)
+    // Every header value, and the URL's userinfo and query, are kept out of every error text.
+    const url = new URL(config.url)
+    this.secrets = [...Object.values(this.headers), url.password, url.username, url.search.slice(1)].filter((s) => s.length >= 4)
+  }
+
+  redact(text: string): string {
+    let out = text
+    for (const secret of this.secrets) out = out.split(secret).join("[redacted]")
+    return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}...` : out
+  }
+
+  recordFailure(error: unknown): string {
+    const message = this.redact(error instanceof Error ? error.message : String(error))
+    this.status = "down"
+    this.lastError = message
+    this.lastCheckedAt = new Date().toISOString()
+    return message
+  }
+
+  recordSuccess() {
+    this.status = "up"
+    this.lastCheckedAt = new Date().toISOString()
+  }
+
+  /** The session, opened on first use; a failed or broken one is dropped so the next use opens another. */
+  connect(): Promise<SdkClient> {
+    if (this.client !== undefined) return this.client
+    const opening = (async () => {
+      const sdk = await loadClient()
+      const client = new sdk.Client({ name: SERVER_INFO.name, version: SERVER_INFO.version }, { capabilities: {} })
+      const transport = new sdk.StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.headers } })
+      client.onclose = () => {
+        if (this.client === opening) this.client = undefined
+      }
+      // The SDK reports transport trouble here too; the failing request reports it to its caller.
+      client.onerror = () => {}
+      client.setNotificationHandler("notifications/tools/list_changed", () => {
+        this.tools = undefined
+      })
+      const timer = setTimeout(() => void client.close().catch(() => {}), this.config.timeout_ms)
+      try {
+        await client.connect(transport)
+      } finally {
+        clearTimeout(timer)
+      }
+      return client
+    })()
+    this.client = opening
+    opening.catch(() => {
+      if (this.client === opening) this.client = undefined
+    })
+    return opening
+  }
+
+  /** Drops the session the server forgot (or that broke), so the next use opens a new one. */
+  async reset(stale: Promise<SdkClient>) {
+    if (this.client === stale) this.client = undefined
+    await stale.then((c) => c.close()).catch(() => {})
+  }
+
+  /** Runs `use` on the session; once more on a new session when the server forgot the old one. */
+  async withSession<A>(use: (client: SdkClient) => Promise<A>): Promise<A> {
+    const session = this.connect()
+    try {
+      return await use(await session)
+    } catch (error) {
+      if (!isSessionLost(error)) throw error
+      await this.reset(session)
+      return await use(await this.connect())
+    }
+  }
+
+  /** The server's tools (after the allow-list), fetched again when older than REFRESH_MS. */
+  listTools(): Promise<ReadonlyArray<UpstreamTool>> {
+    if (this.tools !== undefined && Date.now() - this.tools.at < REFRESH_MS) return Promise.resolve(this.tools.list)
+    if (this.refreshing !== undefined) return this.refreshing
+    const refresh = this.withSession((client) => client.listTools(undefined, { timeout: this.config.timeout_ms })).then(
+      (result) => {
+        const list = result.tools
+          .filter((tool) => this.matches(tool.name))
+          .map((tool): UpstreamTool => ({ server: this.config.name, upstreamName: tool.name, definition: tool }))
+        this.tools = { list, at: Date.now() }
+        this.recordSuccess()
+        return list
+      },
+      (error) => {
+        this.tools = undefined
+        throw new Error(this.recordFailure(error))
+      }
+    ).finally(() => {
+      if (this.refreshing === refresh) this.refreshing = undefined
+    })
+    this.refreshing = refresh
+    return refresh
+  }
+
+  async close() {
+    const client = this.client
+    this.client = undefined
+    await client?.then((c) => c.close()).catch(() => {})
+  }
+}
+
+export class McpUpstreams extends Context.Service<McpUpstreams, {
+  /** The configured servers' names, in config order. */
+  readonly names: ReadonlyArray<string>
+  /**
+   * The server and upstream tool a client's `<server>__<tool>` names, if it names a configured
+   * server and a tool its `tools` allow-list admits.
+   */
+  readonly route: (name: string) => { readonly server: McpServerConfig; readonly tool: string } | undefined
+  /**
+   * The tools of these servers, as clients list them (`<server>__<tool>`). Answers within
+   * LIST_WAIT_MS: a server that is down or slower is left out. Never fails.
+   */
+  readonly tools: (servers: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Tool>>
+  /**
+   * Calls an allowed tool of a server; the result is the server's own. Interrupting the effect
+   * cancels the call upstream. A server that fails, breaks or exceeds its `timeout_ms` is a
+   * ProviderError or UpstreamTimeout naming it; its JSON-RPC error, an UpstreamRpcError.
+   */
+  readonly call: (
+    server: string,
+    tool: string,
+    args: Record<string, unknown>
+  ) => Effect.Effect<CallToolResult | UpstreamRpcError, UpstreamFailure>
+  /** Each server's state as this replica last saw it. */
+  readonly status: Effect.Effect<ReadonlyArray<UpstreamStatus>>
+}>()("modelgate/McpUpstreams") {
+  static readonly layer = (servers: ReadonlyArray<McpServerConfig>, env: Readonly<Record<string, string | undefined>>) =>
+    Layer.effect(
+      McpUpstreams,
+      Effect.gen(function*() {
+        const upstreams = new Map(servers.map((config) => [config.name, new Upstream(config, env)]))
+        yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all([...upstreams.values()].map((u) => u.close()))))
+
+        const failure = (upstream: Upstream, error: unknown): UpstreamFailure => {
+          const name = upstream.config.name
+          const message = upstream.recordFailure(error)
+          return new ProviderError({ message: `MCP server "${name}" failed: ${message}`, details: { mcp_server: name } })
+        }
+
+        return McpUpstreams.of({
+          names: servers.map((s) => s.name),
+          route: (name) => {
+            const at = name.indexOf(SEPARATOR)
+            if (at <= 0) return undefined
+            const upstream = upstreams.get(name.slice(0, at))
+            const tool = name.slice(at + SEPARATOR.length)
+            if (upstream === undefined || tool === "" || !upstream.matches(tool)) return undefined
+            return { server: upstream.config, tool }
+          },
+          tools: (names) =>
+            Effect.promise(async () => {
+              const lists = await Promise.all(names.map(async (name) => {
+                const upstream = upstreams.get(name)
+                if (upstream === undefined) return []
+                let timer: NodeJS.Timeout | undefined
+                const wait = new Promise<ReadonlyArray<UpstreamTool>>((resolve) => {
+                  timer = setTimeout(() => resolve([]), Math.min(LIST_WAIT_MS, upstream.config.timeout_ms))
+                })
+                try {
+                  return await Promise.race([upstream.listTools().catch(() => []), wait])
+                } finally {
+                  clearTimeout(timer)
+                }
+              }))
+              return lists.flat().map((t): Tool => ({ ...t.definition, name: `${t.server}${SEPARATOR}${t.upstreamName}` }))
+            }),
+          call: (server, tool, args) => {
+            const upstream = upstreams.get(server)
+            if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
+            const timeout = new UpstreamTimeout({
+              message: `MCP server "${server}" did not answer ${tool} within ${upstream.config.timeout_ms} ms`,
+              details: { mcp_server: server, timeout_ms: upstream.config.timeout_ms }
+            })
+            return Effect.tryPromise({
+              try: (signal) =>
+                upstream.withSession(async (client) => {
+                  // The last listing's definition, if any: a call never waits for a listing.
+                  const known = upstream.tools?.list.find((t) => t.upstreamName === tool)
+                  // The result goes back unchanged: the client checks it against the tool's
+                  // outputSchema itself, so the SDK's own check (which would turn a mismatch into
+                  // an exception here) is left out by handing it the definition without one.
+                  const { outputSchema: _, ...definition } = known?.definition ?? { name: tool, inputSchema: { type: "object" as const } }
+                  return await client.callTool({ name: tool, arguments: args }, { signal, toolDefinition: definition as Tool })
+                }).then((result) => {
+                  upstream.recordSuccess()
+                  return result as CallToolResult | UpstreamRpcError
+                }, (error) => {
+                  const rpc = rpcErrorOf(error)
+                  if (rpc !== undefined && !isTimeout(error)) {
+                    upstream.recordSuccess()
+                    return rpc
+                  }
+                  throw error
+                }),
+              catch: (error) => failure(upstream, error)
+            }).pipe(
+              // One deadline for the whole call, opening a session included. Running out
+              // interrupts the call, whose signal makes the SDK cancel it upstream.
+              Effect.timeoutOrElse({
+                duration: Duration.millis(upstream.config.timeout_ms),
+                orElse: () =>
+                  Effect.suspend(() => {
+                    upstream.recordFailure(new Error(timeout.message))
+                    return Effect.fail(timeout)
+                  })
+              })
+            )
+          },
+          status: Effect.sync(() =>
+            [...upstreams.values()].map((u): UpstreamStatus => ({
+              name: u.config.name,
+              status: u.status,
+              last_error: u.lastError,
+              last_checked_at: u.lastCheckedAt,
+              tool_count: u.tools?.list.length ?? null
+            }))
+          )
+        })
+      })
+    )
+}

@@ -1,0 +1,215 @@
+/**
+ * Issue 37: other MCP servers behind /v1/mcp. A real MCP server (the official SDK's, over
+ * Streamable HTTP) proxied by the gateway, an agent on the official SDK client: listing and
+ * calls per key allow-list, audit and credits, a server down or hanging, a client that leaves,
+ * a server that forgets its session, the admin status and the key field.
+ */
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ADMIN_TOKEN, auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { type McpUpstream, startHangingServer, startMcpUpstream } from "../support/mcp-upstream.ts"
+
+const TOKEN = "upstream-secret-7f3a9c"
+
+const TOOLS = [
+  {
+    name: "echo",
+    description: "Echoes its text",
+    inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+    outputSchema: { type: "object", properties: { echoed: { type: "string" } }, required: ["echoed"] },
+    annotations: { readOnlyHint: true }
+  },
+  { name: "slow", description: "Waits until cancelled", inputSchema: { type: "object" } },
+  { name: "fail", description: "Reports a failure", inputSchema: { type: "object" } },
+  { name: "secret", description: "Not on the allow-list", inputSchema: { type: "object" } }
+]
+
+const waitFor = async (what: string, check: () => boolean | Promise<boolean>, ms = 10_000) => {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+describe("MCP servers behind /v1/mcp", () => {
+  let upstream: McpUpstream
+  let hanging: Awaited<ReturnType<typeof startHangingServer>>
+  let gw: TestGateway
+  let allowed: { key: string; id: string }
+  let other: { key: string; id: string }
+
+  beforeAll(async () => {
+    upstream = await startMcpUpstream(TOOLS, {
+      echo: async (args) => ({ content: [{ type: "text", text: String(args.text) }], structuredContent: { echoed: args.text } }),
+      slow: (_args, signal) => new Promise((resolve) => signal.addEventListener("abort", () => resolve({ content: [] }))),
+      fail: async () => ({ content: [{ type: "text", text: "it broke" }], isError: true }),
+      secret: async () => ({ content: [{ type: "text", text: "should never run" }] })
+    })
+    hanging = await startHangingServer()
+    gw = await startGateway(
+      testConfig({
+        workspace: { credits: 100 },
+        mcp: {
+          credits_per_tool_call: 1,
+          servers: [
+            { name: "up", url: upstream.url, headers: { Authorization: "Bearer ${UP_TOKEN}" }, tools: ["echo", "sl*", "fail"], credits_per_call: 3 },
+            { name: "hang", url: hanging.url, timeout_ms: 800 },
+            { name: "down", url: "http://127.0.0.1:9/mcp", timeout_ms: 800 }
+          ]
+        }
+      }),
+      { env: { UP_TOKEN: TOKEN } }
+    )
+    const create = async (body: Record<string, unknown>) =>
+      (await (await gw.admin("POST", "/api-keys", { name: "agent", tools_enabled: true, ...body })).json()) as { key: string; id: string }
+    allowed = await create({ mcp_servers: ["up", "hang", "down"] })
+    other = await create({})
+  })
+  afterAll(async () => {
+    await gw?.close()
+    await upstream?.close()
+    await hanging?.close()
+  })
+
+  const connect = async (key: string) => {
+    const client = new Client({ name: "agent", version: "1.0.0" })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${key}` } }
+    }))
+    return client
+  }
+  const credits = async () => ((await (await gw.admin("GET", "/workspace")).json()) as { credits: number }).credits
+
+  it("lists the allowed tools of the key's servers next to the SQL tools, within 6 s though two servers do not answer", async () => {
+    const client = await connect(allowed.key)
+    const started = Date.now()
+    const { tools } = await client.listTools()
+    expect(Date.now() - started).toBeLessThan(6_000)
+    const names = tools.map((t) => t.name)
+    expect(names).toEqual(expect.arrayContaining(["sql_list_connections", "up__echo", "up__slow", "up__fail"]))
+    expect(names).not.toContain("up__secret")
+    expect(names.some((n) => n.startsWith("hang__") || n.startsWith("down__"))).toBe(false)
+    expect(tools.find((t) => t.name === "up__echo")).toMatchObject({
+      description: "Echoes its text",
+      inputSchema: TOOLS[0]!.inputSchema,
+      annotations: { readOnlyHint: true }
+    })
+    // The gateway authenticated to the server with the header the config gave, from the environment.
+    expect(upstream.authorizations).toContain(`Bearer ${TOKEN}`)
+    await client.close()
+
+    const plain = await connect(other.key)
+    expect((await plain.listTools()).tools.map((t) => t.name).some((n) => n.includes("__"))).toBe(false)
+    await plain.close()
+  })
+
+  it("forwards a call and returns its result unchanged, audited by server and tool and charged credits_per_call", async () => {
+    const client = await connect(allowed.key)
+    await client.listTools()
+    const before = await credits()
+    const result = await client.callTool({ name: "up__echo", arguments: { text: "hello-args-91" } })
+    expect(result).toMatchObject({ content: [{ type: "text", text: "hello-args-91" }], structuredContent: { echoed: "hello-args-91" } })
+    expect(upstream.calls.at(-1)).toEqual({ name: "echo", args: { text: "hello-args-91" } })
+    expect(await credits()).toBe(before - 3)
+    const failed = await client.callTool({ name: "up__fail", arguments: {} })
+    expect(failed).toMatchObject({ isError: true, content: [{ type: "text", text: "it broke" }] })
+    await client.close()
+    await Effect.runPromise(gw.audit.flush)
+    const records = ((await (await gw.admin("GET", `/audit?key_id=${allowed.id}&limit=100`)).json()) as { data: Array<any> }).data
+    const call = records.find((r) => r.tool === "up__echo")
+    expect(call).toMatchObject({ endpoint: "/v1/mcp", status: 200, details: { mcp_server: "up", upstream_tool: "echo" } })
+    expect(JSON.stringify(records)).not.toContain("hello-args-91")
+    expect(JSON.stringify(records)).not.toContain(TOKEN)
+  })
+
+  it("refuses a tool of a server the key may not use, or one off the allow-list, without calling the server", async () => {
+    const calls = upstream.calls.length
+    const client = await connect(other.key)
+    await expect(client.callTool({ name: "up__echo", arguments: { text: "x" } })).rejects.toThrow(/may not use MCP server "up"/)
+    await client.close()
+    const permitted = await connect(allowed.key)
+    await expect(permitted.callTool({ name: "up__secret", arguments: {} })).rejects.toThrow(/unknown tool: up__secret/)
+    await permitted.close()
+    expect(upstream.calls.length).toBe(calls)
+  })
+
+  it("answers a call to a hanging server within its timeout_ms as upstream_timeout, refunds it, and shows the server down", async () => {
+    const client = await connect(allowed.key)
+    const before = await credits()
+    const started = Date.now()
+    const result = await client.callTool({ name: "hang__anything", arguments: {} })
+    expect(Date.now() - started).toBeLessThan(3_000)
+    expect(result.isError).toBe(true)
+    expect(result.structuredContent).toMatchObject({ status: 504, error: "upstream_timeout" })
+    expect(JSON.stringify(result)).toContain('MCP server \\"hang\\"')
+    const down = await client.callTool({ name: "down__anything", arguments: {} })
+    expect(down.structuredContent).toMatchObject({ status: 502, error: "provider_error" })
+    expect(await credits()).toBe(before)
+    await client.close()
+
+    const status = (await (await gw.admin("GET", "/mcp/servers")).json()) as { data: Array<any> }
+    expect(status.data.find((s) => s.name === "up")).toMatchObject({ status: "up", tool_count: 3, last_error: null })
+    expect(status.data.find((s) => s.name === "hang")).toMatchObject({ status: "down" })
+    expect(status.data.find((s) => s.name === "down")).toMatchObject({ status: "down", last_error: expect.any(String) })
+    expect(JSON.stringify(status)).not.toContain(TOKEN)
+    const ready = await fetch(`${gw.url}/readyz`)
+    expect(ready.status).toBe(200)
+    expect(await ready.json()).toMatchObject({ status: "ready", mcp_servers_down: expect.arrayContaining(["hang", "down"]) })
+    // The admin view is the admin's.
+    expect((await fetch(`${gw.url}/mcp/servers`, { headers: { authorization: `Bearer ${allowed.key}` } })).status).toBe(401)
+  })
+
+  it("cancels the call upstream when the client leaves", async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${allowed.key}` } }
+    })
+    const client = new Client({ name: "agent", version: "1.0.0" })
+    await client.connect(transport)
+    const controller = new AbortController()
+    const pending = fetch(`${gw.url}/v1/mcp`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${allowed.key}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": transport.sessionId!,
+        "mcp-protocol-version": "2025-11-25"
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "up__slow", arguments: {} } }),
+      signal: controller.signal
+    }).catch(() => undefined)
+    await waitFor("the call to reach the server", () => upstream.calls.some((c) => c.name === "slow"))
+    controller.abort()
+    await pending
+    await waitFor("the server to see the call cancelled", () => upstream.cancelled.includes("slow"))
+    await client.close()
+  })
+
+  it("opens a new upstream session when the server forgot the old one", async () => {
+    const client = await connect(allowed.key)
+    await client.callTool({ name: "up__echo", arguments: { text: "one" } })
+    const opened = upstream.initializations()
+    upstream.forgetSessions()
+    const again = await client.callTool({ name: "up__echo", arguments: { text: "two" } })
+    expect(again).toMatchObject({ structuredContent: { echoed: "two" } })
+    expect(upstream.initializations()).toBe(opened + 1)
+    await client.close()
+  })
+
+  it("takes mcp_servers on POST and PATCH /api-keys, naming configured servers only", async () => {
+    const bad = await gw.admin("POST", "/api-keys", { name: "x", mcp_servers: ["nope"] })
+    expect(bad.status).toBe(400)
+    expect(await bad.json()).toMatchObject({ error: "validation_failed", details: { field: "mcp_servers.0" } })
+    const malformed = await gw.admin("POST", "/api-keys", { name: "x", mcp_servers: ["Not A Name"] })
+    expect(malformed.status).toBe(400)
+    const patched = await gw.admin("PATCH", `/api-keys/${other.id}`, { mcp_servers: ["up"] })
+    expect(patched.status).toBe(200)
+    expect(await patched.json()).toMatchObject({ mcp_servers: ["up"] })
+    const client = await connect(other.key)
+    await waitFor("the key change to apply", async () => (await client.listTools()).tools.some((t) => t.name === "up__echo"))
+    await client.close()
+    expect((await gw.admin("GET", `/api-keys/${allowed.id}`, undefined, { authorization: `Bearer ${ADMIN_TOKEN}` })).status).toBe(200)
+  })
+})
