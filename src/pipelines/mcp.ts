@@ -123,6 +123,11 @@ const runUpstreamTool = (key: Principal, name: string, args: Record<string, unkn
       }
       return rpc
     }
+    const changed = yield* upstreams.refusal(server, route.tool)
+    if (changed !== undefined) {
+      state.audit.details = { ...state.audit.details, error: "tool_definition_changed" }
+      return { _tag: "UpstreamRpcError", code: -32602, message: changed } satisfies UpstreamRpcError
+    }
     const call = yield* Scope.fork(state.scope)
     const price = route.server.credits_per_call ?? (yield* AppConfig).mcp.credits_per_tool_call
     yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: price })

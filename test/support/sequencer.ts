@@ -26,6 +26,7 @@ export const LONG_FIRST = [
   "test/faults/partition.test.ts",
   "test/http/metrics-credits.test.ts",
   "test/pipelines/mcp.test.ts",
+  "test/pipelines/mcp-upstreams.test.ts",
   "test/identity/oidc-tokens.test.ts",
   "test/faults/readyz.test.ts",
   "test/docs/readme-snippets.test.ts",

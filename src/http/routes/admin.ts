@@ -84,6 +84,9 @@ export const LedgerQuery = Schema.Struct({
   kind: Schema.optional(Schema.Literals(["initial", "charge", "refund", "topup"]))
 })
 
+export const ApproveToolsInput = Schema.Struct({
+  tools: Schema.optional(Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))).check(Schema.isMaxLength(1000)))
+})
 export const GrantInput = Schema.Struct({ role: Schema.Literals(["read", "edit"]) })
 
 export const adminRoutes = (options: AdminOptions) => {
@@ -230,6 +233,17 @@ export const adminRoutes = (options: AdminOptions) => {
     route("GET", "/mcp/servers", admin(Effect.gen(function*() {
       const status = yield* (yield* McpUpstreams).status
       return json({ data: status })
+    }))),
+    // Approves the current definitions of a server's withheld tools (all, or `tools`), which become their pins.
+    route("POST", "/mcp/servers/:name/approve", admin(Effect.gen(function*() {
+      const name = (yield* CurrentRequest).params.name ?? ""
+      const upstreams = yield* McpUpstreams
+      if (!upstreams.names.includes(name)) return yield* new NotFound({ message: `no MCP server named "${name.slice(0, 64)}" in mcp.servers` })
+      yield* auditTarget({ kind: "mcp_server", id: name })
+      const input = yield* body(ApproveToolsInput, true)
+      const approved = yield* upstreams.approve(name, input.tools)
+      yield* auditChange({ target: { kind: "mcp_server", id: name }, after: { approved: approved.map((t) => t.tool) } })
+      return json({ server: name, approved })
     }))),
     // Routing state per model and deployment (issue 31): admin-models.ts.
     route("GET", "/models/routing", admin(modelsRouting)),

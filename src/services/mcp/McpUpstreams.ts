@@ -9,11 +9,19 @@
  *   after that, or at once on `notifications/tools/list_changed`. A listing waits at most
  *   LIST_WAIT_MS for any server: one that is down or slow is left out (and its fetch goes on
  *   in the background), so the rest are always answered.
+ * - Pinned definitions: the first time a replica sees a tool, its name, description and input
+ *   schema are pinned in the store (shared by replicas). A tool whose definition later differs
+ *   from its pin is withheld (not listed, calls refused) until an admin approves it; the change
+ *   is an audit record. Pins are read at every refresh, so an approval reaches every replica
+ *   within REFRESH_MS.
  * - Credentials (the configured headers) never leave this module: error texts are redacted of
  *   every header value before they are kept, shown or logged.
  */
 import type { CallToolResult, Tool } from "@modelcontextprotocol/client"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import { Audit } from "../audit/Audit.ts"
+import { McpPinsRepo, type ToolPin } from "../store/McpPinsRepo.ts"
 import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
 import type { McpServerConfig } from "../config/schema.ts"
 import { SERVER_INFO } from "./advertised.ts"
@@ -50,6 +58,33 @@ export interface UpstreamTool {
   readonly server: string
   readonly upstreamName: string
   readonly definition: Tool
+}
+
+/** A tool withheld because its definition no longer matches its pin. */
+export interface WithheldTool {
+  readonly tool: string
+  readonly pinned: unknown
+  readonly current: unknown
+}
+
+/** What the pins need from the store and the audit trail, as promises (the upstream code is promise-based). */
+interface PinStore {
+  readonly pinsOf: (server: string) => Promise<ReadonlyMap<string, string>>
+  readonly pinNew: (server: string, pins: ReadonlyArray<ToolPin>) => Promise<void>
+  readonly approve: (server: string, pins: ReadonlyArray<ToolPin>) => Promise<void>
+  /** A tool's definition changed from its pin: recorded once per change on this replica. */
+  readonly changed: (server: string, tool: string) => void
+}
+
+/** The pinned form of a definition: name, description and input schema, keys sorted so equal means equal. */
+const canonical = (tool: Tool): string => {
+  const sort = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(sort)
+      : typeof value === "object" && value !== null
+      ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, sort((value as Record<string, unknown>)[k])]))
+      : value
+  return JSON.stringify(sort({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema }))
 }
 
 export type UpstreamFailure = ProviderError | UpstreamTimeout
@@ -99,14 +134,17 @@ class Upstream {
   client: Promise<SdkClient> | undefined
   tools: { readonly list: ReadonlyArray<UpstreamTool>; readonly at: number } | undefined
   refreshing: Promise<ReadonlyArray<UpstreamTool>> | undefined
+  withheld: ReadonlyMap<string, { readonly pinned: string; readonly current: string }> = new Map()
+  readonly pins: PinStore
   status: UpstreamStatus["status"] = "unknown"
   lastError: string | null = null
   lastCheckedAt: string | null = null
 
   readonly config: McpServerConfig
 
-  constructor(config: McpServerConfig, env: Readonly<Record<string, string | undefined>>) {
+  constructor(config: McpServerConfig, env: Readonly<Record<string, string | undefined>>, pins: PinStore) {
     this.config = config
+    this.pins = pins
     this.matches = globMatcher(config.tools)
     this.headers = resolveHeaders(config.headers, env)
     // Every header value, and the URL's userinfo and query, are kept out of every error text.
@@ -186,19 +224,36 @@ class Upstream {
     if (this.tools !== undefined && Date.now() - this.tools.at < REFRESH_MS) return Promise.resolve(this.tools.list)
     if (this.refreshing !== undefined) return this.refreshing
     const refresh = this.withSession((client) => client.listTools(undefined, { timeout: this.config.timeout_ms })).then(
-      (result) => {
-        const list = result.tools
-          .filter((tool) => this.matches(tool.name))
-          .map((tool): UpstreamTool => ({ server: this.config.name, upstreamName: tool.name, definition: tool }))
+      async (result) => {
+        const allowed = result.tools.filter((tool) => this.matches(tool.name))
+        const name = this.config.name
+        let pinned = await this.pins.pinsOf(name)
+        const fresh = allowed.filter((tool) => !pinned.has(tool.name)).map((tool) => ({ tool: tool.name, definition: canonical(tool) }))
+        if (fresh.length > 0) {
+          await this.pins.pinNew(name, fresh)
+          // Read again: another replica may have pinned one of them first, with another definition.
+          pinned = await this.pins.pinsOf(name)
+        }
+        const withheld = new Map<string, { pinned: string; current: string }>()
+        const list: Array<UpstreamTool> = []
+        for (const tool of allowed) {
+          const current = canonical(tool)
+          const pin = pinned.get(tool.name)
+          if (pin === undefined || pin === current) list.push({ server: name, upstreamName: tool.name, definition: tool })
+          else {
+            withheld.set(tool.name, { pinned: pin, current })
+            if (this.withheld.get(tool.name)?.current !== current) this.pins.changed(name, tool.name)
+          }
+        }
+        this.withheld = withheld
         this.tools = { list, at: Date.now() }
         this.recordSuccess()
         return list
-      },
-      (error) => {
-        this.tools = undefined
-        throw new Error(this.recordFailure(error))
       }
-    ).finally(() => {
+    ).catch((error: unknown) => {
+      this.tools = undefined
+      throw new Error(this.recordFailure(error))
+    }).finally(() => {
       if (this.refreshing === refresh) this.refreshing = undefined
     })
     this.refreshing = refresh
@@ -235,14 +290,57 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
     tool: string,
     args: Record<string, unknown>
   ) => Effect.Effect<CallToolResult | UpstreamRpcError, UpstreamFailure>
+  /**
+   * Why a call of this tool is refused before it reaches the server, if it is: its definition
+   * changed since it was pinned. Waits for a due refresh of the tool list at most LIST_WAIT_MS.
+   */
+  readonly refusal: (server: string, tool: string) => Effect.Effect<string | undefined>
+  /**
+   * An admin's approval of the current definitions of a server's withheld tools (all, or those
+   * named): they become the pins and the tools are served again. Fails as the server's failure
+   * when it cannot be listed. Answers the tools approved.
+   */
+  readonly approve: (server: string, tools: ReadonlyArray<string> | undefined) => Effect.Effect<ReadonlyArray<WithheldTool>, UpstreamFailure>
   /** Each server's state as this replica last saw it. */
-  readonly status: Effect.Effect<ReadonlyArray<UpstreamStatus>>
+  readonly status: Effect.Effect<ReadonlyArray<UpstreamStatus & { readonly withheld: ReadonlyArray<WithheldTool> }>>
 }>()("modelgate/McpUpstreams") {
   static readonly layer = (servers: ReadonlyArray<McpServerConfig>, env: Readonly<Record<string, string | undefined>>) =>
     Layer.effect(
       McpUpstreams,
       Effect.gen(function*() {
-        const upstreams = new Map(servers.map((config) => [config.name, new Upstream(config, env)]))
+        const repo = yield* McpPinsRepo
+        const audit = Option.getOrUndefined(yield* Effect.serviceOption(Audit))
+        const run = Effect.runPromiseWith(yield* Effect.context<never>())
+        const now = () => new Date().toISOString()
+        const pins: PinStore = {
+          pinsOf: (server) => run(repo.pinsOf(server)),
+          pinNew: (server, list) => run(repo.pinNew(server, list, now())),
+          approve: (server, list) => run(repo.approve(server, list, now())),
+          changed: (server, tool) => {
+            void run(Effect.logWarning(`MCP server "${server}" changed the definition of tool "${tool}": withheld until an admin approves it`))
+            audit?.append({
+              request_id: `mcp_pin_${randomUUID()}`,
+              ts: now(),
+              key_id: null,
+              method: "MCP",
+              endpoint: "mcp:tool_definition_changed",
+              status: 409,
+              error: "tool_definition_changed",
+              model: null,
+              provider: null,
+              tool: `${server}${SEPARATOR}${tool}`,
+              connection_id: null,
+              credits: 0,
+              prompt_tokens: null,
+              completion_tokens: null,
+              duration_ms: 0,
+              stream: false,
+              client_addr: null,
+              details: { mcp_server: server, upstream_tool: tool }
+            })
+          }
+        }
+        const upstreams = new Map(servers.map((config) => [config.name, new Upstream(config, env, pins)]))
         yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all([...upstreams.values()].map((u) => u.close()))))
 
         const failure = (upstream: Upstream, error: unknown): UpstreamFailure => {
@@ -320,13 +418,43 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
               })
             )
           },
+          refusal: (server, tool) =>
+            Effect.promise(async () => {
+              const upstream = upstreams.get(server)
+              if (upstream === undefined) return undefined
+              let timer: NodeJS.Timeout | undefined
+              const wait = new Promise<void>((resolve) => {
+                timer = setTimeout(resolve, Math.min(LIST_WAIT_MS, upstream.config.timeout_ms))
+              })
+              await Promise.race([upstream.listTools().catch(() => undefined), wait]).finally(() => clearTimeout(timer))
+              if (!upstream.withheld.has(tool)) return undefined
+              return `tool "${server}${SEPARATOR}${tool}" changed its definition since it was approved; it is withheld until an admin approves the new one (POST /mcp/servers/${server}/approve)`
+            }),
+          approve: (server, names) => {
+            const upstream = upstreams.get(server)
+            if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
+            return Effect.tryPromise({
+              try: async () => {
+                // A fresh listing: what is approved is what the server serves now.
+                upstream.tools = undefined
+                await upstream.listTools()
+                const chosen = [...upstream.withheld].filter(([tool]) => names === undefined || names.includes(tool))
+                await pins.approve(server, chosen.map(([tool, { current }]) => ({ tool, definition: current })))
+                upstream.tools = undefined
+                await upstream.listTools().catch(() => undefined)
+                return chosen.map(([tool, d]): WithheldTool => ({ tool, pinned: JSON.parse(d.pinned), current: JSON.parse(d.current) }))
+              },
+              catch: (error) => failure(upstream, error)
+            })
+          },
           status: Effect.sync(() =>
-            [...upstreams.values()].map((u): UpstreamStatus => ({
+            [...upstreams.values()].map((u) => ({
               name: u.config.name,
               status: u.status,
               last_error: u.lastError,
               last_checked_at: u.lastCheckedAt,
-              tool_count: u.tools?.list.length ?? null
+              tool_count: u.tools?.list.length ?? null,
+              withheld: [...u.withheld].map(([tool, d]): WithheldTool => ({ tool, pinned: JSON.parse(d.pinned), current: JSON.parse(d.current) }))
             }))
           )
         })
