@@ -125,6 +125,17 @@ describe("MCP servers behind /v1/mcp", () => {
     expect(JSON.stringify(records)).not.toContain(TOKEN)
   })
 
+  it("serves the upstream tools on the stateless revision 2026-07-28 too", async () => {
+    const client = new Client({ name: "agent", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${allowed.key}` } }
+    }))
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(["sql_run", "up__echo"]))
+    expect(await client.callTool({ name: "up__echo", arguments: { text: "stateless" } })).toMatchObject({ structuredContent: { echoed: "stateless" } })
+    await expect(client.callTool({ name: "up__secret", arguments: {} })).rejects.toThrow(/unknown tool/)
+    await client.close()
+  })
+
   it("refuses a tool of a server the key may not use, or one off the allow-list, without calling the server", async () => {
     const calls = upstream.calls.length
     const client = await connect(other.key)
