@@ -6,6 +6,7 @@
  */
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { Effect } from "effect"
+import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
@@ -321,5 +322,68 @@ describe("pinned definitions of upstream tools, on two replicas sharing a Postgr
     const restarted = await connectTo(b)
     expect(await listed(restarted.client)).toContain("up__echo")
     await restarted.client.close()
+  })
+})
+
+describe("a stdio MCP server behind /v1/mcp", () => {
+  let gw: TestGateway
+  let key: string
+  const SECRET = "stdio-secret-5d1e"
+
+  beforeAll(async () => {
+    gw = await startGateway(
+      testConfig({
+        mcp: {
+          servers: [{
+            name: "files",
+            command: "node",
+            args: [fileURLToPath(new URL("../fixtures/stdio-mcp-server.mjs", import.meta.url))],
+            env: { LOG_LEVEL: "warn", TOKEN: "${STDIO_SECRET}" },
+            timeout_ms: 5000
+          }]
+        }
+      }),
+      { env: { PATH: process.env.PATH ?? "", STDIO_SECRET: SECRET, OPENAI_API_KEY: "sk-not-for-the-server" } }
+    )
+    key = ((await (await gw.admin("POST", "/api-keys", {
+      name: "agent",
+      tools_enabled: true,
+      mcp_servers: ["files"],
+      limits: { requests_per_minute: 100000 }
+    })).json()) as { key: string }).key
+  })
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  const whoami = async (client: Client) =>
+    (await client.callTool({ name: "files__whoami", arguments: {} })) as { structuredContent?: { pid: number; env: Array<string>; level: string }; isError?: boolean }
+
+  it("starts the process with only the environment the config gives it, and restarts it with backoff when it is killed", async () => {
+    const client = new Client({ name: "agent", version: "1.0.0" })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${key}` } }
+    }))
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(["files__whoami", "files__exit"]))
+    const first = await whoami(client)
+    expect(first.structuredContent).toMatchObject({ env: ["LOG_LEVEL", "TOKEN"], level: "warn" })
+    const pid = first.structuredContent!.pid
+
+    process.kill(pid, "SIGKILL")
+    await waitFor("the server to show down", async () => {
+      const status = (await (await gw.admin("GET", "/mcp/servers")).json()) as { data: Array<any> }
+      return status.data[0].status === "down"
+    })
+    const status = (await (await gw.admin("GET", "/mcp/servers")).json()) as { data: Array<any> }
+    expect(status.data[0].last_error).toContain("restarting")
+    expect(JSON.stringify(status)).not.toContain(SECRET)
+    // Restarted by the gateway after the backoff: a new process answers.
+    let again: Awaited<ReturnType<typeof whoami>> | undefined
+    await waitFor("the restarted server to answer", async () => {
+      again = await whoami(client)
+      return again.isError !== true
+    })
+    expect(again!.structuredContent!.pid).not.toBe(pid)
+    await client.close()
   })
 })

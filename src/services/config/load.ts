@@ -335,6 +335,11 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
     if (mcpNames.has(server.name)) return `mcp.servers.${i}.name: duplicate server name "${server.name}"`
     // A client's `<server>__<tool>` is split at the first "__": a name holding one would be ambiguous.
     if (server.name.includes("__")) return `mcp.servers.${i}.name: "${server.name}" holds "__", which separates server and tool names`
+    if ((server.url === undefined) === (server.command === undefined)) return `mcp.servers.${i}: give url (Streamable HTTP) or command (stdio), one of the two`
+    if (server.command !== undefined && Object.keys(server.headers).length > 0) return `mcp.servers.${i}.headers: only for a url server`
+    if (server.url !== undefined && (server.args.length > 0 || Object.keys(server.env).length > 0)) {
+      return `mcp.servers.${i}.${server.args.length > 0 ? "args" : "env"}: only for a command (stdio) server`
+    }
     mcpNames.add(server.name)
   }
   for (const [i, policyIssuer] of config.auth.oidc.entries()) {

@@ -168,14 +168,20 @@ const HeaderName = Schema.String.check(Schema.isPattern(/^[!#$%&'*+.^_`|~0-9A-Za
 const HeaderValue = Schema.String.check(Schema.isPattern(/^[^\r\n]*$/, { message: "a header value cannot contain a line break" }))
 
 /**
- * `mcp.servers[]`: an MCP server the gateway reaches over Streamable HTTP and serves behind
- * /v1/mcp, to the keys that name it in `mcp_servers`.
+ * `mcp.servers[]`: an MCP server the gateway serves behind /v1/mcp, to the keys that name it in
+ * `mcp_servers`: reached over Streamable HTTP (`url`), or a process the gateway starts and talks
+ * to on stdio (`command`); one of the two (load.ts).
  */
 export const McpServerConfig = Schema.Struct({
   name: Schema.String.check(Schema.isPattern(MCP_SERVER_NAME, { message: "expected [a-z0-9_-]{1,32}" })),
-  url: Schema.String.check(Schema.isPattern(/^https?:\/\/[^\s]+$/, { message: "expected http://... or https://..." })),
+  url: Schema.optional(Schema.String.check(Schema.isPattern(/^https?:\/\/[^\s]+$/, { message: "expected http://... or https://..." }))),
   /** Sent with every request to the server; a value may hold `${VAR}`, replaced from the environment. Never logged or shown. */
   headers: def(Schema.Record(HeaderName, HeaderValue), {}),
+  /** A stdio server: the program (a bare name is looked up in the gateway's PATH), its arguments and its whole environment. */
+  command: Schema.optional(Schema.NonEmptyString),
+  args: def(Schema.Array(Schema.String).check(Schema.isMaxLength(256)), []),
+  /** The process's only environment (nothing of the gateway's is inherited); values may hold `${VAR}` like headers. */
+  env: def(Schema.Record(Schema.String.check(Schema.isPattern(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" })), Schema.String), {}),
   /** The server's tool names clients may see and call (`*` matches any run of characters); absent: all. */
   tools: Schema.optional(Schema.Array(Schema.NonEmptyString.check(Schema.isMaxLength(128))).check(Schema.isMaxLength(1000))),
   /** Credits per tools/call; absent: `mcp.credits_per_tool_call`. */

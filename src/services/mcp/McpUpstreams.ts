@@ -22,6 +22,7 @@ import { Context, Duration, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { McpPinsRepo, type ToolPin } from "../store/McpPinsRepo.ts"
+import { resolveCommand, StdioProcessTransport } from "./stdio-process.ts"
 import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
 import type { McpServerConfig } from "../config/schema.ts"
 import { SERVER_INFO } from "./advertised.ts"
@@ -147,9 +148,41 @@ class Upstream {
     this.pins = pins
     this.matches = globMatcher(config.tools)
     this.headers = resolveHeaders(config.headers, env)
-    // Every header value, and the URL's userinfo and query, are kept out of every error text.
-    const url = new URL(config.url)
-    this.secrets = [...Object.values(this.headers), url.password, url.username, url.search.slice(1)].filter((s) => s.length >= 4)
+    this.processEnv = resolveHeaders(config.env, env)
+    this.command = config.command === undefined ? undefined : resolveCommand(config.command, env.PATH)
+    // Every header and process environment value, and the URL's userinfo and query, are kept out of every error text.
+    const url = config.url === undefined ? undefined : new URL(config.url)
+    this.secrets = [...Object.values(this.headers), ...Object.values(this.processEnv), url?.password ?? "", url?.username ?? "", url?.search.slice(1) ?? ""]
+      .filter((s) => s.length >= 4)
+  }
+
+  readonly processEnv: Record<string, string>
+  /** The stdio server's program as a path; undefined for a url server. */
+  readonly command: string | undefined
+  /** Stdio: when the process may be started again, after it exited (exponential backoff). */
+  nextStartAt = 0
+  backoffMs = 0
+  restartTimer: NodeJS.Timeout | undefined
+  closed = false
+
+  /**
+   * A stdio server's process ended without the gateway asking: it is started again after the
+   * backoff (0.5 s, doubling up to 30 s; back to nothing once it has answered again), so it keeps
+   * running without a crash loop costing anything.
+   */
+  processEnded() {
+    if (this.closed || this.command === undefined) return
+    this.backoffMs = Math.min(Math.max(this.backoffMs * 2, 500), 30_000)
+    this.nextStartAt = Date.now() + this.backoffMs
+    this.status = "down"
+    this.lastError = this.redact(`the server's process exited; restarting in ${this.backoffMs} ms`)
+    this.lastCheckedAt = new Date().toISOString()
+    clearTimeout(this.restartTimer)
+    this.restartTimer = setTimeout(() => {
+      this.tools = undefined
+      void this.listTools().catch(() => {})
+    }, this.backoffMs)
+    this.restartTimer.unref()
   }
 
   redact(text: string): string {
@@ -167,6 +200,7 @@ class Upstream {
   }
 
   recordSuccess() {
+    this.backoffMs = 0
     this.status = "up"
     this.lastCheckedAt = new Date().toISOString()
   }
@@ -174,12 +208,20 @@ class Upstream {
   /** The session, opened on first use; a failed or broken one is dropped so the next use opens another. */
   connect(): Promise<SdkClient> {
     if (this.client !== undefined) return this.client
+    const wait = this.nextStartAt - Date.now()
+    if (this.command !== undefined && wait > 0) {
+      return Promise.reject(new Error(`the server's process exited; restarting in ${wait} ms`))
+    }
     const opening = (async () => {
       const sdk = await loadClient()
       const client = new sdk.Client({ name: SERVER_INFO.name, version: SERVER_INFO.version }, { capabilities: {} })
-      const transport = new sdk.StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.headers } })
+      const transport = this.command !== undefined
+        ? new StdioProcessTransport(sdk, this.command, this.config.args, this.processEnv)
+        : new sdk.StreamableHTTPClientTransport(new URL(this.config.url!), { requestInit: { headers: this.headers } })
       client.onclose = () => {
-        if (this.client === opening) this.client = undefined
+        if (this.client !== opening) return
+        this.client = undefined
+        this.processEnded()
       }
       // The SDK reports transport trouble here too; the failing request reports it to its caller.
       client.onerror = () => {}
@@ -196,7 +238,10 @@ class Upstream {
     })()
     this.client = opening
     opening.catch(() => {
-      if (this.client === opening) this.client = undefined
+      if (this.client !== opening) return
+      this.client = undefined
+      // A process that cannot start, or does not initialize in time, is retried with the backoff too.
+      this.processEnded()
     })
     return opening
   }
@@ -261,6 +306,8 @@ class Upstream {
   }
 
   async close() {
+    this.closed = true
+    clearTimeout(this.restartTimer)
     const client = this.client
     this.client = undefined
     await client?.then((c) => c.close()).catch(() => {})
