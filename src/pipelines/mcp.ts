@@ -88,6 +88,15 @@ const sessionHeader = Effect.gen(function*() {
   return id
 })
 
+/**
+ * What the gateway offers: its tools, and prompts and resources when upstream servers are
+ * configured (their prompts and resources are forwarded; without any there is nothing to offer).
+ */
+const capabilities = Effect.map(McpUpstreams, (upstreams) =>
+  upstreams.names.length === 0
+    ? { tools: { listChanged: false } }
+    : { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false } })
+
 /** The upstream servers this principal may reach and the gateway has configured. */
 const reachable = (key: Principal, upstreams: McpUpstreams["Service"]) => upstreams.names.filter((name) => key.mcp_servers.includes(name))
 
@@ -99,6 +108,68 @@ const listTools = (key: Principal) =>
     const servers = reachable(key, upstreams)
     return servers.length === 0 ? own : [...own, ...(yield* upstreams.tools(servers))]
   })
+
+const rpcRefusal = (code: number, message: string): UpstreamRpcError => ({ _tag: "UpstreamRpcError", code, message })
+
+/**
+ * `prompts/list`, `prompts/get`, `resources/list` and `resources/read`, forwarded to the upstream
+ * servers the principal may use (issue 37): prompts named `<server>__<prompt>`, resource URIs as
+ * the servers give them, a read routed back to the server that listed its URI. Audited by server,
+ * never charged credits (the request still counts against rate limit and budget). A server's
+ * failure is a JSON-RPC error naming it; undefined for a method this does not forward.
+ */
+const forwardUpstream = (key: Principal, method: string, params: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const upstreams = yield* McpUpstreams
+    const servers = reachable(key, upstreams)
+    const answer = <A>(server: string, request: Effect.Effect<A | UpstreamRpcError, Effect.Error<ReturnType<typeof upstreams.readResource>>>) =>
+      request.pipe(
+        Effect.interruptible,
+        Effect.catch((error) => {
+          const envelope = toEnvelope(error, state.requestId)
+          state.audit.details = { ...state.audit.details, error: envelope.error }
+          return Effect.succeed(rpcRefusal(-32603, `${envelope.message} (${envelope.error})`))
+        }),
+        Effect.tap(() => Effect.sync(() => {
+          state.audit.details = { ...state.audit.details, mcp_server: server }
+        }))
+      )
+    switch (method) {
+      case "prompts/list":
+        return { prompts: yield* upstreams.list("prompts", servers) }
+      case "resources/list":
+        return { resources: yield* upstreams.list("resources", servers) }
+      case "prompts/get": {
+        const name = typeof params.name === "string" ? params.name : ""
+        const at = name.indexOf("__")
+        const server = at > 0 ? name.slice(0, at) : ""
+        if (!servers.includes(server)) return rpcRefusal(-32602, `unknown prompt: ${name.slice(0, 200)}`)
+        const args = params.arguments
+        if (args !== undefined && (typeof args !== "object" || args === null || Object.values(args).some((v) => typeof v !== "string"))) {
+          return rpcRefusal(-32602, "prompts/get: arguments must be an object of strings")
+        }
+        state.audit.details = { ...state.audit.details, upstream_prompt: name.slice(at + 2) }
+        return yield* answer(server, upstreams.getPrompt(server, name.slice(at + 2), args as Record<string, string> | undefined))
+      }
+      case "resources/read": {
+        const uri = typeof params.uri === "string" ? params.uri : ""
+        let server = upstreams.resourceServer(servers, uri)
+        // Not listed on this replica yet (another replica answered the listing): list, then route.
+        if (server === undefined) {
+          yield* upstreams.list("resources", servers)
+          server = upstreams.resourceServer(servers, uri)
+        }
+        if (server === undefined) return rpcRefusal(-32002, `unknown resource: ${uri.slice(0, 200)}`)
+        return yield* answer(server, upstreams.readResource(server, uri))
+      }
+      default:
+        return undefined
+    }
+  })
+
+/** The methods forwardUpstream answers. */
+const FORWARDED = new Set(["prompts/list", "prompts/get", "resources/list", "resources/read"])
 
 /**
  * A tools/call of an upstream server's tool (issue 37): one audit record naming server and tool
@@ -252,6 +323,8 @@ const statelessRequest = (key: Principal, body: Record<string, unknown>) =>
             if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
           })),
         listTools: () => run(listTools(key)),
+        upstreams: (yield* McpUpstreams).names.length > 0,
+        forward: (forwardedMethod, params, signal) => run(forwardUpstream(key, forwardedMethod, params), signal),
         callTool: (name, args, signal) => run(runTool(key, name, args), signal)
       }
     })
@@ -287,7 +360,7 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
     return HttpServerResponse.setHeader(
       rpcResult(message.id!, {
         protocolVersion: version,
-        capabilities: { tools: { listChanged: false } },
+        capabilities: yield* capabilities,
         serverInfo: SERVER_INFO,
         instructions: SERVER_INSTRUCTIONS
       }),
@@ -321,9 +394,16 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       if (isUpstreamRpcError(result)) return rpcError(id, result.code, result.message)
       return rpcResult(id, result)
     }
-    default:
+    default: {
       yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${message.method}`, credits: 0 })
+      if (FORWARDED.has(message.method) && (yield* McpUpstreams).names.length > 0) {
+        const params = typeof message.params === "object" && message.params !== null ? message.params as Record<string, unknown> : {}
+        const result = yield* forwardUpstream(key, message.method, params)
+        if (isUpstreamRpcError(result)) return rpcError(id, result.code, result.message)
+        if (result !== undefined) return rpcResult(id, result)
+      }
       return rpcError(id, -32601, `method not found: ${message.method}`)
+    }
   }
 }))
 

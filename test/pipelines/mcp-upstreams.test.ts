@@ -134,6 +134,8 @@ describe("MCP servers behind /v1/mcp", () => {
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(["sql_run", "up__echo"]))
     expect(await client.callTool({ name: "up__echo", arguments: { text: "stateless" } })).toMatchObject({ structuredContent: { echoed: "stateless" } })
     await expect(client.callTool({ name: "up__secret", arguments: {} })).rejects.toThrow(/unknown tool/)
+    expect((await client.listPrompts()).prompts.map((p) => p.name)).toEqual(["up__review"])
+    expect(await client.readResource({ uri: "test://docs/readme" })).toMatchObject({ contents: [{ text: "contents of test://docs/readme" }] })
     await client.close()
   })
 
@@ -209,6 +211,29 @@ describe("MCP servers behind /v1/mcp", () => {
     expect(again).toMatchObject({ structuredContent: { echoed: "two" } })
     expect(upstream.initializations()).toBe(opened + 1)
     await client.close()
+  })
+
+  it("forwards prompts and resources of the key's servers: prompts as <server>__<prompt>, a resource read routed back by its URI", async () => {
+    const client = await connect(allowed.key)
+    expect(client.getServerCapabilities()).toMatchObject({ prompts: {}, resources: {} })
+    const { prompts } = await client.listPrompts()
+    expect(prompts).toEqual([expect.objectContaining({ name: "up__review", description: "Reviews a change" })])
+    expect(await client.getPrompt({ name: "up__review", arguments: { topic: "the cache" } })).toMatchObject({
+      messages: [{ role: "user", content: { type: "text", text: "Review the cache" } }]
+    })
+    const { resources } = await client.listResources()
+    expect(resources).toEqual([expect.objectContaining({ uri: "test://docs/readme", name: "readme" })])
+    expect(await client.readResource({ uri: "test://docs/readme" })).toMatchObject({
+      contents: [{ uri: "test://docs/readme", text: "contents of test://docs/readme" }]
+    })
+    await expect(client.readResource({ uri: "test://elsewhere" })).rejects.toThrow(/unknown resource/)
+    await client.close()
+
+    const plain = await connect(other.key)
+    expect((await plain.listPrompts()).prompts).toEqual([])
+    await expect(plain.getPrompt({ name: "up__review", arguments: { topic: "x" } })).rejects.toThrow(/unknown prompt/)
+    await expect(plain.readResource({ uri: "test://docs/readme" })).rejects.toThrow(/unknown resource/)
+    await plain.close()
   })
 
   it("takes mcp_servers on POST and PATCH /api-keys, naming configured servers only", async () => {

@@ -6,7 +6,14 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  ReadResourceRequestSchema
+} from "@modelcontextprotocol/sdk/types.js"
 import { randomUUID } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -50,7 +57,23 @@ export const startMcpUpstream = async (
   let initializations = 0
 
   const newSession = () => {
-    const server = new Server({ name: "test-upstream", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } })
+    const server = new Server({ name: "test-upstream", version: "1.0.0" }, {
+      capabilities: { tools: { listChanged: true }, prompts: {}, resources: {} }
+    })
+    // One prompt and one resource, for the forwarding of prompts/* and resources/*.
+    server.setRequestHandler(ListPromptsRequestSchema, () => ({
+      prompts: [{ name: "review", description: "Reviews a change", arguments: [{ name: "topic", required: true }] }]
+    }))
+    server.setRequestHandler(GetPromptRequestSchema, (request) => {
+      if (request.params.name !== "review") throw new Error(`no prompt ${request.params.name}`)
+      return { messages: [{ role: "user", content: { type: "text", text: `Review ${request.params.arguments?.topic}` } }] }
+    })
+    server.setRequestHandler(ListResourcesRequestSchema, () => ({
+      resources: [{ uri: "test://docs/readme", name: "readme", mimeType: "text/plain" }]
+    }))
+    server.setRequestHandler(ReadResourceRequestSchema, (request) => ({
+      contents: [{ uri: request.params.uri, mimeType: "text/plain", text: `contents of ${request.params.uri}` }]
+    }))
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: current as never }))
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const name = request.params.name

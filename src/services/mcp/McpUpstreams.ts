@@ -34,6 +34,8 @@ export const SEPARATOR = "__"
 const REFRESH_MS = 5_000
 /** How long one listing waits for a server before answering without it (the issue: 6 s in all). */
 const LIST_WAIT_MS = 5_000
+/** Resources kept of one server's listing: a listing is answered whole, and this bounds it. */
+const MAX_RESOURCES = 10_000
 /** Error texts kept of an upstream failure: enough to diagnose, never a whole page. */
 const MAX_ERROR_CHARS = 300
 
@@ -136,6 +138,8 @@ class Upstream {
   tools: { readonly list: ReadonlyArray<UpstreamTool>; readonly at: number } | undefined
   refreshing: Promise<ReadonlyArray<UpstreamTool>> | undefined
   withheld: ReadonlyMap<string, { readonly pinned: string; readonly current: string }> = new Map()
+  /** The resource URIs of the server's last `resources/list`, for routing `resources/read` back. */
+  resourceUris: ReadonlySet<string> = new Set()
   readonly pins: PinStore
   status: UpstreamStatus["status"] = "unknown"
   lastError: string | null = null
@@ -338,6 +342,20 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
     args: Record<string, unknown>
   ) => Effect.Effect<CallToolResult | UpstreamRpcError, UpstreamFailure>
   /**
+   * `prompts/list` or `resources/list` of these servers, within LIST_WAIT_MS like `tools`: prompt
+   * names as `<server>__<prompt>`, resources with the URIs the servers gave (remembered, so that
+   * `resources/read` finds its server). Never fails.
+   */
+  readonly list: (kind: "prompts" | "resources", servers: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>>
+  readonly getPrompt: (
+    server: string,
+    prompt: string,
+    args: Record<string, string> | undefined
+  ) => Effect.Effect<Record<string, unknown> | UpstreamRpcError, UpstreamFailure>
+  /** Which of these servers listed this resource URI last (on this replica). */
+  readonly resourceServer: (servers: ReadonlyArray<string>, uri: string) => string | undefined
+  readonly readResource: (server: string, uri: string) => Effect.Effect<Record<string, unknown> | UpstreamRpcError, UpstreamFailure>
+  /**
    * Why a call of this tool is refused before it reaches the server, if it is: its definition
    * changed since it was pinned. Waits for a due refresh of the tool list at most LIST_WAIT_MS.
    */
@@ -396,6 +414,43 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
           return new ProviderError({ message: `MCP server "${name}" failed: ${message}`, details: { mcp_server: name } })
         }
 
+        /**
+         * One request to a server on its session: its answer, or its JSON-RPC error as an
+         * UpstreamRpcError; a failure or `timeout_ms` (the whole request, opening a session
+         * included) as the server's failure. Interrupted, the signal makes the SDK cancel it upstream.
+         */
+        const forward = <A>(upstream: Upstream, what: string, request: (client: SdkClient, signal: AbortSignal) => Promise<A>) => {
+          const name = upstream.config.name
+          const timeout = new UpstreamTimeout({
+            message: `MCP server "${name}" did not answer ${what} within ${upstream.config.timeout_ms} ms`,
+            details: { mcp_server: name, timeout_ms: upstream.config.timeout_ms }
+          })
+          return Effect.tryPromise({
+            try: (signal) =>
+              upstream.withSession((client) => request(client, signal)).then((result): A | UpstreamRpcError => {
+                upstream.recordSuccess()
+                return result
+              }, (error) => {
+                const rpc = rpcErrorOf(error)
+                if (rpc !== undefined && !isTimeout(error)) {
+                  upstream.recordSuccess()
+                  return rpc
+                }
+                throw error
+              }),
+            catch: (error) => failure(upstream, error)
+          }).pipe(
+            Effect.timeoutOrElse({
+              duration: Duration.millis(upstream.config.timeout_ms),
+              orElse: () =>
+                Effect.suspend(() => {
+                  upstream.recordFailure(new Error(timeout.message))
+                  return Effect.fail(timeout)
+                })
+            })
+          )
+        }
+
         return McpUpstreams.of({
           names: servers.map((s) => s.name),
           route: (name) => {
@@ -426,44 +481,60 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
           call: (server, tool, args) => {
             const upstream = upstreams.get(server)
             if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
-            const timeout = new UpstreamTimeout({
-              message: `MCP server "${server}" did not answer ${tool} within ${upstream.config.timeout_ms} ms`,
-              details: { mcp_server: server, timeout_ms: upstream.config.timeout_ms }
+            return forward<CallToolResult>(upstream, tool, async (client, signal) => {
+              // The last listing's definition, if any: a call never waits for a listing.
+              const known = upstream.tools?.list.find((t) => t.upstreamName === tool)
+              // The result goes back unchanged: the client checks it against the tool's
+              // outputSchema itself, so the SDK's own check (which would turn a mismatch into
+              // an exception here) is left out by handing it the definition without one.
+              const { outputSchema: _, ...definition } = known?.definition ?? { name: tool, inputSchema: { type: "object" as const } }
+              return (await client.callTool({ name: tool, arguments: args }, { signal, toolDefinition: definition as Tool })) as CallToolResult
             })
-            return Effect.tryPromise({
-              try: (signal) =>
-                upstream.withSession(async (client) => {
-                  // The last listing's definition, if any: a call never waits for a listing.
-                  const known = upstream.tools?.list.find((t) => t.upstreamName === tool)
-                  // The result goes back unchanged: the client checks it against the tool's
-                  // outputSchema itself, so the SDK's own check (which would turn a mismatch into
-                  // an exception here) is left out by handing it the definition without one.
-                  const { outputSchema: _, ...definition } = known?.definition ?? { name: tool, inputSchema: { type: "object" as const } }
-                  return await client.callTool({ name: tool, arguments: args }, { signal, toolDefinition: definition as Tool })
-                }).then((result) => {
-                  upstream.recordSuccess()
-                  return result as CallToolResult | UpstreamRpcError
-                }, (error) => {
-                  const rpc = rpcErrorOf(error)
-                  if (rpc !== undefined && !isTimeout(error)) {
-                    upstream.recordSuccess()
-                    return rpc
+          },
+          list: (kind, names) =>
+            Effect.promise(async () => {
+              const lists = await Promise.all(names.map(async (name) => {
+                const upstream = upstreams.get(name)
+                if (upstream === undefined) return []
+                let timer: NodeJS.Timeout | undefined
+                const wait = new Promise<ReadonlyArray<Record<string, unknown>>>((resolve) => {
+                  timer = setTimeout(() => resolve([]), Math.min(LIST_WAIT_MS, upstream.config.timeout_ms))
+                })
+                const listing = upstream.withSession(async (client) => {
+                  const capabilities = client.getServerCapabilities()
+                  if (kind === "prompts") {
+                    if (capabilities?.prompts === undefined) return []
+                    const { prompts } = await client.listPrompts(undefined, { timeout: upstream.config.timeout_ms })
+                    return prompts.map((p) => ({ ...p, name: `${name}${SEPARATOR}${p.name}` }))
                   }
-                  throw error
-                }),
-              catch: (error) => failure(upstream, error)
-            }).pipe(
-              // One deadline for the whole call, opening a session included. Running out
-              // interrupts the call, whose signal makes the SDK cancel it upstream.
-              Effect.timeoutOrElse({
-                duration: Duration.millis(upstream.config.timeout_ms),
-                orElse: () =>
-                  Effect.suspend(() => {
-                    upstream.recordFailure(new Error(timeout.message))
-                    return Effect.fail(timeout)
-                  })
-              })
-            )
+                  if (capabilities?.resources === undefined) return []
+                  const { resources } = await client.listResources(undefined, { timeout: upstream.config.timeout_ms })
+                  upstream.resourceUris = new Set(resources.slice(0, MAX_RESOURCES).map((r) => r.uri))
+                  return resources.slice(0, MAX_RESOURCES) as unknown as ReadonlyArray<Record<string, unknown>>
+                }).catch((error) => {
+                  upstream.recordFailure(error)
+                  return []
+                })
+                try {
+                  return await Promise.race([listing, wait])
+                } finally {
+                  clearTimeout(timer)
+                }
+              }))
+              return lists.flat()
+            }),
+          getPrompt: (server, prompt, args) => {
+            const upstream = upstreams.get(server)
+            if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
+            return forward<Record<string, unknown>>(upstream, prompt, async (client, signal) =>
+              (await client.getPrompt({ name: prompt, ...(args === undefined ? {} : { arguments: args }) }, { signal })) as Record<string, unknown>)
+          },
+          resourceServer: (names, uri) => names.find((name) => upstreams.get(name)?.resourceUris.has(uri) === true),
+          readResource: (server, uri) => {
+            const upstream = upstreams.get(server)
+            if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
+            return forward<Record<string, unknown>>(upstream, "resources/read", async (client, signal) =>
+              (await client.readResource({ uri }, { signal })) as unknown as Record<string, unknown>)
           },
           refusal: (server, tool) =>
             Effect.promise(async () => {

@@ -26,6 +26,14 @@ export interface StatelessExchange {
   readonly admit: () => Promise<void>
   /** The tools this caller may list: the SQL tools and those of its upstream MCP servers. */
   readonly listTools: () => Promise<ReadonlyArray<unknown>>
+  /** Whether upstream MCP servers are configured: their prompts and resources are then offered too. */
+  readonly upstreams: boolean
+  /** `prompts/list`, `prompts/get`, `resources/list` or `resources/read` of the upstream servers. */
+  readonly forward: (
+    method: string,
+    params: Record<string, unknown>,
+    signal: AbortSignal
+  ) => Promise<Record<string, unknown> | { readonly _tag: "UpstreamRpcError"; readonly code: number; readonly message: string } | undefined>
   /**
    * A known tool's result, or an upstream server's JSON-RPC error; undefined when no such tool
    * exists. Rejecting ends the exchange as above.
@@ -96,9 +104,21 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
           const exchange = exchangeOf(context)
           await exchange.admit()
           const server = new sdk.Server(SERVER_INFO, {
-            capabilities: { tools: { listChanged: false } },
+            capabilities: exchange.upstreams
+              ? { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false } }
+              : { tools: { listChanged: false } },
             instructions: SERVER_INSTRUCTIONS
           })
+          if (exchange.upstreams) {
+            for (const method of ["prompts/list", "prompts/get", "resources/list", "resources/read"] as const) {
+              server.setRequestHandler(method, async (request, ctx) => {
+                const result = await exchange.forward(method, (request.params ?? {}) as Record<string, unknown>, ctx.mcpReq.signal)
+                if (result === undefined) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.MethodNotFound, `method not found: ${method}`)
+                if (isUpstreamRpcError(result)) throw new sdk.ProtocolError(result.code, result.message)
+                return result as never
+              })
+            }
+          }
           server.setRequestHandler("tools/list", async () => ({ tools: [...await exchange.listTools()] as Array<Tool> }))
           server.setRequestHandler("tools/call", async (request, ctx) => {
             const { name, arguments: args } = request.params
