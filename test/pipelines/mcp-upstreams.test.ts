@@ -316,6 +316,7 @@ describe("pinned definitions of upstream tools, on two replicas sharing a Postgr
     await Effect.runPromise(a.audit.flush)
     const records = ((await (await a.admin("GET", "/audit?limit=200")).json()) as { data: Array<any> }).data
     expect(records.some((r) => r.error === "tool_definition_changed" && r.tool === "up__echo")).toBe(true)
+    expect(await (await fetch(`${a.url}/metrics`)).text()).toContain('modelgate_mcp_tool_definition_changes_total{server="up"} 1')
 
     expect((await a.admin("POST", "/mcp/servers/nope/approve")).status).toBe(404)
     const approved = await a.admin("POST", "/mcp/servers/up/approve")

@@ -21,6 +21,7 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/client"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
+import { Metrics } from "../metrics/Metrics.ts"
 import { McpPinsRepo, type ToolPin } from "../store/McpPinsRepo.ts"
 import { resolveCommand, StdioProcessTransport } from "./stdio-process.ts"
 import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
@@ -375,6 +376,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
       Effect.gen(function*() {
         const repo = yield* McpPinsRepo
         const audit = Option.getOrUndefined(yield* Effect.serviceOption(Audit))
+        const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
         const run = Effect.runPromiseWith(yield* Effect.context<never>())
         const now = () => new Date().toISOString()
         const pins: PinStore = {
@@ -383,6 +385,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
           approve: (server, list) => run(repo.approve(server, list, now())),
           changed: (server, tool) => {
             void run(Effect.logWarning(`MCP server "${server}" changed the definition of tool "${tool}": withheld until an admin approves it`))
+            metrics?.mcpToolChanged(server)
             audit?.append({
               request_id: `mcp_pin_${randomUUID()}`,
               ts: now(),
