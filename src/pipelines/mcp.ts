@@ -194,6 +194,8 @@ const runUpstreamTool = (key: Principal, name: string, args: Record<string, unkn
       }
       return rpc
     }
+    // The pin check (a listing, when this replica's is due) counts against the call's timeout_ms.
+    const started = Date.now()
     const changed = yield* upstreams.refusal(server, route.tool)
     if (changed !== undefined) {
       state.audit.details = { ...state.audit.details, error: "tool_definition_changed" }
@@ -204,7 +206,7 @@ const runUpstreamTool = (key: Principal, name: string, args: Record<string, unkn
     yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: price })
     // Interruptible, as an SQL tool call is: a client that leaves interrupts the call, and the
     // SDK then cancels it upstream (notifications/cancelled).
-    const outcome = yield* upstreams.call(server, route.tool, args).pipe(
+    const outcome = yield* upstreams.call(server, route.tool, args, route.server.timeout_ms - (Date.now() - started)).pipe(
       Effect.interruptible,
       Effect.map((result) => ({ result })),
       Effect.catch((error) => Effect.succeed({ error }))

@@ -155,7 +155,8 @@ describe("MCP servers behind /v1/mcp", () => {
     const before = await credits()
     const started = Date.now()
     const result = await client.callTool({ name: "hang__anything", arguments: {} })
-    expect(Date.now() - started).toBeLessThan(3_000)
+    // Its timeout_ms (800) bounds the whole call, the pin check's listing included (0.7 s of slack for a busy machine).
+    expect(Date.now() - started).toBeLessThan(1_500)
     expect(result.isError).toBe(true)
     expect(result.structuredContent).toMatchObject({ status: 504, error: "upstream_timeout" })
     expect(JSON.stringify(result)).toContain('MCP server \\"hang\\"')

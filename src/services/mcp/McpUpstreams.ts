@@ -340,7 +340,9 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
   readonly call: (
     server: string,
     tool: string,
-    args: Record<string, unknown>
+    args: Record<string, unknown>,
+    /** What is left of the call's `timeout_ms` (the pin check before it took the rest); default all of it. */
+    remainingMs?: number
   ) => Effect.Effect<CallToolResult | UpstreamRpcError, UpstreamFailure>
   /**
    * `prompts/list` or `resources/list` of these servers, within LIST_WAIT_MS like `tools`: prompt
@@ -422,7 +424,12 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
          * UpstreamRpcError; a failure or `timeout_ms` (the whole request, opening a session
          * included) as the server's failure. Interrupted, the signal makes the SDK cancel it upstream.
          */
-        const forward = <A>(upstream: Upstream, what: string, request: (client: SdkClient, signal: AbortSignal) => Promise<A>) => {
+        const forward = <A>(
+          upstream: Upstream,
+          what: string,
+          request: (client: SdkClient, signal: AbortSignal) => Promise<A>,
+          remainingMs = upstream.config.timeout_ms
+        ) => {
           const name = upstream.config.name
           const timeout = new UpstreamTimeout({
             message: `MCP server "${name}" did not answer ${what} within ${upstream.config.timeout_ms} ms`,
@@ -444,7 +451,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
             catch: (error) => failure(upstream, error)
           }).pipe(
             Effect.timeoutOrElse({
-              duration: Duration.millis(upstream.config.timeout_ms),
+              duration: Duration.millis(Math.max(0, remainingMs)),
               orElse: () =>
                 Effect.suspend(() => {
                   upstream.recordFailure(new Error(timeout.message))
@@ -481,7 +488,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
               }))
               return lists.flat().map((t): Tool => ({ ...t.definition, name: `${t.server}${SEPARATOR}${t.upstreamName}` }))
             }),
-          call: (server, tool, args) => {
+          call: (server, tool, args, remainingMs) => {
             const upstream = upstreams.get(server)
             if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
             return forward<CallToolResult>(upstream, tool, async (client, signal) => {
@@ -492,7 +499,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
               // an exception here) is left out by handing it the definition without one.
               const { outputSchema: _, ...definition } = known?.definition ?? { name: tool, inputSchema: { type: "object" as const } }
               return (await client.callTool({ name: tool, arguments: args }, { signal, toolDefinition: definition as Tool })) as CallToolResult
-            })
+            }, remainingMs)
           },
           list: (kind, names) =>
             Effect.promise(async () => {
