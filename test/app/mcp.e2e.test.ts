@@ -73,4 +73,25 @@ describe.skipIf(!HAS_CHROMIUM)("MCP servers page in Chromium", () => {
     expect(await server.textContent()).toContain("1 tool served")
     expect(browser.pageErrors).toEqual([])
   })
+
+  it("sets a key's MCP servers in the key form, refusing a name mcp.servers does not configure", async () => {
+    const page = browser.page
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "API keys" }).click()
+    await page.getByRole("button", { name: "Create key" }).click()
+    const dialog = page.getByRole("dialog", { name: "Create an API key" })
+    await dialog.getByLabel("Name").fill("mcp agent")
+    await dialog.getByLabel("MCP servers").fill("docs, nope")
+    await dialog.getByRole("button", { name: "Create key" }).click()
+    const error = dialog.locator(".field.has-error", { has: page.getByLabel("MCP servers") }).locator(".field-error")
+    await error.waitFor()
+    expect(await error.textContent()).toContain('no MCP server named "nope"')
+    await dialog.getByLabel("MCP servers").fill("docs")
+    await dialog.getByRole("button", { name: "Create key" }).click()
+    await page.getByRole("dialog", { name: "Key created" }).waitFor()
+    const keys = (await (await fetch(`${gw.url}/api-keys?name=mcp%20agent`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as {
+      data: Array<{ mcp_servers: Array<string> }>
+    }
+    expect(keys.data[0]!.mcp_servers).toEqual(["docs"])
+    expect(browser.pageErrors).toEqual([])
+  })
 })
