@@ -23,7 +23,7 @@ import { AppConfig } from "../services/config/AppConfig.ts"
 import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/mcp/advertised.ts"
 import type { Credits } from "../services/credits/Credits.ts"
 import type { StreamSlots } from "../services/limits/StreamSlots.ts"
-import { McpSessions } from "../services/mcp/McpSessions.ts"
+import { CANCELLED, McpSessions } from "../services/mcp/McpSessions.ts"
 import { McpUpstreams, isUpstreamRpcError, type UpstreamRpcError } from "../services/mcp/McpUpstreams.ts"
 import { validateSpec } from "../services/mcp/sdk.ts"
 import { StatelessMcp } from "../services/mcp/StatelessMcp.ts"
@@ -371,12 +371,18 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
     )
   }
 
-  yield* sessions.use(yield* sessionHeader, key.id)
+  const sessionId = yield* sessionHeader
+  yield* sessions.use(sessionId, key.id)
   yield* requireTools(key)
 
   // Notifications and client responses carry nothing to answer.
   if (message.id === undefined || message.method === undefined) {
     yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:notification", credits: 0 })
+    // The client gave up on one of its requests: interrupt it (on this replica, which serves it
+    // when the session's requests reach one replica), cancelling its work upstream too.
+    if (message.method === "notifications/cancelled") {
+      yield* sessions.cancel(sessionId, (message.params as { requestId?: unknown } | undefined)?.requestId)
+    }
     return HttpServerResponse.empty({ status: 202 })
   }
   const id = message.id
@@ -391,7 +397,8 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       const call = yield* validateSpec("CallToolRequest", body)
       if (call.issues !== undefined) return rpcError(id, -32602, "malformed tools/call: params.name is required")
       const { name, arguments: args } = call.value.params
-      const result = yield* runTool(key, name, args ?? {})
+      const result = yield* sessions.cancellable(sessionId, id, runTool(key, name, args ?? {}))
+      if (result === CANCELLED) return rpcError(id, -32800, "request cancelled by the client")
       if (result === undefined) return rpcError(id, -32602, `unknown tool: ${name}`)
       if (isUpstreamRpcError(result)) return rpcError(id, result.code, result.message)
       return rpcResult(id, result)

@@ -203,6 +203,19 @@ describe("MCP servers behind /v1/mcp", () => {
     await client.close()
   })
 
+  it("cancels the call upstream when the client cancels it (notifications/cancelled)", async () => {
+    const client = await connect(allowed.key)
+    const before = upstream.cancelled.filter((n) => n === "slow").length
+    const calls = upstream.calls.filter((c) => c.name === "slow").length
+    const controller = new AbortController()
+    const pending = client.callTool({ name: "up__slow", arguments: {} }, { signal: controller.signal }).then(() => "answered", () => "rejected")
+    await waitFor("the call to reach the server", () => upstream.calls.filter((c) => c.name === "slow").length > calls)
+    controller.abort()
+    expect(await pending).toBe("rejected")
+    await waitFor("the server to see the call cancelled", () => upstream.cancelled.filter((n) => n === "slow").length > before)
+    await client.close()
+  })
+
   it("opens a new upstream session when the server forgot the old one", async () => {
     const client = await connect(allowed.key)
     await client.callTool({ name: "up__echo", arguments: { text: "one" } })
