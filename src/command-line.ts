@@ -142,6 +142,10 @@ const keysCreate = Command.make(
     name: Flag.String("name").pipe(Flag.withDescription("A name to recognise the key by")),
     models: Flag.String("models").pipe(Flag.withDescription("Comma-separated allowed models (default: all)"), Flag.optional),
     tools: Flag.Boolean("tools").pipe(Flag.withDescription("Allow the MCP SQL tools"), Flag.withDefault(false)),
+    mcpServers: Flag.String("mcp-servers").pipe(
+      Flag.withDescription("Comma-separated upstream MCP servers (mcp.servers names) the key may use (default: none)"),
+      Flag.optional
+    ),
     budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key"), Flag.optional),
     expires: Flag.String("expires").pipe(Flag.withDescription("Expiry, ISO-8601"), Flag.optional)
   },

@@ -28,6 +28,7 @@ import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
 import { LiveLimits } from "./services/limits/LiveLimits.ts"
 import { McpSessions } from "./services/mcp/McpSessions.ts"
+import { McpUpstreams } from "./services/mcp/McpUpstreams.ts"
 import { StatelessMcp } from "./services/mcp/StatelessMcp.ts"
 import { Connections } from "./services/sql/Connections.ts"
 import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
@@ -211,6 +212,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     McpSessions.layer(config.mcp.session_ttl_seconds),
+    McpUpstreams.layer(config.mcp.servers, overrides.env ?? {}),
     Auth.layer,
     adminIdentityLayer(config),
     TokenEstimator.layer,

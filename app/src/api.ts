@@ -101,6 +101,7 @@ export interface KeyView {
   is_active: boolean
   allowed_models: Array<string> | null
   tools_enabled: boolean
+  mcp_servers: Array<string>
   budget: { max_requests: number; used: number; remaining: number } | null
   limits: { requests_per_minute?: number; concurrent_streams?: number } | null
   expires_at: string | null

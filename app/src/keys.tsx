@@ -34,7 +34,7 @@ const keyStatus = (key: KeyView): { kind: "ok" | "bad" | "muted"; label: string 
   return { kind: "ok", label: "active" }
 }
 
-const KEY_FIELDS = ["name", "allowed_models", "tools_enabled", "budget", "limits.requests_per_minute", "limits.concurrent_streams", "limits", "expires_at", "connections"]
+const KEY_FIELDS = ["name", "allowed_models", "tools_enabled", "mcp_servers", "budget", "limits.requests_per_minute", "limits.concurrent_streams", "limits", "expires_at", "connections"]
 
 interface FormState {
   name: string
@@ -42,6 +42,7 @@ interface FormState {
   models: Array<string>
   otherModels: string
   tools: boolean
+  mcpServers: string
   budget: string
   rpm: string
   streams: string
@@ -58,6 +59,7 @@ const initialForm = (key: KeyView | undefined, catalogue: ReadonlyArray<ModelVie
     models: (allowed ?? []).filter((m) => known.has(m)),
     otherModels: (allowed ?? []).filter((m) => !known.has(m)).join(", "),
     tools: key?.tools_enabled ?? false,
+    mcpServers: (key?.mcp_servers ?? []).join(", "),
     budget: key?.budget ? String(key.budget.max_requests) : "",
     rpm: key?.limits?.requests_per_minute ? String(key.limits.requests_per_minute) : "",
     streams: key?.limits?.concurrent_streams ? String(key.limits.concurrent_streams) : "",
@@ -88,6 +90,7 @@ const KeyForm = (props: {
     models: ["allowed_models"],
     otherModels: ["allowed_models"],
     tools: ["tools_enabled"],
+    mcpServers: ["mcp_servers"],
     budget: ["budget"],
     rpm: ["limits.requests_per_minute", "limits"],
     streams: ["limits.concurrent_streams", "limits"],
@@ -116,6 +119,7 @@ const KeyForm = (props: {
       name: form.name,
       allowed_models: models,
       tools_enabled: form.tools,
+      mcp_servers: form.mcpServers.split(",").map((m) => m.trim()).filter((m) => m !== ""),
       budget: form.budget.trim() === "" ? null : { max_requests: numberOrText(form.budget) },
       limits: Object.keys(limits).length === 0 ? null : limits,
       expires_at: fromLocalInput(form.expires)
@@ -180,6 +184,9 @@ const KeyForm = (props: {
         <input type="checkbox" checked={form.tools} onChange={(e) => set("tools", e.currentTarget.checked)} />
         Tools enabled (MCP SQL tools at <code>/v1/mcp</code>)
       </label>
+      <Field label="MCP servers" hint="Upstream MCP servers (mcp.servers names) this key may use through /v1/mcp, comma separated; empty: none" error={errors.mcp_servers}>
+        {(id, d) => <input id={id} aria-describedby={d} value={form.mcpServers} onInput={(e) => set("mcpServers", valueOf(e))} />}
+      </Field>
       <div class="row">
         <Field label="Request budget" hint="Empty: no budget" error={errors.budget}>
           {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.budget} onInput={(e) => set("budget", valueOf(e))} />}

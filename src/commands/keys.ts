@@ -17,6 +17,7 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   name: "--name",
   allowed_models: "--models",
   tools_enabled: "--tools",
+  mcp_servers: "--mcp-servers",
   budget: "--budget",
   expires_at: "--expires",
   grace_seconds: "--grace-seconds"
@@ -43,16 +44,27 @@ export interface CreateKeyFlags {
   readonly name: string
   readonly models: Option.Option<string>
   readonly tools: boolean
+  readonly mcpServers: Option.Option<string>
   readonly budget: Option.Option<number>
   readonly expires: Option.Option<string>
 }
 
-export const createKey = (config: GatewayConfig, { name, models, tools, budget, expires }: CreateKeyFlags) =>
+export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, expires }: CreateKeyFlags) =>
   Effect.gen(function*() {
+    const servers = Option.match(mcpServers, { onNone: () => [], onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) })
+    // Configured servers only, as the admin API insists: a typo must not look like a grant.
+    const unknown = servers.find((server) => !config.mcp.servers.some((s) => s.name === server))
+    if (unknown !== undefined) {
+      return yield* new ValidationFailed({
+        message: `--mcp-servers: no MCP server named "${unknown}" in mcp.servers`,
+        details: { field: "mcp_servers" }
+      })
+    }
     const { connections: _none, ...input } = yield* validated(CreateKeyInput, {
       name,
       allowed_models: Option.match(models, { onNone: () => null, onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) }),
       tools_enabled: tools,
+      mcp_servers: servers,
       budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
       expires_at: Option.getOrNull(expires)
     })

@@ -12,6 +12,8 @@ export interface ApiKeyRecord {
   /** Aliases or full model ids; null means every model. */
   readonly allowed_models: ReadonlyArray<string> | null
   readonly tools_enabled: boolean
+  /** Upstream MCP servers (by their config name) this key reaches through /v1/mcp; empty is none. */
+  readonly mcp_servers: ReadonlyArray<string>
   readonly budget: { readonly max_requests: number } | null
   readonly budget_used: number
   readonly limits: { readonly requests_per_minute?: number; readonly concurrent_streams?: number } | null
@@ -35,6 +37,8 @@ interface PrincipalScope {
   /** Aliases or full model ids; null means every model. */
   readonly allowed_models: ReadonlyArray<string> | null
   readonly tools_enabled: boolean
+  /** Upstream MCP servers (by their config name) reachable through /v1/mcp; empty is none. */
+  readonly mcp_servers: ReadonlyArray<string>
   readonly budget: { readonly max_requests: number } | null
   readonly limits: { readonly requests_per_minute?: number | undefined; readonly concurrent_streams?: number | undefined } | null
 }

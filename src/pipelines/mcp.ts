@@ -23,7 +23,8 @@ import { AppConfig } from "../services/config/AppConfig.ts"
 import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/mcp/advertised.ts"
 import type { Credits } from "../services/credits/Credits.ts"
 import type { StreamSlots } from "../services/limits/StreamSlots.ts"
-import { McpSessions } from "../services/mcp/McpSessions.ts"
+import { CANCELLED, McpSessions } from "../services/mcp/McpSessions.ts"
+import { McpUpstreams, isUpstreamRpcError, type UpstreamRpcError } from "../services/mcp/McpUpstreams.ts"
 import { validateSpec } from "../services/mcp/sdk.ts"
 import { StatelessMcp } from "../services/mcp/StatelessMcp.ts"
 import { Connections } from "../services/sql/Connections.ts"
@@ -88,15 +89,157 @@ const sessionHeader = Effect.gen(function*() {
 })
 
 /**
- * A tools/call of a known tool, as the CallToolResult both eras send; undefined for an unknown
- * tool (a JSON-RPC error that costs nothing). Credits are charged once the tool is known.
+ * What the gateway offers: its tools, and prompts and resources when upstream servers are
+ * configured (their prompts and resources are forwarded; without any there is nothing to offer).
+ */
+const capabilities = Effect.map(McpUpstreams, (upstreams) =>
+  upstreams.names.length === 0
+    ? { tools: { listChanged: false } }
+    : { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false } })
+
+/** The upstream servers this principal may reach and the gateway has configured. */
+const reachable = (key: Principal, upstreams: McpUpstreams["Service"]) => upstreams.names.filter((name) => key.mcp_servers.includes(name))
+
+/** The tools/list both eras answer: the SQL tools, then every allowed upstream server's tools. */
+const listTools = (key: Principal) =>
+  Effect.gen(function*() {
+    const upstreams = yield* McpUpstreams
+    const own = advertisedTools((yield* SqlTools).definitions)
+    const servers = reachable(key, upstreams)
+    return servers.length === 0 ? own : [...own, ...(yield* upstreams.tools(servers))]
+  })
+
+const rpcRefusal = (code: number, message: string): UpstreamRpcError => ({ _tag: "UpstreamRpcError", code, message })
+
+/**
+ * `prompts/list`, `prompts/get`, `resources/list` and `resources/read`, forwarded to the upstream
+ * servers the principal may use (issue 37): prompts named `<server>__<prompt>`, resource URIs as
+ * the servers give them, a read routed back to the server that listed its URI. Audited by server,
+ * never charged credits (the request still counts against rate limit and budget). A server's
+ * failure is a JSON-RPC error naming it; undefined for a method this does not forward.
+ */
+const forwardUpstream = (key: Principal, method: string, params: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const upstreams = yield* McpUpstreams
+    const servers = reachable(key, upstreams)
+    const answer = <A>(server: string, request: Effect.Effect<A | UpstreamRpcError, Effect.Error<ReturnType<typeof upstreams.readResource>>>) =>
+      request.pipe(
+        Effect.interruptible,
+        Effect.catch((error) => {
+          const envelope = toEnvelope(error, state.requestId)
+          state.audit.details = { ...state.audit.details, error: envelope.error }
+          return Effect.succeed(rpcRefusal(-32603, `${envelope.message} (${envelope.error})`))
+        }),
+        Effect.tap(() => Effect.sync(() => {
+          state.audit.details = { ...state.audit.details, mcp_server: server }
+        }))
+      )
+    switch (method) {
+      case "prompts/list":
+        return { prompts: yield* upstreams.list("prompts", servers) }
+      case "resources/list":
+        return { resources: yield* upstreams.list("resources", servers) }
+      case "prompts/get": {
+        const name = typeof params.name === "string" ? params.name : ""
+        const at = name.indexOf("__")
+        const server = at > 0 ? name.slice(0, at) : ""
+        if (!servers.includes(server)) return rpcRefusal(-32602, `unknown prompt: ${name.slice(0, 200)}`)
+        const args = params.arguments
+        if (args !== undefined && (typeof args !== "object" || args === null || Object.values(args).some((v) => typeof v !== "string"))) {
+          return rpcRefusal(-32602, "prompts/get: arguments must be an object of strings")
+        }
+        state.audit.details = { ...state.audit.details, upstream_prompt: name.slice(at + 2) }
+        return yield* answer(server, upstreams.getPrompt(server, name.slice(at + 2), args as Record<string, string> | undefined))
+      }
+      case "resources/read": {
+        const uri = typeof params.uri === "string" ? params.uri : ""
+        let server = upstreams.resourceServer(servers, uri)
+        // Not listed on this replica yet (another replica answered the listing): list, then route.
+        if (server === undefined) {
+          yield* upstreams.list("resources", servers)
+          server = upstreams.resourceServer(servers, uri)
+        }
+        if (server === undefined) return rpcRefusal(-32002, `unknown resource: ${uri.slice(0, 200)}`)
+        return yield* answer(server, upstreams.readResource(server, uri))
+      }
+      default:
+        return undefined
+    }
+  })
+
+/** The methods forwardUpstream answers. */
+const FORWARDED = new Set(["prompts/list", "prompts/get", "resources/list", "resources/read"])
+
+/**
+ * A tools/call of an upstream server's tool (issue 37): one audit record naming server and tool
+ * (never arguments or results), charged like an SQL tool call and refunded when the server
+ * fails, cancelled upstream when the client leaves, bounded by the server's timeout_ms. The
+ * server's result is returned as it is; its JSON-RPC error is forwarded as one.
+ */
+const runUpstreamTool = (key: Principal, name: string, args: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const state = yield* CurrentRequest
+    const upstreams = yield* McpUpstreams
+    const route = upstreams.route(name)
+    if (route === undefined) return undefined
+    const server = route.server.name
+    state.audit.details = { ...state.audit.details, mcp_server: server, upstream_tool: route.tool }
+    if (!key.mcp_servers.includes(server)) {
+      state.audit.details = { ...state.audit.details, error: "scope_violation" }
+      const rpc: UpstreamRpcError = {
+        _tag: "UpstreamRpcError",
+        code: -32602,
+        message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use MCP server "${server}" (not in its mcp_servers)`
+      }
+      return rpc
+    }
+    // The pin check (a listing, when this replica's is due) counts against the call's timeout_ms.
+    const started = Date.now()
+    const changed = yield* upstreams.refusal(server, route.tool)
+    if (changed !== undefined) {
+      state.audit.details = { ...state.audit.details, error: "tool_definition_changed" }
+      return { _tag: "UpstreamRpcError", code: -32602, message: changed } satisfies UpstreamRpcError
+    }
+    const call = yield* Scope.fork(state.scope)
+    const price = route.server.credits_per_call ?? (yield* AppConfig).mcp.credits_per_tool_call
+    yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: price })
+    // Interruptible, as an SQL tool call is: a client that leaves interrupts the call, and the
+    // SDK then cancels it upstream (notifications/cancelled).
+    const outcome = yield* upstreams.call(server, route.tool, args, route.server.timeout_ms - (Date.now() - started)).pipe(
+      Effect.interruptible,
+      Effect.map((result) => ({ result })),
+      Effect.catch((error) => Effect.succeed({ error }))
+    )
+    if ("result" in outcome) {
+      const result = outcome.result
+      // A JSON-RPC internal error is the server's failure: refunded like one.
+      const failed = isUpstreamRpcError(result) && result.code === -32603
+      if (isUpstreamRpcError(result)) state.audit.details = { ...state.audit.details, upstream_error_code: result.code }
+      yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: failed ? 502 : undefined }))
+      return result
+    }
+    const envelope = toEnvelope(outcome.error, state.requestId)
+    state.audit.details = { ...state.audit.details, error: envelope.error }
+    yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
+    return {
+      content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
+      structuredContent: envelope as unknown as Record<string, unknown>,
+      isError: true
+    }
+  })
+
+/**
+ * A tools/call of a known tool, as the CallToolResult both eras send (or an upstream server's
+ * JSON-RPC error); undefined for an unknown tool (a JSON-RPC error that costs nothing). Credits
+ * are charged once the tool is known.
  */
 const runTool = (key: Principal, name: string, args: Record<string, unknown>) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const tools = yield* SqlTools
     state.audit.tool = name
-    if (!tools.has(name)) return undefined
+    if (!tools.has(name)) return yield* runUpstreamTool(key, name, args)
     // The call's charge is held by a scope of its own, closed with the tool's outcome: a tool
     // failure is a 200 with isError (MCP), but what a server-side failure cost is still refunded,
     // as on the other surfaces.
@@ -147,7 +290,7 @@ const plainAnswer = (response: Response) =>
     return HttpServerResponse.setHeaders(HttpServerResponse.text(text, { status: response.status, contentType }), headers)
   })
 
-type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppConfig | SqlTools | Connections | Credits | StreamSlots
+type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppConfig | SqlTools | Connections | Credits | StreamSlots | McpUpstreams
 type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>> | Effect.Error<ReturnType<typeof runTool>>
 
 /**
@@ -181,6 +324,9 @@ const statelessRequest = (key: Principal, body: Record<string, unknown>) =>
             // A tools/call is charged by runTool once its tool is known.
             if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
           })),
+        listTools: () => run(listTools(key)),
+        upstreams: (yield* McpUpstreams).names.length > 0,
+        forward: (forwardedMethod, params, signal) => run(forwardUpstream(key, forwardedMethod, params), signal),
         callTool: (name, args, signal) => run(runTool(key, name, args), signal)
       }
     })
@@ -216,7 +362,7 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
     return HttpServerResponse.setHeader(
       rpcResult(message.id!, {
         protocolVersion: version,
-        capabilities: { tools: { listChanged: false } },
+        capabilities: yield* capabilities,
         serverInfo: SERVER_INFO,
         instructions: SERVER_INSTRUCTIONS
       }),
@@ -225,12 +371,18 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
     )
   }
 
-  yield* sessions.use(yield* sessionHeader, key.id)
+  const sessionId = yield* sessionHeader
+  yield* sessions.use(sessionId, key.id)
   yield* requireTools(key)
 
   // Notifications and client responses carry nothing to answer.
   if (message.id === undefined || message.method === undefined) {
     yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:notification", credits: 0 })
+    // The client gave up on one of its requests: interrupt it (on this replica, which serves it
+    // when the session's requests reach one replica), cancelling its work upstream too.
+    if (message.method === "notifications/cancelled") {
+      yield* sessions.cancel(sessionId, (message.params as { requestId?: unknown } | undefined)?.requestId)
+    }
     return HttpServerResponse.empty({ status: 202 })
   }
   const id = message.id
@@ -240,17 +392,27 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
       return rpcResult(id, {})
     case "tools/list":
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
-      return rpcResult(id, { tools: advertisedTools((yield* SqlTools).definitions) })
+      return rpcResult(id, { tools: yield* listTools(key) })
     case "tools/call": {
       const call = yield* validateSpec("CallToolRequest", body)
       if (call.issues !== undefined) return rpcError(id, -32602, "malformed tools/call: params.name is required")
       const { name, arguments: args } = call.value.params
-      const result = yield* runTool(key, name, args ?? {})
-      return result === undefined ? rpcError(id, -32602, `unknown tool: ${name}`) : rpcResult(id, result)
+      const result = yield* sessions.cancellable(sessionId, id, runTool(key, name, args ?? {}))
+      if (result === CANCELLED) return rpcError(id, -32800, "request cancelled by the client")
+      if (result === undefined) return rpcError(id, -32602, `unknown tool: ${name}`)
+      if (isUpstreamRpcError(result)) return rpcError(id, result.code, result.message)
+      return rpcResult(id, result)
     }
-    default:
+    default: {
       yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${message.method}`, credits: 0 })
+      if (FORWARDED.has(message.method) && (yield* McpUpstreams).names.length > 0) {
+        const params = typeof message.params === "object" && message.params !== null ? message.params as Record<string, unknown> : {}
+        const result = yield* forwardUpstream(key, message.method, params)
+        if (isUpstreamRpcError(result)) return rpcError(id, result.code, result.message)
+        if (result !== undefined) return rpcResult(id, result)
+      }
       return rpcError(id, -32601, `method not found: ${message.method}`)
+    }
   }
 }))
 

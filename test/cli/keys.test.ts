@@ -46,6 +46,20 @@ describe("modelgate keys", () => {
     }
   })
 
+  it("creates a key that may use upstream MCP servers, naming configured ones only (issue 37)", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, {
+      store: `sqlite:${join(dir, "store.db")}`,
+      mcp: { servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] }
+    })
+    const created = await runCli(["--config", config, "keys", "create", "--name", "agent", "--tools", "--mcp-servers", "docs"])
+    expect(created.code).toBe(0)
+    expect(JSON.parse(created.stdout)).toMatchObject({ tools_enabled: true, mcp_servers: ["docs"] })
+    const refused = await runCli(["--config", config, "keys", "create", "--name", "agent", "--mcp-servers", "github"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain('--mcp-servers: no MCP server named "github"')
+  })
+
   it("tops up the workspace credit pool, and refuses an amount that is not positive", async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, workspace: { credits: 1000 } })

@@ -28,6 +28,7 @@ export const bulkKey = (i: number): ApiKeyRecord => {
     is_active: i % 10 !== 0,
     allowed_models: i % 7 === 0 ? ["gpt-x"] : i % 7 === 1 ? ["gpt-x-mini"] : null,
     tools_enabled: false,
+    mcp_servers: [],
     budget: null,
     budget_used: 0,
     limits: null,

@@ -32,6 +32,7 @@ export const LONG_FIRST = [
   "test/http/metrics-credits.test.ts",
   "test/pipelines/mcp.test.ts",
   "test/http/sql-ssh.test.ts",
+  "test/pipelines/mcp-upstreams.test.ts",
   "test/identity/oidc-tokens.test.ts",
   "test/faults/readyz.test.ts",
   "test/docs/readme-snippets.test.ts",

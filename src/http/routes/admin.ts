@@ -2,6 +2,7 @@
  * The admin API (docs/decisions.md section 3): key management, workspace credits and the audit trail,
  * guarded by the operator's bearer token. Same envelope as every other route.
  */
+import { McpUpstreams } from "../../services/mcp/McpUpstreams.ts"
 import { Effect, Schema } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
@@ -83,6 +84,9 @@ export const LedgerQuery = Schema.Struct({
   kind: Schema.optional(Schema.Literals(["initial", "charge", "refund", "topup"]))
 })
 
+export const ApproveToolsInput = Schema.Struct({
+  tools: Schema.optional(Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))).check(Schema.isMaxLength(1000)))
+})
 export const GrantInput = Schema.Struct({ role: Schema.Literals(["read", "edit"]) })
 
 export const adminRoutes = (options: AdminOptions) => {
@@ -182,6 +186,19 @@ export const adminRoutes = (options: AdminOptions) => {
       return after
     })
 
+  /** `mcp_servers` names configured servers only: a typo must not look like a grant. */
+  const checkMcpServers = (names: ReadonlyArray<string> | undefined) =>
+    Effect.gen(function*() {
+      if (names === undefined) return
+      const known = (yield* McpUpstreams).names
+      const index = names.findIndex((name) => !known.includes(name))
+      if (index < 0) return
+      return yield* new ValidationFailed({
+        message: `mcp_servers.${index}: no MCP server named "${names[index]}" in mcp.servers${known.length === 0 ? " (none is configured)" : `; configured: ${known.join(", ")}`}`,
+        details: { field: `mcp_servers.${index}` }
+      })
+    })
+
   /** A key as the admin API shows it: the record plus its connection grants. */
   const keyWithGrants = (record: ApiKeyRecord) =>
     Effect.map(Effect.flatMap(Connections, (c) => c.grantsOf(record.id)), (grants) => ({
@@ -216,6 +233,22 @@ export const adminRoutes = (options: AdminOptions) => {
       return json({
         data: catalog.models.map((m) => ({ name: m.alias ?? m.id, id: m.id, alias: m.alias ?? null, provider: m.provider, credits: m.credits }))
       })
+    }))),
+    // Upstream MCP servers behind /v1/mcp (issue 37), as this replica last saw each; never a credential.
+    route("GET", "/mcp/servers", admin(Effect.gen(function*() {
+      const status = yield* (yield* McpUpstreams).status
+      return json({ data: status })
+    }))),
+    // Approves the current definitions of a server's withheld tools (all, or `tools`), which become their pins.
+    route("POST", "/mcp/servers/:name/approve", admin(Effect.gen(function*() {
+      const name = (yield* CurrentRequest).params.name ?? ""
+      const upstreams = yield* McpUpstreams
+      if (!upstreams.names.includes(name)) return yield* new NotFound({ message: `no MCP server named "${name.slice(0, 64)}" in mcp.servers` })
+      yield* auditTarget({ kind: "mcp_server", id: name })
+      const input = yield* body(ApproveToolsInput, true)
+      const approved = yield* upstreams.approve(name, input.tools)
+      yield* auditChange({ target: { kind: "mcp_server", id: name }, after: { approved: approved.map((t) => t.tool) } })
+      return json({ server: name, approved })
     }))),
     // Routing state per model and deployment (issue 31): admin-models.ts.
     route("GET", "/models/routing", admin(modelsRouting)),
@@ -283,6 +316,7 @@ export const adminRoutes = (options: AdminOptions) => {
     }))),
     route("POST", "/api-keys", admin(Effect.gen(function*() {
       const input = yield* body(CreateKeyInput)
+      yield* checkMcpServers(input.mcp_servers)
       const { connections, ...fields } = input
       const connectionsService = yield* Connections
       // Check every grant before the key exists, so a bad grant never leaves a half-made key.
@@ -333,6 +367,7 @@ export const adminRoutes = (options: AdminOptions) => {
       if (Object.keys(input).length === 0) {
         return yield* new ValidationFailed({ message: "nothing to update: send at least one field" })
       }
+      yield* checkMcpServers(input.mcp_servers)
       return json(yield* keyChange(id, (keys) => keys.update(id, input)))
     }))),
     route("POST", "/api-keys/:id/rotate", admin(Effect.gen(function*() {

@@ -19,6 +19,7 @@ import { Audit } from "../../services/audit/Audit.ts"
 import { AdminThrottle } from "../../services/limits/AdminThrottle.ts"
 import { RedisClient } from "../../services/limits/RedisClient.ts"
 import { CurrentRequest } from "../../pipelines/request.ts"
+import { McpUpstreams } from "../../services/mcp/McpUpstreams.ts"
 import { Metrics } from "../../services/metrics/Metrics.ts"
 import { Router } from "../../services/routing/Router.ts"
 import { CreditsRepo } from "../../services/store/CreditsRepo.ts"
@@ -76,8 +77,16 @@ const readiness = (probeMs: number) => Effect.gen(function*() {
   // Deployments out of the rotation (issue 20) do not make the gateway unready: it routes around them.
   const router = yield* Effect.serviceOption(Router)
   const cooling = Option.isSome(router) ? router.value.cooling() : []
+  // Nor do upstream MCP servers that are down (issue 37): the rest of /v1/mcp still answers.
+  const upstreams = yield* Effect.serviceOption(McpUpstreams)
+  const mcpDown = Option.isSome(upstreams) ? (yield* upstreams.value.status).filter((s) => s.status === "down").map((s) => s.name) : []
   // The version tells an operator mid-upgrade which build each replica runs (issue 40).
-  return json(cooling.length === 0 ? { status: "ready", version: VERSION } : { status: "ready", version: VERSION, cooling })
+  return json({
+    status: "ready",
+    version: VERSION,
+    ...(cooling.length === 0 ? {} : { cooling }),
+    ...(mcpDown.length === 0 ? {} : { mcp_servers_down: mcpDown })
+  })
 })
 
 type PoolLevels = Effect.Success<CreditsRepo["Service"]["poolLevels"]>

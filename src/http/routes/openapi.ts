@@ -12,7 +12,7 @@ import { ConnectionChange, ConnectionInput } from "../../services/sql/Connection
 import { CreateKeyInput, RotateKeyInput, UpdateKeyInput } from "../../services/keys/ApiKeys.ts"
 import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
-import { AuditQuery, ConnectionsQuery, GrantInput, KeysQuery, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
+import { ApproveToolsInput, AuditQuery, ConnectionsQuery, GrantInput, KeysQuery, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
 import { SubjectsQuery } from "./admin-subjects.ts"
 
 type Json = Record<string, unknown>
@@ -46,6 +46,8 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "post", path: "/connections/{connection_id}/test", summary: "Connect with each of the connection's URLs and report" },
   { method: "get", path: "/models", summary: "The configured models with their providers and credits" },
   { method: "get", path: "/models/routing", summary: "Every model and route with its deployments: cooldowns (cause, end), recent errors, in-flight, time to first byte" },
+  { method: "get", path: "/mcp/servers", summary: "Upstream MCP servers as this replica sees them: status, last error, tools served, tools withheld for a changed definition" },
+  { method: "post", path: "/mcp/servers/{name}/approve", summary: "Approve the current definitions of a server's withheld tools (all, or those named)", body: ApproveToolsInput },
   { method: "get", path: "/workspace", summary: "The workspace and its credit pool" },
   { method: "post", path: "/workspace/credits", summary: "Top up the credit pool", body: TopUp },
   { method: "get", path: "/workspace/ledger", summary: "Credit movements, newest first", query: LedgerQuery },

@@ -60,6 +60,7 @@ const keyPrincipal = (record: ApiKeyRecord): Principal => ({
   id: record.id,
   allowed_models: record.allowed_models,
   tools_enabled: record.tools_enabled,
+  mcp_servers: record.mcp_servers,
   budget: record.budget,
   limits: record.limits
 })

@@ -330,6 +330,24 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
   }
   const proxyProblem = checkTrustedProxies(config)
   if (proxyProblem) return proxyProblem
+  const mcpNames = new Set<string>()
+  for (const [i, server] of config.mcp.servers.entries()) {
+    if (mcpNames.has(server.name)) return `mcp.servers.${i}.name: duplicate server name "${server.name}"`
+    // A client's `<server>__<tool>` is split at the first "__": a name holding one would be ambiguous.
+    if (server.name.includes("__")) return `mcp.servers.${i}.name: "${server.name}" holds "__", which separates server and tool names`
+    if ((server.url === undefined) === (server.command === undefined)) return `mcp.servers.${i}: give url (Streamable HTTP) or command (stdio), one of the two`
+    if (server.command !== undefined && Object.keys(server.headers).length > 0) return `mcp.servers.${i}.headers: only for a url server`
+    if (server.url !== undefined && (server.args.length > 0 || Object.keys(server.env).length > 0)) {
+      return `mcp.servers.${i}.${server.args.length > 0 ? "args" : "env"}: only for a command (stdio) server`
+    }
+    mcpNames.add(server.name)
+  }
+  for (const [i, policyIssuer] of config.auth.oidc.entries()) {
+    for (const [j, policy] of policyIssuer.policies.entries()) {
+      const unknown = policy.mcp_servers.find((name) => !mcpNames.has(name))
+      if (unknown !== undefined) return `auth.oidc.${i}.policies.${j}.mcp_servers: no MCP server named "${unknown}" in mcp.servers`
+    }
+  }
   if (config.server.tls === undefined && config.server.trust_proxy === false) {
     // Plain HTTP is only for loopback (docs/decisions.md section 9); other hosts need TLS or a
     // proxy (trust_proxy: then only HTTPS as a trusted proxy reports it is served, app.ts).

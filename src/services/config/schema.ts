@@ -203,6 +203,36 @@ export type ConnectionConfig = typeof ConnectionConfig.Type
  * first whose `when` matches the token's claims gives the token its permissions. Cross-field
  * rules (issuer URL, one kind of condition, ...) are checked after decoding (load.ts).
  */
+/** An upstream MCP server's name (issue 37): its tools reach clients as `<name>__<tool>`. */
+export const MCP_SERVER_NAME = /^[a-z0-9_-]{1,32}$/
+
+const HeaderName = Schema.String.check(Schema.isPattern(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { message: "expected an HTTP header name" }))
+const HeaderValue = Schema.String.check(Schema.isPattern(/^[^\r\n]*$/, { message: "a header value cannot contain a line break" }))
+
+/**
+ * `mcp.servers[]`: an MCP server the gateway serves behind /v1/mcp, to the keys that name it in
+ * `mcp_servers`: reached over Streamable HTTP (`url`), or a process the gateway starts and talks
+ * to on stdio (`command`); one of the two (load.ts).
+ */
+export const McpServerConfig = Schema.Struct({
+  name: Schema.String.check(Schema.isPattern(MCP_SERVER_NAME, { message: "expected [a-z0-9_-]{1,32}" })),
+  url: Schema.optional(Schema.String.check(Schema.isPattern(/^https?:\/\/[^\s]+$/, { message: "expected http://... or https://..." }))),
+  /** Sent with every request to the server; a value may hold `${VAR}`, replaced from the environment. Never logged or shown. */
+  headers: def(Schema.Record(HeaderName, HeaderValue), {}),
+  /** A stdio server: the program (a bare name is looked up in the gateway's PATH), its arguments and its whole environment. */
+  command: Schema.optional(Schema.NonEmptyString),
+  args: def(Schema.Array(Schema.String).check(Schema.isMaxLength(256)), []),
+  /** The process's only environment (nothing of the gateway's is inherited); values may hold `${VAR}` like headers. */
+  env: def(Schema.Record(Schema.String.check(Schema.isPattern(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" })), Schema.String), {}),
+  /** The server's tool names clients may see and call (`*` matches any run of characters); absent: all. */
+  tools: Schema.optional(Schema.Array(Schema.NonEmptyString.check(Schema.isMaxLength(128))).check(Schema.isMaxLength(1000))),
+  /** Credits per tools/call; absent: `mcp.credits_per_tool_call`. */
+  credits_per_call: Schema.optional(NonNegativeInt),
+  /** The most one call (and one listing) may take before it is answered as this server's timeout. */
+  timeout_ms: def(PositiveInt, 30_000)
+})
+export type McpServerConfig = typeof McpServerConfig.Type
+
 export const OidcClaimCondition = Schema.Struct({
   /** Claim name (`groups`), or a dotted path into nested claims (`realm_access.roles`). */
   claim: Schema.NonEmptyString,
@@ -221,6 +251,8 @@ export const OidcPolicyConfig = Schema.Struct({
   /** Aliases or full ids; absent means every model. */
   allowed_models: Schema.optional(Schema.Array(Schema.NonEmptyString)),
   tools_enabled: def(Schema.Boolean, false),
+  /** Upstream MCP servers (`mcp.servers` names) the subject reaches through /v1/mcp; default none. */
+  mcp_servers: def(Schema.Array(Schema.String.check(Schema.isPattern(MCP_SERVER_NAME, { message: "expected [a-z0-9_-]{1,32}" }))), []),
   /** Connection grants by connection name. */
   connections: def(Schema.Array(Schema.Struct({
     connection: Schema.NonEmptyString,
@@ -395,7 +427,9 @@ export const GatewayConfig = Schema.Struct({
       /** Statements longer than this (UTF-8 bytes) are refused before any parse. */
       max_statement_bytes: def(PositiveInt, 262_144),
       /** Time the SQL guard may spend on one statement before refusing it as too complex. */
-      guard_timeout_ms: def(PositiveInt, 1_000)
+      guard_timeout_ms: def(PositiveInt, 1_000),
+      /** Upstream MCP servers served behind /v1/mcp (issue 37); read at start. */
+      servers: def(Schema.Array(McpServerConfig).check(Schema.isMaxLength(100)), [])
     }),
     {}
   ),

@@ -72,6 +72,7 @@ export const subjectPrincipal = (
   policy: policy?.name ?? null,
   allowed_models: policy === undefined ? [] : policy.allowed_models ?? null,
   tools_enabled: policy?.tools_enabled ?? false,
+  mcp_servers: policy?.mcp_servers ?? [],
   budget: policy?.budget ?? null,
   limits: policy?.limits ?? null,
   connection_grants: policy?.connections ?? []

@@ -14,6 +14,7 @@ import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
 import { type KeyListQuery, type KeyPage, KeysRepo } from "../store/KeysRepo.ts"
 import { DEFAULT_WORKSPACE } from "../store/rows.ts"
+import { MCP_SERVER_NAME } from "../config/schema.ts"
 import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
@@ -28,6 +29,9 @@ const mutableFields = {
   is_active: Schema.Boolean,
   allowed_models: Schema.NullOr(Schema.Array(Schema.NonEmptyString)),
   tools_enabled: Schema.Boolean,
+  /** Upstream MCP servers by name (issue 37); checked against the configured ones by the admin API. */
+  mcp_servers: Schema.Array(Schema.String.check(Schema.isPattern(MCP_SERVER_NAME, { message: "expected a server name: [a-z0-9_-]{1,32}" })))
+    .check(Schema.isMaxLength(64)),
   budget: Schema.NullOr(Schema.Struct({ max_requests: PositiveInt })),
   limits: Schema.NullOr(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
@@ -63,6 +67,7 @@ export interface KeyView {
   readonly is_active: boolean
   readonly allowed_models: ReadonlyArray<string> | null
   readonly tools_enabled: boolean
+  readonly mcp_servers: ReadonlyArray<string>
   readonly budget: { readonly max_requests: number; readonly used: number; readonly remaining: number } | null
   readonly limits: ApiKeyRecord["limits"]
   readonly expires_at: string | null
@@ -78,6 +83,7 @@ export const toKeyView = (record: ApiKeyRecord): KeyView => ({
   is_active: record.is_active,
   allowed_models: record.allowed_models,
   tools_enabled: record.tools_enabled,
+  mcp_servers: record.mcp_servers,
   budget: record.budget === null
     ? null
     : {
@@ -129,6 +135,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           is_active: input.is_active ?? true,
           allowed_models: input.allowed_models ?? null,
           tools_enabled: input.tools_enabled ?? false,
+          mcp_servers: input.mcp_servers ?? [],
           budget: input.budget ?? null,
           budget_used: 0,
           limits: input.limits ?? null,

@@ -3,12 +3,15 @@
  * sticky routing). A session belongs to the key that opened it: presented with another key it
  * is answered exactly like an unknown one. Expiry slides with every use.
  */
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Schedule } from "effect"
 import { randomBytes } from "node:crypto"
 import { type DependencyUnavailable, SessionExpired } from "../../domain/errors.ts"
 import type { McpSessionRecord } from "../../domain/records.ts"
 import { storeUnavailable } from "../credits/Credits.ts"
 import { McpSessionsRepo } from "../store/McpSessionsRepo.ts"
+
+/** What a request interrupted by the client's `notifications/cancelled` answers. */
+export const CANCELLED = Symbol.for("modelgate/McpSessions/cancelled")
 
 const expired = () =>
   new SessionExpired({ message: "unknown or expired MCP session: start a new one with initialize" })
@@ -18,6 +21,18 @@ export class McpSessions extends Context.Service<McpSessions, {
   /** The session if it is live and this key's, its expiry pushed forward; otherwise 404 session_expired. */
   readonly use: (id: string, keyId: string) => Effect.Effect<McpSessionRecord, SessionExpired | DependencyUnavailable>
   readonly close: (id: string, keyId: string) => Effect.Effect<void, SessionExpired | DependencyUnavailable>
+  /**
+   * Runs a request of a session so that the session's `notifications/cancelled` naming its id
+   * interrupts it (on this replica, the one serving it): the answer is then `cancelled`. What
+   * the request was doing upstream (an SQL statement, an upstream MCP call) is cancelled with it.
+   */
+  readonly cancellable: <A, E, R>(
+    sessionId: string,
+    requestId: string | number,
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A | typeof CANCELLED, E, R>
+  /** A session's `notifications/cancelled`: interrupts the request it names, if this replica runs it. */
+  readonly cancel: (sessionId: string, requestId: unknown) => Effect.Effect<void>
 }>()("modelgate/McpSessions") {
   static readonly layer = (ttlSeconds: number) =>
     Layer.effect(
@@ -40,7 +55,31 @@ export class McpSessions extends Context.Service<McpSessions, {
           Effect.catch((error) => Effect.logWarning("could not prune expired MCP sessions", error))
         )
         yield* Effect.forkScoped(Effect.repeat(prune, Schedule.spaced(Duration.minutes(5))))
+        // Requests in flight on this replica, by session and JSON-RPC id (a string id and a
+        // numeric one are different ids).
+        const inFlight = new Map<string, Deferred.Deferred<void>>()
+        const slot = (sessionId: string, requestId: unknown) => `${sessionId} ${typeof requestId} ${String(requestId)}`
         return McpSessions.of({
+          cancellable: (sessionId, requestId, effect) =>
+            Effect.gen(function*() {
+              const key = slot(sessionId, requestId)
+              const cancelled = yield* Deferred.make<void>()
+              inFlight.set(key, cancelled)
+              // The request keeps its own interruptibility (uninterruptible but for the regions it
+              // marks, such as its upstream call): only the wait around it can be interrupted, so
+              // an interruption of the request (a client that leaves) still reaches those regions.
+              return yield* Effect.interruptible(Effect.raceFirst(Effect.uninterruptible(effect), Effect.as(Deferred.await(cancelled), CANCELLED))).pipe(
+                Effect.ensuring(Effect.sync(() => {
+                  if (inFlight.get(key) === cancelled) inFlight.delete(key)
+                }))
+              )
+            }),
+          cancel: (sessionId, requestId) =>
+            Effect.suspend(() => {
+              if (typeof requestId !== "string" && typeof requestId !== "number") return Effect.void
+              const cancelled = inFlight.get(slot(sessionId, requestId))
+              return cancelled === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(cancelled, undefined))
+            }),
           open: (keyId, protocolVersion) =>
             store.insertSession({ id: `mcp_${randomBytes(24).toString("hex")}`, key_id: keyId, protocol_version: protocolVersion }, ttlMs).pipe(
               Effect.mapError(storeUnavailable)

@@ -12,8 +12,8 @@
  */
 import type { AuthInfo, CallToolResult, McpRequestContext, Tool } from "@modelcontextprotocol/server"
 import { Context, Effect, Layer, Scope } from "effect"
-import { SqlTools } from "../sql/SqlTools.ts"
-import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "./advertised.ts"
+import { SERVER_INFO, SERVER_INSTRUCTIONS } from "./advertised.ts"
+import { isUpstreamRpcError } from "./McpUpstreams.ts"
 import { mcpSdk } from "./sdk.ts"
 
 /** What the gateway does for one stateless request; built by the /v1/mcp pipeline. */
@@ -24,8 +24,25 @@ export interface StatelessExchange {
    * its own refusal (403 tools_disabled, 429 budget, 402 credits) instead of the SDK's answer.
    */
   readonly admit: () => Promise<void>
-  /** A known tool's result; undefined when no such tool exists. Rejecting ends the exchange as above. */
-  readonly callTool: (name: string, args: Record<string, unknown>, signal: AbortSignal) => Promise<CallToolResult | undefined>
+  /** The tools this caller may list: the SQL tools and those of its upstream MCP servers. */
+  readonly listTools: () => Promise<ReadonlyArray<unknown>>
+  /** Whether upstream MCP servers are configured: their prompts and resources are then offered too. */
+  readonly upstreams: boolean
+  /** `prompts/list`, `prompts/get`, `resources/list` or `resources/read` of the upstream servers. */
+  readonly forward: (
+    method: string,
+    params: Record<string, unknown>,
+    signal: AbortSignal
+  ) => Promise<Record<string, unknown> | { readonly _tag: "UpstreamRpcError"; readonly code: number; readonly message: string } | undefined>
+  /**
+   * A known tool's result, or an upstream server's JSON-RPC error; undefined when no such tool
+   * exists. Rejecting ends the exchange as above.
+   */
+  readonly callTool: (
+    name: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal
+  ) => Promise<CallToolResult | { readonly _tag: "UpstreamRpcError"; readonly code: number; readonly message: string } | undefined>
 }
 
 export interface StatelessRequest {
@@ -73,7 +90,6 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
   static readonly layer = Layer.effect(
     StatelessMcp,
     Effect.gen(function*() {
-      const tools = advertisedTools((yield* SqlTools).definitions) as unknown as Array<Tool>
       const runLog = Effect.runForkWith(yield* Effect.context<never>())
 
       const layerScope = yield* Effect.scope
@@ -88,14 +104,27 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
           const exchange = exchangeOf(context)
           await exchange.admit()
           const server = new sdk.Server(SERVER_INFO, {
-            capabilities: { tools: { listChanged: false } },
+            capabilities: exchange.upstreams
+              ? { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false } }
+              : { tools: { listChanged: false } },
             instructions: SERVER_INSTRUCTIONS
           })
-          server.setRequestHandler("tools/list", () => ({ tools }))
+          if (exchange.upstreams) {
+            for (const method of ["prompts/list", "prompts/get", "resources/list", "resources/read"] as const) {
+              server.setRequestHandler(method, async (request, ctx) => {
+                const result = await exchange.forward(method, (request.params ?? {}) as Record<string, unknown>, ctx.mcpReq.signal)
+                if (result === undefined) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.MethodNotFound, `method not found: ${method}`)
+                if (isUpstreamRpcError(result)) throw new sdk.ProtocolError(result.code, result.message)
+                return result as never
+              })
+            }
+          }
+          server.setRequestHandler("tools/list", async () => ({ tools: [...await exchange.listTools()] as Array<Tool> }))
           server.setRequestHandler("tools/call", async (request, ctx) => {
             const { name, arguments: args } = request.params
             const result = await exchange.callTool(name, args ?? {}, ctx.mcpReq.signal)
             if (result === undefined) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `unknown tool: ${name}`)
+            if (isUpstreamRpcError(result)) throw new sdk.ProtocolError(result.code, result.message)
             return result
           })
           return server

@@ -60,6 +60,8 @@ export interface MetricsShape {
   /** A recorder of upstream time to first byte (response headers) for one provider, resolved once. */
   readonly firstByteRecorder: (provider: string) => (seconds: number) => void
   readonly dependencyError: (dependency: Dependency) => void
+  /** An upstream MCP server changed a pinned tool's definition (issue 37). */
+  readonly mcpToolChanged: (server: string) => void
   /** Spans the trace exporter handed to the collector, or dropped (no room, or the collector did not take them). */
   readonly traceSpans: (outcome: "exported" | "dropped", count: number) => void
   /** One attempt on a deployment (issue 20) ended: it answered, failed (and cooled), or refused the request itself. */
@@ -88,6 +90,7 @@ export class Metrics extends Context.Service<Metrics, MetricsShape>()("modelgate
     streamOpened: () => () => {},
     firstByteRecorder: () => () => {},
     dependencyError: () => {},
+    mcpToolChanged: () => {},
     traceSpans: () => {},
     routingAttempt: () => {},
     routingCooldown: () => {},
@@ -170,6 +173,13 @@ export const makeMetrics = (): MetricsShape => {
     name: "modelgate_dependency_errors_total",
     help: "Failed calls to a dependency (store, redis, or an identity provider's keys)",
     labelNames: ["dependency"] as const,
+    registers: [registry]
+  })
+
+  const mcpToolChanges = new Counter({
+    name: "modelgate_mcp_tool_definition_changes_total",
+    help: "Upstream MCP tools withheld because their definition changed from the pinned one, by server",
+    labelNames: ["server"] as const,
     registers: [registry]
   })
 
@@ -377,6 +387,7 @@ export const makeMetrics = (): MetricsShape => {
       return (seconds) => child.observe(seconds)
     },
     dependencyError: (dependency) => dependencyChildren[dependency].inc(),
+    mcpToolChanged: (server) => mcpToolChanges.labels(server).inc(),
     traceSpans: (outcome, count) => traceSpanChildren[outcome].inc(count),
     routingAttempt: (deployment, provider, result) => {
       // Once per request: the child is resolved once per combination, like the request counters'.

@@ -15,6 +15,7 @@ export type KeyPatch = Partial<
     | "is_active"
     | "allowed_models"
     | "tools_enabled"
+    | "mcp_servers"
     | "budget"
     | "limits"
     | "expires_at"
@@ -72,6 +73,8 @@ const KeyRow = Schema.Struct({
   is_active: Flag,
   allowed_models: NullableJson(Schema.Array(Schema.String)),
   tools_enabled: Flag,
+  /** NULL (every key older than migration 12) is no server. */
+  mcp_servers: NullableJson(Schema.Array(Schema.String)),
   budget_max_requests: NullableNum,
   budget_used: Num,
   limits: NullableJson(Limits),
@@ -83,8 +86,9 @@ const KeyRow = Schema.Struct({
   previous_key_expires_at: NullableString
 })
 
-const toKey = ({ budget_max_requests, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
+const toKey = ({ budget_max_requests, mcp_servers, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
   ...row,
+  mcp_servers: mcp_servers ?? [],
   budget: budget_max_requests === null ? null : { max_requests: budget_max_requests }
 })
 
@@ -97,6 +101,7 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
   if (patch.is_active !== undefined) out.is_active = patch.is_active ? 1 : 0
   if (patch.allowed_models !== undefined) out.allowed_models = patch.allowed_models === null ? null : JSON.stringify(patch.allowed_models)
   if (patch.tools_enabled !== undefined) out.tools_enabled = patch.tools_enabled ? 1 : 0
+  if (patch.mcp_servers !== undefined) out.mcp_servers = patch.mcp_servers.length === 0 ? null : JSON.stringify(patch.mcp_servers)
   if (patch.budget !== undefined) out.budget_max_requests = patch.budget === null ? null : patch.budget.max_requests
   if (patch.budget_used !== undefined) out.budget_used = patch.budget_used
   if (patch.limits !== undefined) out.limits = patch.limits === null ? null : JSON.stringify(patch.limits)
@@ -138,6 +143,7 @@ export class KeysRepo extends Context.Service<KeysRepo, {
         is_active: key.is_active ? 1 : 0,
         allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
         tools_enabled: key.tools_enabled ? 1 : 0,
+        mcp_servers: key.mcp_servers.length === 0 ? null : JSON.stringify(key.mcp_servers),
         budget_max_requests: key.budget?.max_requests ?? null,
         budget_used: key.budget_used,
         limits: key.limits === null ? null : JSON.stringify(key.limits),
@@ -158,7 +164,7 @@ export class KeysRepo extends Context.Service<KeysRepo, {
           keys.length === 0
             ? Effect.void
             : sql.withTransaction(Effect.gen(function*() {
-              // 500 rows of 17 columns a statement stays under both stores' limits on bound parameters.
+              // 500 rows of 18 columns a statement stays under both stores' limits on bound parameters.
               for (let from = 0; from < keys.length; from += 500) {
                 const rows = keys.slice(from, from + 500).map(keyRow)
                 yield* sql`INSERT INTO api_keys ${sql.insert(rows as [Record<string, unknown>, ...Array<Record<string, unknown>>])}`

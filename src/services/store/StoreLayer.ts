@@ -15,6 +15,7 @@ import { AuditRepo } from "./AuditRepo.ts"
 import { ConnectionsRepo } from "./ConnectionsRepo.ts"
 import { CreditsRepo } from "./CreditsRepo.ts"
 import { KeysRepo } from "./KeysRepo.ts"
+import { McpPinsRepo } from "./McpPinsRepo.ts"
 import { McpSessionsRepo } from "./McpSessionsRepo.ts"
 import { ResponsesRepo } from "./ResponsesRepo.ts"
 import { DEFAULT_MIGRATION_BOUNDS, migrate, migrationList, type MigrationBounds } from "./migrate.ts"
@@ -31,6 +32,7 @@ export type StoreRepos =
   | AuditRepo
   | ConnectionsRepo
   | McpSessionsRepo
+  | McpPinsRepo
   | SqlHistoryRepo
   | SubjectsRepo
   | ResponsesRepo
@@ -41,6 +43,7 @@ const repositories = Layer.mergeAll(
   AuditRepo.layer,
   ConnectionsRepo.layer,
   McpSessionsRepo.layer,
+  McpPinsRepo.layer,
   SqlHistoryRepo.layer,
   SubjectsRepo.layer,
   ResponsesRepo.layer

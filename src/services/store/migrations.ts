@@ -324,6 +324,25 @@ const connectionSsh = (_dialect: Dialect) =>
     `ALTER TABLE connections ADD COLUMN ssh TEXT`
   ])
 
+/**
+ * Upstream MCP servers behind /v1/mcp (issue 37). `api_keys.mcp_servers` is the JSON array of
+ * the server names a key may reach (NULL, as every existing key gets, is none). `mcp_tool_pins`
+ * holds each upstream tool's definition (name, description, input schema) as the gateway first
+ * saw it or an admin last approved it, shared by every replica: a definition that differs is
+ * withheld until approved. Adding a nullable column and a new table is constant time.
+ */
+const mcpServers = (_dialect: Dialect) =>
+  exec([
+    `ALTER TABLE api_keys ADD COLUMN mcp_servers TEXT`,
+    `CREATE TABLE mcp_tool_pins (
+      server TEXT NOT NULL,
+      tool TEXT NOT NULL,
+      definition TEXT NOT NULL,
+      pinned_at TEXT NOT NULL,
+      PRIMARY KEY (server, tool)
+    )`
+  ])
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -335,5 +354,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "7_audit_one_per_request": auditOnePerRequest(dialect),
   "9_stored_responses": storedResponses(dialect),
   "10_list_order": listOrder(dialect),
-  "11_connection_ssh": connectionSsh(dialect)
+  "11_connection_ssh": connectionSsh(dialect),
+  "12_mcp_servers": mcpServers(dialect)
 })

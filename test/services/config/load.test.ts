@@ -55,6 +55,21 @@ models: [{ match: "claude-*", provider: up, credits: 5, max_tokens: 64000 }]
     expect(config.models[0]).toEqual({ match: "claude-3-*", provider: "up", credits: 5, max_tokens: 64000, endpoints: ["chat"] })
   })
 
+  it("reads mcp.servers and refuses bad names, duplicates, a server with both or neither of url and command, and policies naming unknown servers (issue 37)", () => {
+    const ok = load(`mcp: { servers: [{ name: github, url: "https://mcp.example.com/mcp", headers: { Authorization: "Bearer \${T}" }, tools: ["search_*"] }] }`)
+    expect(Result.isSuccess(ok) && ok.success.mcp.servers[0]).toMatchObject({ name: "github", timeout_ms: 30000, headers: { Authorization: "Bearer ${T}" } })
+    const server = (name: string) => `{ name: "${name}", url: "http://127.0.0.1:9/mcp" }`
+    expect(errorOf(load(`mcp: { servers: [${server("Git Hub")}] }`))).toContain("mcp.servers.0.name: expected [a-z0-9_-]{1,32}")
+    expect(errorOf(load(`mcp: { servers: [${server("a__b")}] }`))).toContain(`mcp.servers.0.name: "a__b" holds "__"`)
+    expect(errorOf(load(`mcp: { servers: [${server("a")}, ${server("a")}] }`))).toContain(`mcp.servers.1.name: duplicate server name "a"`)
+    expect(errorOf(load(`mcp: { servers: [{ name: files, url: "http://127.0.0.1:9/mcp", command: node }] }`))).toContain("mcp.servers.0: give url (Streamable HTTP) or command (stdio), one of the two")
+    expect(errorOf(load(`mcp: { servers: [{ name: files }] }`))).toContain("mcp.servers.0: give url (Streamable HTTP) or command (stdio)")
+    expect(errorOf(load(`mcp: { servers: [{ name: files, command: node, headers: { A: b } }] }`))).toContain("mcp.servers.0.headers: only for a url server")
+    expect(errorOf(load(`mcp: { servers: [{ name: files, url: "http://127.0.0.1:9/mcp", env: { A: b } }] }`))).toContain("mcp.servers.0.env: only for a command")
+    const issuer = `auth: { oidc: [{ issuer: "https://id.example.com", audience: mg, policies: [{ name: p, mcp_servers: [nope] }] }] }\n`
+    expect(errorOf(load(issuer + `mcp: { servers: [${server("a")}] }`))).toContain(`auth.oidc.0.policies.0.mcp_servers: no MCP server named "nope"`)
+  })
+
   it("refuses model entries that mix or miss id and match, naming the field", () => {
     const up = `providers: [{ name: up, kind: openai, base_url: "http://127.0.0.1:1/v1", api_key: k }]\n`
     expect(errorOf(load(up + "models: [{ match: 'gpt-*' }]"))).toBe("modelgate.yaml: models.0.provider: required (or deployments)")

@@ -49,7 +49,8 @@ const realStore = async (options: { readonly budget?: number } = {}) => {
       updated_at: now,
       last_used_at: null,
       previous_key_hash: null,
-      previous_key_expires_at: null
+      previous_key_expires_at: null,
+      mcp_servers: []
     }))
   }
   const state = { down: false, commits: [] as Array<CreditBatch> }

@@ -4,7 +4,7 @@ import type { OidcPolicyConfig } from "../../../src/services/config/schema.ts"
 import { choosePolicy, claimValue, subjectId, subjectPrincipal } from "../../../src/services/identity/policies.ts"
 
 const policy = (name: string, when?: OidcPolicyConfig["when"]): OidcPolicyConfig =>
-  ({ name, ...(when === undefined ? {} : { when }), tools_enabled: false, connections: [] })
+  ({ name, ...(when === undefined ? {} : { when }), tools_enabled: false, mcp_servers: [], connections: [] })
 
 describe("identity policies", () => {
   it("reads exact claim names first (namespaced claims), then dotted paths into nested objects", () => {

@@ -30,6 +30,7 @@ const key = (id: string, hash: string): ApiKeyRecord => ({
   is_active: true,
   allowed_models: ["echo", "gpt-4o"],
   tools_enabled: false,
+  mcp_servers: [],
   budget: { max_requests: 10 },
   budget_used: 0,
   limits: null,
