@@ -31,6 +31,36 @@ export interface ApiKeyRecord {
  * provider whose token a policy admitted. Limits, budgets, usage and audit are kept by `id` for
  * both, so everything past authentication treats them alike.
  */
+/** A UTC calendar period a budget resets on (weeks start on Monday); absent: it never resets. */
+export type BudgetPeriod = "day" | "week" | "month"
+
+/**
+ * A budget of a key, a subject's policy or a team (issue 33). Amounts in micro-credits
+ * (src/domain/money.ts); each maximum is optional, at least one is set.
+ */
+export interface BudgetLimits {
+  readonly max_requests?: number | undefined
+  readonly max_credits_micros?: number | undefined
+  readonly period?: BudgetPeriod | undefined
+}
+
+/**
+ * The team a principal belongs to (issue 33): its members' requests must also fit the team's
+ * models, budget and limits.
+ */
+export interface TeamScope {
+  readonly id: string
+  readonly name: string
+  /** Narrows the member's own list; null: no narrowing. */
+  readonly allowed_models: ReadonlyArray<string> | null
+  readonly budget: BudgetLimits | null
+  readonly limits: {
+    readonly requests_per_minute?: number | undefined
+    readonly concurrent_streams?: number | undefined
+    readonly tokens_per_minute?: number | undefined
+  } | null
+}
+
 interface PrincipalScope {
   /** A key id (`key_...`), or a subject id (`sub_` + a hash of issuer and subject). */
   readonly id: string
@@ -41,6 +71,8 @@ interface PrincipalScope {
   readonly mcp_servers: ReadonlyArray<string>
   readonly budget: { readonly max_requests: number } | null
   readonly limits: { readonly requests_per_minute?: number | undefined; readonly concurrent_streams?: number | undefined } | null
+  /** The key's team (issue 33); absent or null: none. */
+  readonly team?: TeamScope | null | undefined
 }
 
 export interface KeyPrincipal extends PrincipalScope {
@@ -85,6 +117,14 @@ export interface AuditRecord {
   readonly credits: number
   readonly prompt_tokens: number | null
   readonly completion_tokens: number | null
+  /** Of `prompt_tokens`, read from the provider's cache (issue 33); absent or null: unknown or none. */
+  readonly cache_read_tokens?: number | null | undefined
+  /** Of `prompt_tokens`, written to the provider's cache (issue 33). */
+  readonly cache_write_tokens?: number | null | undefined
+  /** Who the request was for, as the client named them (`user`, `metadata.user_id`, `x-modelgate-end-user`); bounded. */
+  readonly end_user?: string | null | undefined
+  /** The team of the key (or subject) at the time of the request. */
+  readonly team_id?: string | null | undefined
   readonly duration_ms: number
   readonly stream: boolean
   readonly client_addr: string | null
