@@ -211,7 +211,10 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     adminThrottleLayer(config),
     Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
-    McpSessions.layer(config.mcp.session_ttl_seconds),
+    // With Redis, a session's cancellation reaches the replica running the request it names.
+    config.redis === undefined
+      ? McpSessions.layer(config.mcp.session_ttl_seconds)
+      : McpSessions.layer(config.mcp.session_ttl_seconds).pipe(Layer.provide(RedisClient.layer(config.redis))),
     McpUpstreams.layer(config.mcp.servers, overrides.env ?? {}),
     Auth.layer,
     adminIdentityLayer(config),
