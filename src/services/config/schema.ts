@@ -11,6 +11,8 @@ const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+/** `limits.tokens_per_minute` wherever it is set (services/limits/token-bucket.ts MAX_TOKENS_PER_MINUTE). */
+export const TokensPerMinute = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000_000 }))
 const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
 
 export const Timeouts = Schema.Struct({
@@ -262,7 +264,8 @@ export const OidcPolicyConfig = Schema.Struct({
   budget: Schema.optional(Schema.Struct({ max_requests: PositiveInt })),
   limits: Schema.optional(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
-    concurrent_streams: Schema.optional(PositiveInt)
+    concurrent_streams: Schema.optional(PositiveInt),
+    tokens_per_minute: Schema.optional(TokensPerMinute)
   }))
 })
 export type OidcPolicyConfig = typeof OidcPolicyConfig.Type
@@ -403,7 +406,9 @@ export const GatewayConfig = Schema.Struct({
       max_body_bytes: def(PositiveInt, 1_048_576),
       /** Nesting depth of arrays and objects in a JSON body; deeper bodies get a 400 naming the limit. */
       max_json_depth: def(PositiveInt, 64),
-      stream_lease_seconds: def(PositiveInt, 30)
+      stream_lease_seconds: def(PositiveInt, 30),
+      /** Input + output tokens per key (or subject) per minute (issue 33); unset: no limit. */
+      tokens_per_minute: Schema.optional(TokensPerMinute)
     }),
     {}
   ),
