@@ -36,6 +36,7 @@ import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
 import { SqlTools } from "./services/sql/SqlTools.ts"
 import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Drain } from "./pipelines/drain.ts"
+import { Alerts } from "./services/alerts/Alerts.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
 import { SERVER_INFO } from "./services/mcp/advertised.ts"
@@ -217,6 +218,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Auth.layer,
     adminIdentityLayer(config),
     TokenEstimator.layer,
+    Alerts.layer(config.alerts),
     StoredResponses.layer,
     routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),

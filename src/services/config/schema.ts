@@ -470,6 +470,38 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
+  /**
+   * Budget and pool alerts (issue 33): when the pool or a key's or team's budget crosses one of
+   * `thresholds` (shares of its limit) within a period, one JSON POST to `webhook_url`, retried
+   * with backoff until the receiver answers 2xx, sent once across every replica. Unset URL: none.
+   */
+  alerts: def(
+    Schema.Struct({
+      /** https, or http on a loopback host (checked at load). */
+      webhook_url: Schema.optional(Schema.NonEmptyString.check(Schema.isMaxLength(2048))),
+      thresholds: def(
+        Schema.Array(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1)))
+          .check(Schema.isMinLength(1), Schema.isMaxLength(10)),
+        [0.8, 1]
+      ),
+      /** Extra request headers for the receiver (its token, say). */
+      headers: def(
+        Schema.Record(
+          Schema.String.check(Schema.isPattern(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { message: "expected an HTTP header name" })),
+          Schema.String.check(Schema.isPattern(/^[^\r\n]*$/, { message: "a header value cannot contain a line break" }))
+        ),
+        {}
+      ),
+      /** Deadline of one delivery attempt, from connect to the receiver's status. */
+      attempt_timeout_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 100, maximum: 120_000 })), 10_000),
+      /** First wait after a failed attempt; doubled each time (with jitter) up to max_backoff_ms. */
+      backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 600_000 })), 1_000),
+      max_backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 3_600_000 })), 300_000),
+      /** A replica that stops renewing its claim on an alert for this long leaves it to another. */
+      lease_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), 60)
+    }),
+    {}
+  ),
   /** `POST /v1/messages/count_tokens`: free unless an operator prices it. */
   count_tokens: def(Schema.Struct({ credits: def(NonNegativeInt, 0) }), {}),
   /**
