@@ -153,6 +153,35 @@ describe("alerts on one replica (SQLite)", () => {
     }
   })
 
+  it("observing costs no store call until a threshold is newly crossed, then one claim per threshold", async () => {
+    let claims = 0
+    const counting = Layer.effect(
+      AlertsRepo,
+      Effect.map(AlertsRepo, (real) =>
+        AlertsRepo.of({
+          ...real,
+          claim: (...args) => {
+            claims++
+            return real.claim(...args)
+          }
+        }))
+    ).pipe(Layer.provide(StoreLayer.memory))
+    const r = await replica(counting)
+    try {
+      for (let used = 0; used < 50; used += 0.01) r.alerts.observe(budget(used))
+      expect(claims).toBe(0)
+      for (let i = 0; i < 10_000; i++) r.alerts.observe(budget(50 + (i % 30)))
+      await r.idle()
+      expect(claims).toBe(1)
+      for (let i = 0; i < 10_000; i++) r.alerts.observe(budget(80 + (i % 50)))
+      await r.idle()
+      expect(claims).toBe(3)
+      expect(hook.received).toHaveLength(3)
+    } finally {
+      await r.close()
+    }
+  })
+
   it("the pool: spent since the last top-up against the balance it left", async () => {
     const r = await replica(StoreLayer.memory)
     try {
