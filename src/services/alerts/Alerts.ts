@@ -31,7 +31,7 @@
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Option, Schedule, Semaphore } from "effect"
 import { fromMicros } from "../../domain/money.ts"
-import type { AuditRecord } from "../../domain/records.ts"
+import type { AuditRecord, BudgetLimits } from "../../domain/records.ts"
 import { Audit } from "../audit/Audit.ts"
 import { backoffDelayMs } from "../durability/backoff.ts"
 import type { AlertKind, AlertRecord } from "../store/AlertsRepo.ts"
@@ -81,6 +81,27 @@ export const poolObservation = (workspaceId: string, lastTopup: { readonly ts: s
   period: "topup",
   period_start: lastTopup.ts
 })
+
+/**
+ * A key's or team's budget after its usage changed: undefined when the budget has no credit
+ * maximum (a request-count budget raises no alert). `periodStart`: the current period's first
+ * instant (for a budget without a period, the budget's own start, or the epoch).
+ */
+export const budgetObservation = (
+  kind: "key_budget" | "team_budget",
+  target: string,
+  budget: BudgetLimits | null | undefined,
+  usedMicros: number,
+  periodStart: string
+): AlertObservation | undefined =>
+  budget?.max_credits_micros === undefined ? undefined : {
+    kind,
+    target,
+    used_micros: usedMicros,
+    limit_micros: budget.max_credits_micros,
+    period: budget.period ?? "none",
+    period_start: periodStart
+  }
 
 export type AlertsSettings = GatewayConfig["alerts"]
 

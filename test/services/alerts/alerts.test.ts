@@ -8,7 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
-import { Alerts, type AlertObservation, poolObservation } from "../../../src/services/alerts/Alerts.ts"
+import { Alerts, type AlertObservation, budgetObservation, poolObservation } from "../../../src/services/alerts/Alerts.ts"
 import { Audit } from "../../../src/services/audit/Audit.ts"
 import type { AuditRecord } from "../../../src/domain/records.ts"
 import { AlertsRepo } from "../../../src/services/store/AlertsRepo.ts"
@@ -180,6 +180,15 @@ describe("alerts on one replica (SQLite)", () => {
     } finally {
       await r.close()
     }
+  })
+
+  it("a budget's observation: credits only, its period (none when it never resets)", () => {
+    expect(budgetObservation("team_budget", "team_1", { max_requests: 10 }, 5, MONTH)).toBeUndefined()
+    expect(budgetObservation("team_budget", "team_1", null, 5, MONTH)).toBeUndefined()
+    expect(budgetObservation("team_budget", "team_1", { max_credits_micros: 200_000_000, period: "month" }, 7, MONTH)).toEqual({
+      kind: "team_budget", target: "team_1", used_micros: 7, limit_micros: 200_000_000, period: "month", period_start: MONTH
+    })
+    expect(budgetObservation("key_budget", "key_1", { max_credits_micros: 1 }, 1, "1970-01-01T00:00:00.000Z")?.period).toBe("none")
   })
 
   it("the pool: spent since the last top-up against the balance it left", async () => {
