@@ -98,6 +98,12 @@ export const holdTokens = (options: {
     const estimate = estimateRequestTokens(options.body, options)
     const calls = tokenBuckets(key, fallback, estimate)
     if (calls.length === 0) return
+    yield* hold(options.scope, calls, estimate)
+  })
+
+/** The hold itself, a resource of `scope`; its release is the correction. */
+const hold = (scope: Scope.Scope, calls: ReadonlyArray<TokenBucketCall>, estimate: number) =>
+  Effect.gen(function*() {
     const state = yield* CurrentRequest
     const limiter = yield* TokenLimiter
     const decision = yield* Effect.acquireRelease(
@@ -133,4 +139,4 @@ export const holdTokens = (options: {
         resetAt: rate.resetAt
       })
     }
-  }).pipe(Scope.provide(options.scope))
+  }).pipe(Scope.provide(scope))
