@@ -75,7 +75,8 @@ const settings = (overrides: Record<string, unknown> = {}) =>
       webhook_url: hook.url,
       thresholds: [0.5, 0.8, 1],
       headers: { authorization: "Bearer receiver-token" },
-      attempt_timeout_ms: 300,
+      // Generous: an answered attempt the client gave up on would be sent again (at least once).
+      attempt_timeout_ms: 5_000,
       backoff_ms: 20,
       max_backoff_ms: 100,
       lease_seconds: 1,
@@ -209,7 +210,7 @@ describe("alerts on one replica (SQLite)", () => {
 
   it("a receiver that fails twice (an error, then silence past the deadline) gets the alert a third time, and once", async () => {
     hook.script(["fail", "hang", "ok"])
-    const r = await replica(StoreLayer.memory)
+    const r = await replica(StoreLayer.memory, { attempt_timeout_ms: 1_000 })
     try {
       r.alerts.observe(budget(50))
       await r.idle()
@@ -270,7 +271,7 @@ describe("alerts on two replicas sharing Postgres", () => {
   it("a replica that stops mid-delivery leaves the alert to another, which delivers it", async () => {
     const store = StoreLayer.postgres(db.url)
     hook.script(["hang"])
-    const a = await replica(store)
+    const a = await replica(store, { attempt_timeout_ms: 60_000 })
     const b = await replica(store)
     try {
       a.alerts.observe(budget(55, "2027-02-01T00:00:00.000Z"))
