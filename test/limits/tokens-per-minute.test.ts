@@ -20,6 +20,11 @@ const body = { model: "free", messages: [{ role: "user", content: FIVE }], max_t
 /** What the gateway holds for `body` at admission, and what the echo provider then reports. */
 const ESTIMATE = estimateRequestTokens(body, { embeddings: false, modelMaxTokens: 4096 })
 const REAL = 5 + 5
+/**
+ * Room short of a third request: large against what drains meanwhile (at about 31 tokens a
+ * minute, 8 tokens take 15 s), smaller than one request's real use so the second still fits.
+ */
+const MARGIN = 8
 
 const config = (backend: Record<string, unknown>, tokensPerMinute?: number) =>
   testConfig({
@@ -98,7 +103,7 @@ describe.each(backends)("$name", ({ replicated }) => {
 
   it("a key's own limit: admitted while the holds fit, then 429 rate_limited naming tokens_per_minute with Retry-After", async () => {
     // Room for two requests' real use and one estimate, not for three.
-    const limit = 2 * REAL + ESTIMATE - 5
+    const limit = 2 * REAL + ESTIMATE - MARGIN
     const { key, id } = await newKey(a.url, { limits: { tokens_per_minute: limit } })
     const view = await adminCall(a.url, "GET", `/api-keys/${id}`)
     expect(view.body.limits).toEqual({ tokens_per_minute: limit })
@@ -112,7 +117,7 @@ describe.each(backends)("$name", ({ replicated }) => {
     expect(second.status, second.text).toBe(200)
     await settled(b, second.requestId)
 
-    // 20 real tokens are held now (less what drained, under 1 a second): another estimate does not fit.
+    // 20 real tokens are held now (less what drained, about one every 2 s): another estimate does not fit.
     const third = await chat(a.url, key, body)
     expectError(third, 429, "rate_limited")
     expect(third.body.details).toMatchObject({ limit: "tokens_per_minute", tokens_per_minute: limit, scope: "key" })
@@ -126,7 +131,7 @@ describe.each(backends)("$name", ({ replicated }) => {
   })
 
   it("a streamed answer is corrected when its stream ends", async () => {
-    const limit = 2 * REAL + ESTIMATE - 5
+    const limit = 2 * REAL + ESTIMATE - MARGIN
     const { key } = await newKey(a.url, { limits: { tokens_per_minute: limit } })
     const streamed = await streamChat(a.url, key, { ...body, stream_options: { include_usage: true } })
     expect(streamed.status, streamed.text).toBe(200)

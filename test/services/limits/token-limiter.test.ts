@@ -36,10 +36,13 @@ const correct = Effect.fnUntraced(function*(key: string, limit: number, tokens: 
 const fire = (count: number, key: string, limit: number, tokens: number) =>
   Effect.forEach(Array.from({ length: count }), () => reserve(key, limit, tokens), { concurrency: "unbounded" })
 
-/** `exact`: the remaining counts are exact (TestClock); otherwise they may have drained by a token or two. */
+/**
+ * `exact`: the remaining counts are exact (TestClock); otherwise tokens drained meanwhile (a loaded
+ * machine may take seconds), less than each assertion's alternative (no correction, a charge) would differ by.
+ */
 const scenarios = (advance: (seconds: number) => Effect.Effect<void>, exact: boolean) => {
   const near = (actual: number, expected: number) =>
-    exact ? assert.strictEqual(actual, expected) : assert.isTrue(actual >= expected && actual <= expected + 2, `${actual} vs ${expected}`)
+    exact ? assert.strictEqual(actual, expected) : assert.isTrue(actual >= expected && actual <= expected + 40, `${actual} vs ${expected}`)
   return {
     "20 simultaneous holds of 10 tokens at 60/min: exactly 6 admitted, the rest refused with Retry-After": () =>
       Effect.gen(function*() {
