@@ -147,6 +147,10 @@ const keysCreate = Command.make(
       Flag.optional
     ),
     budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key"), Flag.optional),
+    tokensPerMinute: Flag.Int("tokens-per-minute").pipe(
+      Flag.withDescription("Input + output tokens this key may use per minute (default: limits.tokens_per_minute)"),
+      Flag.optional
+    ),
     expires: Flag.String("expires").pipe(Flag.withDescription("Expiry, ISO-8601"), Flag.optional)
   },
   Effect.fn(function*(flags) {

@@ -26,6 +26,7 @@ import { Credits } from "./services/credits/Credits.ts"
 import { RateLimiter } from "./services/limits/RateLimiter.ts"
 import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
+import { TokenLimiter } from "./services/limits/TokenLimiter.ts"
 import { LiveLimits } from "./services/limits/LiveLimits.ts"
 import { McpSessions } from "./services/mcp/McpSessions.ts"
 import { McpUpstreams } from "./services/mcp/McpUpstreams.ts"
@@ -35,6 +36,7 @@ import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
 import { SqlTools } from "./services/sql/SqlTools.ts"
 import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Drain } from "./pipelines/drain.ts"
+import { Alerts } from "./services/alerts/Alerts.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
 import { SERVER_INFO } from "./services/mcp/advertised.ts"
@@ -58,8 +60,8 @@ import { flatJsonLineLogger, prettyLineLogger } from "./services/logging/formats
 export interface GatewayOverrides extends CoreOverrides {
   /** The provider clients (for example `scriptedProviders` from services/providers/scripted.ts). */
   readonly providers?: Layer.Layer<Providers> | undefined
-  /** Rate limiter and stream slots together. */
-  readonly limits?: Layer.Layer<RateLimiter | StreamSlots> | undefined
+  /** Rate limiter, tokens-per-minute limiter and stream slots together. */
+  readonly limits?: Layer.Layer<RateLimiter | StreamSlots | TokenLimiter> | undefined
   /** The audit trail (for example `Audit.layerCollect()`); it may use the store. */
   readonly audit?: Layer.Layer<Audit, never, AuditRepo> | undefined
   /** The metrics registry (for example `Metrics.layerNoop`, the bench's ladder rung without metrics). */
@@ -148,7 +150,7 @@ export const httpLayer = (config: GatewayConfig) =>
  * Redis fails requests closed), otherwise in this process.
  */
 export const limitsLayer = (config: GatewayConfig) => {
-  if (config.redis === undefined) return Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory)
+  if (config.redis === undefined) return Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory, TokenLimiter.layerMemory)
   // The lease is read at each acquire: a config reload's stream_lease_seconds applies to the next slot.
   const slots = Layer.unwrap(Effect.map(Effect.serviceOption(LiveLimits), (live) => {
     const fixed = `${config.limits.stream_lease_seconds} seconds` as const
@@ -156,7 +158,7 @@ export const limitsLayer = (config: GatewayConfig) => {
       lease: Option.isNone(live) ? fixed : () => `${live.value.current().stream_lease_seconds} seconds` as const
     })
   }))
-  return Layer.mergeAll(RateLimiter.layerRedis, slots).pipe(Layer.provideMerge(RedisClient.layer(config.redis)))
+  return Layer.mergeAll(RateLimiter.layerRedis, slots, TokenLimiter.layerRedis).pipe(Layer.provideMerge(RedisClient.layer(config.redis)))
 }
 
 /** Failed admin-token attempts per client address: shared through Redis when there is one. */
@@ -219,6 +221,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Auth.layer,
     adminIdentityLayer(config),
     TokenEstimator.layer,
+    Alerts.layer(config.alerts),
     StoredResponses.layer,
     routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),

@@ -19,6 +19,7 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   tools_enabled: "--tools",
   mcp_servers: "--mcp-servers",
   budget: "--budget",
+  limits: "--tokens-per-minute",
   expires_at: "--expires",
   grace_seconds: "--grace-seconds"
 }
@@ -46,10 +47,12 @@ export interface CreateKeyFlags {
   readonly tools: boolean
   readonly mcpServers: Option.Option<string>
   readonly budget: Option.Option<number>
+  /** Absent in older callers: no limit of the key's own. */
+  readonly tokensPerMinute?: Option.Option<number> | undefined
   readonly expires: Option.Option<string>
 }
 
-export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, expires }: CreateKeyFlags) =>
+export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, tokensPerMinute, expires }: CreateKeyFlags) =>
   Effect.gen(function*() {
     const servers = Option.match(mcpServers, { onNone: () => [], onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) })
     // Configured servers only, as the admin API insists: a typo must not look like a grant.
@@ -66,6 +69,7 @@ export const createKey = (config: GatewayConfig, { name, models, tools, mcpServe
       tools_enabled: tools,
       mcp_servers: servers,
       budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
+      ...(tokensPerMinute === undefined || Option.isNone(tokensPerMinute) ? {} : { limits: { tokens_per_minute: tokensPerMinute.value } }),
       expires_at: Option.getOrNull(expires)
     })
     const created = yield* withKeys(config, (keys) => keys.create(input))

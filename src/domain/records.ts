@@ -16,7 +16,11 @@ export interface ApiKeyRecord {
   readonly mcp_servers: ReadonlyArray<string>
   readonly budget: { readonly max_requests: number } | null
   readonly budget_used: number
-  readonly limits: { readonly requests_per_minute?: number; readonly concurrent_streams?: number } | null
+  readonly limits: {
+    readonly requests_per_minute?: number
+    readonly concurrent_streams?: number
+    readonly tokens_per_minute?: number
+  } | null
   readonly expires_at: string | null
   readonly created_at: string
   readonly updated_at: string
@@ -70,7 +74,11 @@ interface PrincipalScope {
   /** Upstream MCP servers (by their config name) reachable through /v1/mcp; empty is none. */
   readonly mcp_servers: ReadonlyArray<string>
   readonly budget: { readonly max_requests: number } | null
-  readonly limits: { readonly requests_per_minute?: number | undefined; readonly concurrent_streams?: number | undefined } | null
+  readonly limits: {
+    readonly requests_per_minute?: number | undefined
+    readonly concurrent_streams?: number | undefined
+    readonly tokens_per_minute?: number | undefined
+  } | null
   /** The key's team (issue 33); absent or null: none. */
   readonly team?: TeamScope | null | undefined
 }

@@ -1,6 +1,6 @@
 /**
  * The stages every paid request shares after authentication, in the order of decisions
- * section 4: 400 validate -> 404 model -> 403 scope -> 429 stream slot -> 429 budget ->
+ * section 4: 400 validate -> 404 model -> 403 scope -> 429 tokens per minute -> 429 stream slot -> 429 budget ->
  * 402 credits -> provider or tool. The stream slot and the credit charge are resources of a
  * scope (the request's, or a narrower one such as one MCP tool call): the slot is given back
  * when it closes, the charge refunded when it closes with a server-side failure (`owesRefund`).
@@ -17,6 +17,7 @@ import { stageSpan } from "../services/tracing/stage-span.ts"
 import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
 import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } from "./request.ts"
+import { holdTokens } from "./token-admission.ts"
 
 const REFUND_NOTE = "the request failed with a server or provider error"
 
@@ -136,11 +137,12 @@ const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
 /**
  * Body, model, scope and costs of a model request; what it admits is held by the request's scope.
  * `endpoint`: what the model must serve (default chat). `credits`: the price when it is not the
- * model's own (count_tokens has one of its own).
+ * model's own (count_tokens has one of its own). `countsTokens: false`: no tokens-per-minute hold
+ * (count_tokens generates nothing).
  */
 export const admitModelRequest = <A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
   decode: (body: unknown) => DecodeResult<A>,
-  options: { readonly endpoint?: ModelEndpoint; readonly credits?: number } = {}
+  options: { readonly endpoint?: ModelEndpoint; readonly credits?: number; readonly countsTokens?: boolean } = {}
 ) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
@@ -157,6 +159,9 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     yield* catalog.checkScope(key, resolved)
     // A route passes client-chosen names upstream: the metrics count it under its pattern.
     state.admittedModel = resolved.route !== undefined && resolved.route.id === undefined ? resolved.route.match : resolved.model.id
+    if (options.countsTokens !== false) {
+      yield* holdTokens({ scope: state.scope, body: raw, embeddings: options.endpoint === "embeddings", modelMaxTokens: resolved.model.max_tokens })
+    }
     yield* admitCosts({
       scope: state.scope,
       stream,

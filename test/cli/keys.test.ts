@@ -60,6 +60,17 @@ describe("modelgate keys", () => {
     expect(refused.stderr).toContain('--mcp-servers: no MCP server named "github"')
   })
 
+  it("creates a key with its own tokens per minute (issue 33), refusing nonsense by the flag's name", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
+    const created = await runCli(["--config", config, "keys", "create", "--name", "tpm", "--tokens-per-minute", "20000"])
+    expect(created.code).toBe(0)
+    expect(JSON.parse(created.stdout)).toMatchObject({ name: "tpm", limits: { tokens_per_minute: 20000 } })
+    const refused = await runCli(["--config", config, "keys", "create", "--name", "tpm", "--tokens-per-minute", "0"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain("--tokens-per-minute")
+  })
+
   it("tops up the workspace credit pool, and refuses an amount that is not positive", async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, workspace: { credits: 1000 } })

@@ -36,7 +36,7 @@ const policies = [
     tools_enabled: true,
     connections: [{ connection: "analytics", role: "read" }],
     budget: { max_requests: 3 },
-    limits: { requests_per_minute: 20 }
+    limits: { requests_per_minute: 20, tokens_per_minute: 100_000 }
   },
   {
     name: "dba",
@@ -96,6 +96,8 @@ describe("identity-provider tokens", () => {
     expect(response.status, JSON.stringify(body)).toBe(200)
     expect(body.choices[0]!.message.content).toContain("hello")
     expect(response.headers.get("x-ratelimit-limit")).toBe("20")
+    // The policy's tokens per minute (issue 33) applies to the subject.
+    expect(response.headers.get("x-ratelimit-limit-tokens")).toBe("100000")
     const requestId = response.headers.get("x-request-id")!
     const [record] = await auditFor(gw, requestId)
     const id = subjectId(idp.issuer, "alice")

@@ -28,7 +28,7 @@ import { isVertexClaude } from "./vertex.ts"
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
   const credits = (yield* AppConfig).count_tokens.credits
-  const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits })
+  const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits, countsTokens: false })
   state.audit.details = { operation: "count_tokens" }
   const providers = yield* Providers
   const estimator = yield* TokenEstimator

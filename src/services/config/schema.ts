@@ -11,6 +11,8 @@ const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+/** `limits.tokens_per_minute` wherever it is set (services/limits/token-bucket.ts MAX_TOKENS_PER_MINUTE). */
+export const TokensPerMinute = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000_000 }))
 const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
 
 export const Timeouts = Schema.Struct({
@@ -262,7 +264,8 @@ export const OidcPolicyConfig = Schema.Struct({
   budget: Schema.optional(Schema.Struct({ max_requests: PositiveInt })),
   limits: Schema.optional(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
-    concurrent_streams: Schema.optional(PositiveInt)
+    concurrent_streams: Schema.optional(PositiveInt),
+    tokens_per_minute: Schema.optional(TokensPerMinute)
   }))
 })
 export type OidcPolicyConfig = typeof OidcPolicyConfig.Type
@@ -403,7 +406,9 @@ export const GatewayConfig = Schema.Struct({
       max_body_bytes: def(PositiveInt, 1_048_576),
       /** Nesting depth of arrays and objects in a JSON body; deeper bodies get a 400 naming the limit. */
       max_json_depth: def(PositiveInt, 64),
-      stream_lease_seconds: def(PositiveInt, 30)
+      stream_lease_seconds: def(PositiveInt, 30),
+      /** Input + output tokens per key (or subject) per minute (issue 33); unset: no limit. */
+      tokens_per_minute: Schema.optional(TokensPerMinute)
     }),
     {}
   ),
@@ -462,6 +467,38 @@ export const GatewayConfig = Schema.Struct({
       call_ms: def(PositiveInt, 6_000),
       migration_ms: def(PositiveInt, 900_000),
       migration_lock_ms: def(PositiveInt, 1_800_000)
+    }),
+    {}
+  ),
+  /**
+   * Budget and pool alerts (issue 33): when the pool or a key's or team's budget crosses one of
+   * `thresholds` (shares of its limit) within a period, one JSON POST to `webhook_url`, retried
+   * with backoff until the receiver answers 2xx, sent once across every replica. Unset URL: none.
+   */
+  alerts: def(
+    Schema.Struct({
+      /** https, or http on a loopback host (checked at load). */
+      webhook_url: Schema.optional(Schema.NonEmptyString.check(Schema.isMaxLength(2048))),
+      thresholds: def(
+        Schema.Array(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1)))
+          .check(Schema.isMinLength(1), Schema.isMaxLength(10)),
+        [0.8, 1]
+      ),
+      /** Extra request headers for the receiver (its token, say). */
+      headers: def(
+        Schema.Record(
+          Schema.String.check(Schema.isPattern(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { message: "expected an HTTP header name" })),
+          Schema.String.check(Schema.isPattern(/^[^\r\n]*$/, { message: "a header value cannot contain a line break" }))
+        ),
+        {}
+      ),
+      /** Deadline of one delivery attempt, from connect to the receiver's status. */
+      attempt_timeout_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 100, maximum: 120_000 })), 10_000),
+      /** First wait after a failed attempt; doubled each time (with jitter) up to max_backoff_ms. */
+      backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 600_000 })), 1_000),
+      max_backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 3_600_000 })), 300_000),
+      /** A replica that stops renewing its claim on an alert for this long leaves it to another. */
+      lease_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), 60)
     }),
     {}
   ),

@@ -14,7 +14,7 @@ import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
 import { type KeyListQuery, type KeyPage, KeysRepo } from "../store/KeysRepo.ts"
 import { DEFAULT_WORKSPACE } from "../store/rows.ts"
-import { MCP_SERVER_NAME } from "../config/schema.ts"
+import { MCP_SERVER_NAME, TokensPerMinute } from "../config/schema.ts"
 import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
@@ -35,7 +35,8 @@ const mutableFields = {
   budget: Schema.NullOr(Schema.Struct({ max_requests: PositiveInt })),
   limits: Schema.NullOr(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
-    concurrent_streams: Schema.optional(PositiveInt)
+    concurrent_streams: Schema.optional(PositiveInt),
+    tokens_per_minute: Schema.optional(TokensPerMinute)
   })),
   expires_at: Schema.NullOr(IsoInstant)
 }

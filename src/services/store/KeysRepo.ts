@@ -60,7 +60,8 @@ export interface KeyPage {
 
 const Limits = Schema.Struct({
   requests_per_minute: Schema.optionalKey(Schema.Number),
-  concurrent_streams: Schema.optionalKey(Schema.Number)
+  concurrent_streams: Schema.optionalKey(Schema.Number),
+  tokens_per_minute: Schema.optionalKey(Schema.Number)
 })
 
 /** An `api_keys` row as both stores return it. */

@@ -11,6 +11,7 @@ import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import type { SqlClient } from "effect/sql/SqlClient"
 import { abandonAfter } from "../durability/backoff.ts"
+import { AlertsRepo } from "./AlertsRepo.ts"
 import { AuditRepo } from "./AuditRepo.ts"
 import { ConnectionsRepo } from "./ConnectionsRepo.ts"
 import { CreditsRepo } from "./CreditsRepo.ts"
@@ -27,6 +28,7 @@ import { SubjectsRepo } from "./SubjectsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
 export type StoreRepos =
+  | AlertsRepo
   | KeysRepo
   | CreditsRepo
   | AuditRepo
@@ -38,6 +40,7 @@ export type StoreRepos =
   | ResponsesRepo
 
 const repositories = Layer.mergeAll(
+  AlertsRepo.layer,
   KeysRepo.layer,
   CreditsRepo.layer,
   AuditRepo.layer,

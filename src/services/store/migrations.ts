@@ -343,6 +343,36 @@ const mcpServers = (_dialect: Dialect) =>
     )`
   ])
 
+/**
+ * Budget and pool alerts (issue 33): one row per alert (kind, target, period start, threshold),
+ * the claim that makes it sent once across replicas, with its delivery state. A replica owns a
+ * pending row while its `lease_until` (the store's clock) is ahead; one that dies mid-delivery
+ * leaves the row to whichever replica finds the lease lapsed. A new table: constant time.
+ */
+const alerts = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE alerts (
+      kind TEXT NOT NULL,
+      target TEXT NOT NULL,
+      period_start TEXT NOT NULL,
+      threshold TEXT NOT NULL,
+      period TEXT NOT NULL,
+      used_micros ${big} NOT NULL,
+      limit_micros ${big} NOT NULL,
+      crossed_at TEXT NOT NULL,
+      state TEXT NOT NULL,
+      owner TEXT,
+      lease_until TEXT,
+      attempts INTEGER NOT NULL DEFAULT 0,
+      last_error TEXT,
+      delivered_at TEXT,
+      PRIMARY KEY (kind, target, period_start, threshold)
+    )`,
+    `CREATE INDEX alerts_pending ON alerts (state, lease_until)`
+  ])
+}
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -355,5 +385,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "9_stored_responses": storedResponses(dialect),
   "10_list_order": listOrder(dialect),
   "11_connection_ssh": connectionSsh(dialect),
-  "12_mcp_servers": mcpServers(dialect)
+  "12_mcp_servers": mcpServers(dialect),
+  "16_alerts": alerts(dialect)
 })

@@ -125,6 +125,10 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
   if (version >= 9) {
     rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
   }
+  if (version >= 16) {
+    rows.push(`INSERT INTO alerts (kind, target, period_start, threshold, period, used_micros, limit_micros, crossed_at, state, attempts, delivered_at)
+     VALUES ('key_budget', 'key_1', '2026-11-01T00:00:00.000Z', '0.8', 'month', 8000000, 10000000, '${NOW}', 'delivered', 1, '${NOW}')`)
+  }
   return rows
 }
 
