@@ -350,7 +350,7 @@ export const makeMetrics = (): MetricsShape => {
     const team = teams.has(id) || teams.size < MAX_TEAMS ? id : OTHER_TEAM
     let children = teams.get(team)
     if (children === undefined) {
-      children = { credits: teamCredits.labels(team), requests: teamRequests.labels(team) }
+      children = { credits: atZero(teamCredits.labels(team)), requests: atZero(teamRequests.labels(team)) }
       teams.set(team, children)
     }
     return children

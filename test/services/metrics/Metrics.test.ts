@@ -51,6 +51,25 @@ describe("Metrics", () => {
       expect(total).toBe(250)
     }))
 
+  it.effect("counts spend and requests per team by team id only, never by key or end user (issue 33)", () =>
+    Effect.gen(function*() {
+      const metrics = makeMetrics()
+      const spent = (team: string | null, credits: number, end_user: string) => ({ ...record("m"), team_id: team, credits, end_user })
+      metrics.observe(spent("team_a", 2, "alice"), "/v1/chat/completions")
+      metrics.observe(spent("team_a", 3, "bob"), "/v1/chat/completions")
+      metrics.observe(spent("team_b", 0, "alice"), "/v1/chat/completions")
+      metrics.observe(spent(null, 5, "carol"), "/v1/chat/completions")
+      const text = yield* metrics.render({ auditBuffered: 0, auditDropped: 0 })
+      expect(text).toContain(`\nmodelgate_team_credits_total{team="team_a"} 5\n`)
+      expect(text).toContain(`\nmodelgate_team_credits_total{team="team_b"} 0\n`)
+      expect(text).toContain(`\nmodelgate_team_requests_total{team="team_a"} 2\n`)
+      expect(text).toContain(`\nmodelgate_team_requests_total{team="team_b"} 1\n`)
+      const teamLines = text.split("\n").filter((line) => line.startsWith("modelgate_team_"))
+      expect(teamLines).toHaveLength(4)
+      // No series anywhere carries a key's or an end user's name.
+      expect(text).not.toMatch(/alice|bob|carol|key_x/)
+    }))
+
   it.effect("follows the audit trail's drop count as a counter", () =>
     Effect.gen(function*() {
       const metrics = makeMetrics()
