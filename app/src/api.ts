@@ -213,11 +213,30 @@ export interface AuditRecord {
 export interface UsageRow {
   day?: string
   key_id?: string | null
+  team_id?: string | null
   model?: string | null
   provider?: string | null
+  end_user?: string | null
   requests: number
   errors: number
   prompt_tokens: number
   completion_tokens: number
+  /** Issue 33: input split into uncached, cache reads and cache writes. */
+  input_tokens?: number
+  output_tokens?: number
+  cache_read_tokens?: number
+  cache_write_tokens?: number
+  /** Decimal credits (six fractional digits at most). */
   credits: number
+  /** Present when `credits.currency` is configured. */
+  cost?: { amount: number; currency: string }
+}
+
+/** `GET /usage`: the rows and what a credit is worth (null: no currency configured). */
+export interface UsageReport {
+  since: string | null
+  until: string | null
+  group_by: Array<string>
+  currency: { code: string; per_credit: string } | null
+  data: Array<UsageRow>
 }
