@@ -78,7 +78,7 @@ describe.skipIf(!HAS_CHROMIUM)("Spend page in Chromium", () => {
     }, href)
     expect(csv.status).toBe(200)
     expect(csv.type).toContain("text/csv")
-    expect(csv.text.split("\r\n")[0]).toBe("day,key_id,team_id,model,end_user,requests,errors,credits,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,cost,currency")
+    expect(csv.text.split("\r\n")[0]).toBe("day,team_id,key_id,model,end_user,requests,errors,credits,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,cost,currency")
     // An end user a spreadsheet would run as a command stays text.
     expect(csv.text).toContain(`,'=cmd|' /C calc'!A0,`)
     expect(csv.text).not.toContain(`,=cmd`)

@@ -217,7 +217,7 @@ describe("GET /usage spend reports (issue 33)", () => {
 
   it("takes several groups, comma-separated or repeated, and filters by team and end user", async () => {
     const repeated = await report(gw, `${WINDOW}&group_by=team&group_by=day`)
-    expect(repeated.group_by).toEqual(["day", "team"])
+    expect(repeated.group_by).toEqual(["team", "day"])
     expect(repeated.data.map((r) => [r.day, r.team_id, r.requests])).toEqual([
       ["2026-03-01", "team_eng", 2],
       ["2026-03-01", "team_ops", 1],

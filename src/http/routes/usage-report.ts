@@ -8,7 +8,7 @@
  * a report with more is refused with a 400 saying how to narrow it, never cut silently. A window
  * grouped by day spans at most MAX_DAYS days.
  */
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { ValidationFailed } from "../../domain/errors.ts"
@@ -16,6 +16,7 @@ import { fromMicros, microsToDecimalString } from "../../domain/money.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { Audit } from "../../services/audit/Audit.ts"
 import { AppConfig } from "../../services/config/AppConfig.ts"
+import { StoreDeadline } from "../../services/store/StoreError.ts"
 import { AuditRepo, MAX_USAGE_ROWS, USAGE_DIMENSIONS, type UsageDimension, type UsageRow } from "../../services/store/AuditRepo.ts"
 import { json } from "../../pipelines/respond.ts"
 
@@ -57,14 +58,17 @@ const isoParam = (name: string, value: string | undefined) =>
     ? Effect.fail(invalid(name, "expected an ISO-8601 timestamp"))
     : Effect.succeed(new Date(value).toISOString())
 
-/** `group_by=day,key,team,model,provider,end_user`: any subset, comma-separated and/or repeated; the default is key and model. */
+/**
+ * `group_by=day,key,team,model,provider,end_user`: any subset, comma-separated and/or repeated;
+ * the default is key and model. The answer's `group_by` and the CSV's columns keep the order asked.
+ */
 const groupByParam = (values: ReadonlyArray<string>) => {
   if (values.length === 0) return Effect.succeed(undefined)
   const parts = values.flatMap((v) => v.split(",")).map((p) => p.trim()).filter((p) => p !== "")
   const bad = parts.find((p) => !(USAGE_DIMENSIONS as ReadonlyArray<string>).includes(p))
   return bad !== undefined
     ? Effect.fail(invalid("group_by", `expected a comma-separated list of ${USAGE_DIMENSIONS.join(", ")}; got "${bad.slice(0, 50)}"`))
-    : Effect.succeed(USAGE_DIMENSIONS.filter((d) => parts.includes(d)))
+    : Effect.succeed([...new Set(parts)] as ReadonlyArray<UsageDimension>)
 }
 
 const limitParam = (value: string | undefined) => {
@@ -189,6 +193,12 @@ export const usageReport = Effect.gen(function*() {
   const currency = (yield* AppConfig).credits.currency
   // Records still in the write buffer belong in the report.
   yield* (yield* Audit).flush
+  // A report reads a window of the whole trail: it has a time bound of its own
+  // (store_timeouts.report_ms), longer than a request-path call's; past it, a 503 as for any
+  // store call that does not answer.
+  const config = yield* AppConfig
+  const reportMs = config.store_timeouts.report_ms
+  const deadline = yield* StoreDeadline
   const rows = yield* Effect.orDie((yield* AuditRepo).usage({
     since,
     until,
@@ -196,8 +206,9 @@ export const usageReport = Effect.gen(function*() {
     team_id: params.team_id,
     end_user: params.end_user,
     group_by: groups,
-    limit
-  }))
+    limit,
+    statement_ms: reportMs
+  }).pipe(Effect.provideService(StoreDeadline, Duration.isFinite(deadline) ? Duration.millis(reportMs + 1_000) : deadline)))
   if (rows.length > limit) {
     return yield* new ValidationFailed({
       message: `the report has more than ${limit} rows: narrow since/until, filter by key_id, team_id or end_user, group by fewer columns, or raise limit (at most ${MAX_USAGE_ROWS})`,

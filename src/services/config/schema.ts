@@ -482,6 +482,8 @@ export const GatewayConfig = Schema.Struct({
       keepalive_seconds: def(PositiveInt, 5),
       call_ms: def(PositiveInt, 6_000),
       migration_ms: def(PositiveInt, 900_000),
+      /** One spend report's query (GET /usage, issue 33): it reads a window of the whole audit trail, off the request path. */
+      report_ms: def(PositiveInt, 60_000),
       migration_lock_ms: def(PositiveInt, 1_800_000)
     }),
     {}

@@ -146,6 +146,11 @@ export class AuditRepo extends Context.Service<AuditRepo, {
     readonly end_user?: string | undefined
     readonly group_by?: ReadonlyArray<UsageDimension> | undefined
     readonly limit?: number | undefined
+    /**
+     * The statement's own time bound on Postgres, in place of the session's (a report reads a
+     * window of the whole trail; it is not on the request path). Absent: the session's.
+     */
+    readonly statement_ms?: number | undefined
   }) => Effect.Effect<ReadonlyArray<UsageRow>, StoreError>
   /** Newest first, `limit` at a time; `next_seq` continues the page. */
   readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, StoreError>
@@ -212,7 +217,7 @@ export class AuditRepo extends Context.Service<AuditRepo, {
           const selected = groups.map((d) => `${dimensions[d]} AS ${names[d]}`)
           const grouped = groups.map((d) => dimensions[d]).join(", ")
           const limit = Math.min(Math.max(Math.trunc(query.limit ?? MAX_USAGE_ROWS), 1), MAX_USAGE_ROWS)
-          return sql`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,
+          const select = sql`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,
                 SUM(CASE WHEN status >= 400 OR error IS NOT NULL THEN 1 ELSE 0 END) AS errors,
                 COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
                 COALESCE(SUM(cache_read_tokens), 0) AS cache_read_tokens, COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
@@ -225,7 +230,19 @@ export class AuditRepo extends Context.Service<AuditRepo, {
               query.team_id !== undefined ? sql`team_id = ${query.team_id}` : undefined,
               query.end_user !== undefined ? sql`end_user = ${query.end_user}` : undefined
             ].filter((c) => c !== undefined))
-          } ${sql.literal(groups.length > 0 ? `GROUP BY ${grouped} ORDER BY ${grouped}` : "")} LIMIT ${limit + 1}`.pipe(
+          } ${sql.literal(groups.length > 0 ? `GROUP BY ${grouped} ORDER BY ${grouped}` : "")} LIMIT ${limit + 1}`
+          const statementMs = query.statement_ms
+          const bounded = statementMs === undefined
+            ? select
+            : sql.onDialectOrElse({
+              // A transaction of its own, so the bound is this statement's only (SET LOCAL).
+              pg: () =>
+                sql.withTransaction(
+                  Effect.andThen(sql.unsafe(`SET LOCAL statement_timeout = ${Math.trunc(statementMs)}`), select)
+                ),
+              orElse: () => select
+            })
+          return bounded.pipe(
             decodeUsage,
             Effect.map((rows) =>
               rows.map(({ credits, ...row }): UsageRow => ({ ...row, credits_micros: credits * AUDIT_CREDIT_MICROS }))
