@@ -204,6 +204,11 @@ export interface AuditRecord {
   credits: number
   prompt_tokens: number | null
   completion_tokens: number | null
+  /** Issue 33: of prompt_tokens, cache reads and writes; the end user named; the key's team. */
+  cache_read_tokens: number | null
+  cache_write_tokens: number | null
+  end_user: string | null
+  team_id: string | null
   duration_ms: number
   stream: boolean
   client_addr: string | null

@@ -66,6 +66,11 @@ describe("end users (issue 33)", () => {
     const translated = await chat("claude", { user: "user-chat-2" })
     expect(translated.status).toBe(200)
     expect(await endUserOf(gw, translated)).toBe("user-chat-2")
+    // The admin API's audit list and its JSON Lines export show it.
+    const listed = await (await gw.admin("GET", "/audit?include=api&limit=1")).json() as { data: Array<Record<string, unknown>> }
+    expect(listed.data[0]).toMatchObject({ end_user: "user-chat-2", team_id: null, cache_read_tokens: null, cache_write_tokens: null })
+    const exported = await (await gw.admin("GET", "/audit?include=api&limit=1&format=jsonl")).text()
+    expect(JSON.parse(exported.trim())).toMatchObject({ end_user: "user-chat-2" })
   })
 
   it("takes the messages `metadata.user_id`, passed through and translated", async () => {

@@ -238,7 +238,14 @@ export class AuditRepo extends Context.Service<AuditRepo, {
               // A transaction of its own, so the bound is this statement's only (SET LOCAL).
               pg: () =>
                 sql.withTransaction(
-                  Effect.andThen(sql.unsafe(`SET LOCAL statement_timeout = ${Math.trunc(statementMs)}`), select)
+                  Effect.andThen(
+                    Effect.andThen(
+                      sql.unsafe(`SET LOCAL statement_timeout = ${Math.trunc(statementMs)}`),
+                      // Room to group a large window in memory rather than sort it on disk.
+                      sql.unsafe(`SET LOCAL work_mem = '64MB'`)
+                    ),
+                    select
+                  )
                 ),
               orElse: () => select
             })
