@@ -287,3 +287,30 @@ describe("GET /usage spend reports (issue 33)", () => {
     expect((await gw.admin("GET", "/usage?since=2025-01-01T00:00:00Z&until=2026-03-01T00:00:00Z&group_by=team")).status).toBe(200)
   })
 })
+
+describe("credits.currency in the configuration (issue 33)", () => {
+  const load = (currency: unknown, env: Record<string, string> = {}) => {
+    try {
+      return { config: testConfig({ credits: { currency } }, env) }
+    } catch (e) {
+      return { error: (e as Error).message }
+    }
+  }
+
+  it("takes an ISO 4217 code and a positive decimal, written as a number or a string", () => {
+    expect(load({ code: "USD", per_credit: 0.01 }).config?.credits.currency).toEqual({ code: "USD", per_credit: 0.01 })
+    expect(load({ code: "JPY", per_credit: "1.5" }).config?.credits.currency).toEqual({ code: "JPY", per_credit: "1.5" })
+    // From the environment, as operators override it in a container.
+    const fromEnv = load({ code: "EUR", per_credit: 1 }, { MODELGATE_CREDITS_CURRENCY_PER_CREDIT: "0.000003" })
+    expect(String(fromEnv.config?.credits.currency?.per_credit)).toBe("0.000003")
+  })
+
+  it("refuses a code or an amount it cannot use, naming the setting", () => {
+    for (const bad of [{ code: "usd", per_credit: 1 }, { code: "DOLLAR", per_credit: 1 }]) {
+      expect(load(bad).error).toContain("credits.currency.code")
+    }
+    for (const bad of [{ code: "USD", per_credit: 0 }, { code: "USD", per_credit: -1 }, { code: "USD", per_credit: "1e-3" }, { code: "USD", per_credit: "0.0000000000001" }]) {
+      expect(load(bad).error).toContain("credits.currency.per_credit")
+    }
+  })
+})
