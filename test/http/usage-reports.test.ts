@@ -7,6 +7,7 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { AuditRecord } from "../../src/domain/records.ts"
+import { AUDIT_CREDIT_MICROS } from "../../src/services/store/AuditRepo.ts"
 import { startFakeAnthropic } from "../support/fake-anthropic.ts"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
@@ -136,7 +137,10 @@ describe("end users (issue 33)", () => {
   })
 })
 
-/** Records as the money path writes them: `credits` in the audit trail's unit. */
+/** `n` credits in the audit trail's unit (whole credits before issue 33's micro-credit accounting, micros after). */
+const stored = (n: number) => n * 1_000_000 / AUDIT_CREDIT_MICROS
+
+/** Records as the money path writes them. */
 const spend = (i: number, fields: Partial<AuditRecord>): AuditRecord => ({
   request_id: `req_spend_${i}`,
   ts: "2026-03-01T12:00:00.000Z",
@@ -149,7 +153,7 @@ const spend = (i: number, fields: Partial<AuditRecord>): AuditRecord => ({
   provider: "anthropic",
   tool: null,
   connection_id: null,
-  credits: 3,
+  credits: stored(3),
   prompt_tokens: 1000,
   completion_tokens: 200,
   cache_read_tokens: 700,
@@ -168,7 +172,7 @@ const SEEDED: ReadonlyArray<AuditRecord> = [
   spend(2, { team_id: "team_eng", end_user: "alice", ts: "2026-03-02T09:00:00.000Z" }),
   spend(3, { team_id: "team_eng", end_user: "bob", key_id: "key_b", model: "gpt-4o", provider: "openai" }),
   spend(4, { team_id: "team_ops", end_user: "=HYPERLINK(\"http://evil\",\"x\")", ts: "2026-03-02T10:00:00.000Z" }),
-  spend(5, { team_id: "team_ops", end_user: "carol, \"the\" admin", status: 502, error: "provider_error", credits: 0 })
+  spend(5, { team_id: "team_ops", end_user: "carol, \"the\" admin", status: 502, error: "provider_error", credits: stored(0) })
 ]
 
 const seed = async (gw: TestGateway) => {

@@ -190,13 +190,13 @@ export const usageReport = Effect.gen(function*() {
       return yield* invalid("since", `a report grouped by day spans at most ${MAX_DAYS} days; ask for one year at a time`)
     }
   }
-  const currency = (yield* AppConfig).credits.currency
+  const config = yield* AppConfig
+  const currency = config.credits.currency
   // Records still in the write buffer belong in the report.
   yield* (yield* Audit).flush
   // A report reads a window of the whole trail: it has a time bound of its own
   // (store_timeouts.report_ms), longer than a request-path call's; past it, a 503 as for any
   // store call that does not answer.
-  const config = yield* AppConfig
   const reportMs = config.store_timeouts.report_ms
   const deadline = yield* StoreDeadline
   const rows = yield* Effect.orDie((yield* AuditRepo).usage({

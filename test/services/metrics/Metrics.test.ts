@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import type { AuditRecord } from "../../../src/domain/records.ts"
 import { Gauge, Registry } from "prom-client"
 import { exposition, makeMetrics } from "../../../src/services/metrics/Metrics.ts"
+import { AUDIT_CREDIT_MICROS } from "../../../src/services/store/AuditRepo.ts"
 
 const record = (model: string): AuditRecord => ({
   request_id: "req_x",
@@ -54,7 +55,9 @@ describe("Metrics", () => {
   it.effect("counts spend and requests per team by team id only, never by key or end user (issue 33)", () =>
     Effect.gen(function*() {
       const metrics = makeMetrics()
-      const spent = (team: string | null, credits: number, end_user: string) => ({ ...record("m"), team_id: team, credits, end_user })
+      // Credits in the audit trail's unit (AUDIT_CREDIT_MICROS micros each); the counter counts credits.
+      const spent = (team: string | null, credits: number, end_user: string) =>
+        ({ ...record("m"), team_id: team, credits: credits * 1_000_000 / AUDIT_CREDIT_MICROS, end_user })
       metrics.observe(spent("team_a", 2, "alice"), "/v1/chat/completions")
       metrics.observe(spent("team_a", 3, "bob"), "/v1/chat/completions")
       metrics.observe(spent("team_b", 0, "alice"), "/v1/chat/completions")

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
-import { AuditRepo } from "../../../src/services/store/AuditRepo.ts"
+import { AUDIT_CREDIT_MICROS, AuditRepo } from "../../../src/services/store/AuditRepo.ts"
 import type { BatchCharge, CreditBatch } from "../../../src/services/store/credit-batches.ts"
 import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
@@ -514,7 +514,7 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
           completion_tokens: 4 * requests,
           cache_read_tokens: 0,
           cache_write_tokens: 0,
-          credits_micros: 1_000_000 * requests
+          credits_micros: AUDIT_CREDIT_MICROS * requests
         })
         expect(yield* audit.usage({ group_by: ["key"] })).toEqual([
           { key_id: "key_u", ...totals(4, 1) },
@@ -560,7 +560,7 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
           completion_tokens: 50 * n,
           cache_read_tokens: 600 * n,
           cache_write_tokens: 100 * n,
-          credits_micros: 2_000_000 * n
+          credits_micros: 2 * AUDIT_CREDIT_MICROS * n
         })
         const byTeamUser = yield* audit.usage({ group_by: ["team", "end_user"], key_id: "key_s" })
         // NULLs sort first on SQLite, last on Postgres: compared as a set.
