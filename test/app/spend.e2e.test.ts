@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Page } from "playwright-core"
-import { HAS_CHROMIUM, openBrowser, prepareApp, type TestBrowser } from "../support/browser.ts"
+import { join } from "node:path"
+import { HAS_CHROMIUM, openBrowser, prepareApp, SHOTS, type TestBrowser } from "../support/browser.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
 const chat = (gw: TestGateway, key: string, model: string, user: string) =>
@@ -69,6 +70,8 @@ describe.skipIf(!HAS_CHROMIUM)("Spend page in Chromium", () => {
     expect(await byUser.locator("tr", { hasText: "ann" }).locator("td[data-label='Requests']").textContent()).toBe("3")
     const byTeam = page.getByRole("table", { name: "Top spenders by team" })
     expect(await byTeam.locator("tbody tr").first().locator("th").textContent()).toBe("no team")
+
+    await page.screenshot({ path: join(SHOTS, "spend.png"), fullPage: true })
 
     // The CSV link serves the same report, with the session cookie, as a file.
     const href = await page.getByRole("link", { name: "Download CSV" }).getAttribute("href")
