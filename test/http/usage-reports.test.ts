@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { AuditRecord } from "../../src/domain/records.ts"
 import { AUDIT_CREDIT_MICROS } from "../../src/services/store/AuditRepo.ts"
+import { costMicros, csvCell } from "../../src/http/routes/usage-report.ts"
 import { startFakeAnthropic } from "../support/fake-anthropic.ts"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
@@ -316,5 +317,28 @@ describe("credits.currency in the configuration (issue 33)", () => {
     for (const bad of [{ code: "USD", per_credit: 0 }, { code: "USD", per_credit: -1 }, { code: "USD", per_credit: "1e-3" }, { code: "USD", per_credit: "0.0000000000001" }]) {
       expect(load(bad).error).toContain("credits.currency.per_credit")
     }
+  })
+})
+
+describe("report arithmetic and CSV cells", () => {
+  it("computes cost in integers, exactly, rounding half away from zero at the sixth digit", () => {
+    // 0.1 credit at 0.3 per credit: 0.03, not 0.030000000000000002.
+    expect(costMicros(100_000, "0.3")).toBe(30_000n)
+    // One micro-credit at 0.5: half a millionth, rounded up.
+    expect(costMicros(1, 0.5)).toBe(1n)
+    expect(costMicros(1, "0.49")).toBe(0n)
+    // The largest amount at a price with twelve fractional digits stays exact.
+    expect(costMicros(Number.MAX_SAFE_INTEGER, "1.000000000001")).toBe(9_007_199_254_749_998n)
+  })
+
+  it("quotes what RFC 4180 needs quoted and keeps formulas text", () => {
+    expect(csvCell("plain")).toBe("plain")
+    expect(csvCell(null)).toBe("")
+    expect(csvCell(-3)).toBe("-3")
+    expect(csvCell("a,b")).toBe(`"a,b"`)
+    expect(csvCell(`say "hi"`)).toBe(`"say ""hi"""`)
+    expect(csvCell("line\nbreak")).toBe(`"line\nbreak"`)
+    expect(csvCell(" padded")).toBe(`" padded"`)
+    for (const formula of ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"]) expect(csvCell(formula).replace(/^"/, "").startsWith("'")).toBe(true)
   })
 })
