@@ -204,6 +204,11 @@ export interface AuditRecord {
   credits: number
   prompt_tokens: number | null
   completion_tokens: number | null
+  /** Issue 33: of prompt_tokens, cache reads and writes; the end user named; the key's team. */
+  cache_read_tokens: number | null
+  cache_write_tokens: number | null
+  end_user: string | null
+  team_id: string | null
   duration_ms: number
   stream: boolean
   client_addr: string | null
@@ -213,11 +218,30 @@ export interface AuditRecord {
 export interface UsageRow {
   day?: string
   key_id?: string | null
+  team_id?: string | null
   model?: string | null
   provider?: string | null
+  end_user?: string | null
   requests: number
   errors: number
   prompt_tokens: number
   completion_tokens: number
+  /** Issue 33: input split into uncached, cache reads and cache writes. */
+  input_tokens?: number
+  output_tokens?: number
+  cache_read_tokens?: number
+  cache_write_tokens?: number
+  /** Decimal credits (six fractional digits at most). */
   credits: number
+  /** Present when `credits.currency` is configured. */
+  cost?: { amount: number; currency: string }
+}
+
+/** `GET /usage`: the rows and what a credit is worth (null: no currency configured). */
+export interface UsageReport {
+  since: string | null
+  until: string | null
+  group_by: Array<string>
+  currency: { code: string; per_credit: string } | null
+  data: Array<UsageRow>
 }

@@ -13,6 +13,7 @@ import { KeysPage } from "./keys.tsx"
 import { McpPage } from "./mcp.tsx"
 import { ModelsPage } from "./models.tsx"
 import { FormError, valueOf } from "./ui.tsx"
+import { SpendPage } from "./spend.tsx"
 import { UsagePage } from "./usage.tsx"
 import "./styles.css"
 
@@ -60,6 +61,7 @@ const pages = [
   { path: "mcp", title: "MCP servers", Page: McpPage },
   { path: "credits", title: "Credits", Page: CreditsPage },
   { path: "usage", title: "Usage", Page: UsagePage },
+  { path: "spend", title: "Spend", Page: SpendPage },
   { path: "audit", title: "Audit", Page: AuditPage },
   { path: "models", title: "Models", Page: ModelsPage }
 ] as const

@@ -16,6 +16,8 @@ import { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
 import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
+import { endUserOf } from "./end-user.ts"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } from "./request.ts"
 import { holdTokens } from "./token-admission.ts"
 
@@ -149,6 +151,7 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     const key = yield* AuthenticatedKey
     const raw = yield* (yield* RequestBody).jsonObject
     const request = yield* decodedOrFail(decode(raw))
+    state.audit.end_user = yield* endUserOf(raw, (yield* HttpServerRequest).headers)
     const stream = request.stream === true
     state.audit.stream = stream
     const catalog = yield* ModelCatalog

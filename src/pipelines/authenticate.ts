@@ -42,6 +42,7 @@ const admitKey = Effect.gen(function*() {
     stageSpan("Auth.authenticate", { annotate: (key) => ({ "modelgate.key_id": key.id, "modelgate.auth.kind": key.kind }) })
   )
   state.audit.key_id = key.id
+  if (key.team) state.audit.team_id = key.team.id
   if (key.kind === "subject") state.identity = { issuer: key.issuer, subject: key.subject, policy: key.policy }
   const perMinute = key.limits?.requests_per_minute ?? (yield* limitsInForce).requests_per_minute
   const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(

@@ -10,7 +10,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import * as Migrator from "effect/sql/Migrator"
 import { afterAll, describe, expect, it } from "vitest"
 import type { AuditRecord } from "../../src/domain/records.ts"
-import { AuditRepo } from "../../src/services/store/AuditRepo.ts"
+import { AUDIT_CREDIT_MICROS, AuditRepo } from "../../src/services/store/AuditRepo.ts"
 import { migrationsFor } from "../../src/services/store/migrations.ts"
 import { StoreLayer } from "../../src/services/store/StoreLayer.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
@@ -70,7 +70,7 @@ describe.each(stores)("one audit record per request: %s", (_, makeLayer) => {
       expect(byId.get("req_plain")).toMatchObject({ status: 200, error: null, credits: 1 })
 
       const [usage] = await runtime.runPromise(audit.usage({ group_by: [] }))
-      expect(usage).toMatchObject({ requests: 5, errors: 4, credits: 1 })
+      expect(usage).toMatchObject({ requests: 5, errors: 4, credits_micros: AUDIT_CREDIT_MICROS })
     } finally {
       await runtime.dispose()
     }

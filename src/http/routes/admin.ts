@@ -8,7 +8,7 @@ import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
 import { NotFound, ValidationFailed } from "../../domain/errors.ts"
 import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
-import type { UsageDimension } from "../../services/store/AuditRepo.ts"
+import { usageReport } from "./usage-report.ts"
 import { testConnection } from "./connection-test.ts"
 import { modelsRouting } from "./admin-models.ts"
 import { auditChange, auditTarget } from "./admin-audit.ts"
@@ -64,12 +64,7 @@ export const KeysQuery = Schema.Struct({
 /** GET /connections: a page at a time by id (paging.ts). */
 export const ConnectionsQuery = Schema.Struct({ limit: Schema.optional(Schema.String), cursor: Schema.optional(Schema.String) })
 
-export const UsageQuery = Schema.Struct({
-  key_id: Schema.optional(Schema.String),
-  group_by: Schema.optional(Schema.String),
-  since: Schema.optional(Schema.String),
-  until: Schema.optional(Schema.String)
-})
+export { UsageQuery } from "./usage-report.ts"
 
 export const TopUp = Schema.Struct({
   credits: Schema.Int.check(Schema.isGreaterThan(0)),
@@ -127,17 +122,6 @@ export const adminRoutes = (options: AdminOptions) => {
       ? Effect.fail(new ValidationFailed({ message: `${name}: expected an ISO-8601 timestamp`, details: { field: name } }))
       : Effect.succeed(new Date(value).toISOString())
 
-
-
-  /** `group_by=day,key,model,provider` (any subset, any order); the default is key and model. */
-  const groupByParam = (value: string | undefined) => {
-    if (value === undefined) return Effect.succeed(undefined)
-    const parts = value.split(",").map((p) => p.trim()).filter((p) => p !== "")
-    const bad = parts.find((p) => p !== "day" && p !== "key" && p !== "model" && p !== "provider")
-    return bad !== undefined
-      ? Effect.fail(new ValidationFailed({ message: `group_by: expected a comma-separated list of day, key, model, provider; got "${bad.slice(0, 50)}"`, details: { field: "group_by" } }))
-      : Effect.succeed(parts as ReadonlyArray<UsageDimension>)
-  }
 
 
   /**
@@ -431,17 +415,8 @@ export const adminRoutes = (options: AdminOptions) => {
       }))
       return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
     }))),
-    route("GET", "/usage", admin(Effect.gen(function*() {
-      const request = yield* HttpServerRequest
-      const url = new URL(request.url, "http://local")
-      const params = yield* decodeStrict(UsageQuery)(Object.fromEntries(url.searchParams))
-      const since = yield* isoParam("since", params.since)
-      const until = yield* isoParam("until", params.until)
-      const groupBy = yield* groupByParam(params.group_by)
-      yield* (yield* Audit).flush
-      const rows = yield* Effect.orDie((yield* AuditRepo).usage({ since, until, key_id: params.key_id, group_by: groupBy }))
-      return json({ since: since ?? null, until: until ?? null, group_by: groupBy ?? ["key", "model"], data: rows })
-    }))),
+    // Spend reports (issue 33): usage-report.ts.
+    route("GET", "/usage", admin(usageReport)),
     route("GET", "/audit", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
       const url = new URL(request.url, "http://local")

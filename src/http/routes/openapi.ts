@@ -51,7 +51,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "get", path: "/workspace", summary: "The workspace and its credit pool" },
   { method: "post", path: "/workspace/credits", summary: "Top up the credit pool", body: TopUp },
   { method: "get", path: "/workspace/ledger", summary: "Credit movements, newest first", query: LedgerQuery },
-  { method: "get", path: "/usage", summary: "Request, token and credit totals from the audit trail", query: UsageQuery },
+  { method: "get", path: "/usage", summary: "Spend reports: requests, tokens by kind, credits and (with credits.currency) cost from the audit trail, grouped by any of day, key, team, model, provider, end_user; JSON, or CSV for Accept: text/csv or format=csv", query: UsageQuery },
   { method: "get", path: "/audit", summary: "The audit trail, newest first, filtered", query: AuditQuery },
   { method: "get", path: "/subjects", summary: "Identity-provider subjects seen, the newest first, a page at a time", query: SubjectsQuery },
   { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },

@@ -185,6 +185,25 @@ export const SshSettings = Schema.Struct({
 export type SshSettings = typeof SshSettings.Type
 
 /** `production` refuses every schema change, whatever the key's role (issue 36). */
+/** A positive decimal written as a YAML number or a string (`0.01`, "0.000003"): at most 12 digits each side of the point. */
+const DECIMAL = /^\d{1,12}(\.\d{1,12})?$/
+const PositiveDecimal = Schema.Union([Schema.String, Schema.Finite]).check(
+  Schema.makeFilter((value: string | number) => {
+    const text = String(value)
+    return DECIMAL.test(text) && /[1-9]/.test(text)
+  }, { expected: "a positive decimal such as 0.01 (at most 12 digits before and after the point)" })
+)
+
+/**
+ * `credits.currency`: the money a credit stands for, so spend reports show `cost` next to
+ * credits (issue 33). `code` is an ISO 4217-style code (`USD`, `EUR`); `per_credit` what one
+ * credit costs in it.
+ */
+export const CurrencyConfig = Schema.Struct({
+  code: Schema.String.check(Schema.isPattern(/^[A-Z]{3}$/, { message: "expected a three-letter ISO 4217 code such as USD" })),
+  per_credit: PositiveDecimal
+})
+
 export const ConnectionEnvironment = Schema.Literals(["development", "production"])
 export type ConnectionEnvironment = typeof ConnectionEnvironment.Type
 
@@ -443,7 +462,9 @@ export const GatewayConfig = Schema.Struct({
       /** Reservations (decisions section 10): a dead replica's open charges are refunded after this lease. */
       reservation_lease_seconds: def(PositiveInt, 30),
       /** The most credits a replica leases from the pool at once to spend locally (issue 14); smaller near empty. */
-      block_size: def(PositiveInt, 200)
+      block_size: def(PositiveInt, 200),
+      /** What a credit is worth in money, for the spend reports (issue 33); absent: reports in credits only. */
+      currency: Schema.optional(CurrencyConfig)
     }),
     {}
   ),
@@ -466,6 +487,8 @@ export const GatewayConfig = Schema.Struct({
       keepalive_seconds: def(PositiveInt, 5),
       call_ms: def(PositiveInt, 6_000),
       migration_ms: def(PositiveInt, 900_000),
+      /** One spend report's query (GET /usage, issue 33): it reads a window of the whole audit trail, off the request path. */
+      report_ms: def(PositiveInt, 60_000),
       migration_lock_ms: def(PositiveInt, 1_800_000)
     }),
     {}

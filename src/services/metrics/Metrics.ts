@@ -22,10 +22,14 @@ import * as Layer from "effect/Layer"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 import { VERSION } from "../../domain/version.ts"
 import type { AuditRecord } from "../../domain/records.ts"
+import { AUDIT_CREDIT_MICROS } from "../store/AuditRepo.ts"
 
 export const UNMATCHED_ROUTE = "unmatched"
 const countable = (value: number | null): value is number => typeof value === "number" && Number.isFinite(value) && value > 0
 const MAX_MODELS = 200
+/** Team labels (issue 33) are ids an admin created; still capped, then `other`. */
+const MAX_TEAMS = 1000
+const OTHER_TEAM = "other"
 const OTHER_MODEL = "other"
 /** Refusals counted on their own: what an operator tunes limits, budgets and credits by. */
 const REFUSALS = ["rate_limited", "budget_exhausted", "insufficient_credits"] as const
@@ -327,6 +331,31 @@ export const makeMetrics = (): MetricsShape => {
     registers: [registry]
   })
 
+  // Spend per team (issue 33): the team id is the only label; keys and end users are left to
+  // the spend reports (GET /usage), where they cost no series.
+  const teamCredits = new Counter({
+    name: "modelgate_team_credits_total",
+    help: "Credits charged (after refunds) to requests of a team's keys, by team id, as this replica counted them",
+    labelNames: ["team"] as const,
+    registers: [registry]
+  })
+  const teamRequests = new Counter({
+    name: "modelgate_team_requests_total",
+    help: "Requests made with a team's keys, by team id",
+    labelNames: ["team"] as const,
+    registers: [registry]
+  })
+  const teams = new Map<string, { readonly credits: Child<object>; readonly requests: Child<object> }>()
+  const teamChildren = (id: string) => {
+    const team = teams.has(id) || teams.size < MAX_TEAMS ? id : OTHER_TEAM
+    let children = teams.get(team)
+    if (children === undefined) {
+      children = { credits: atZero(teamCredits.labels(team)), requests: atZero(teamRequests.labels(team)) }
+      teams.set(team, children)
+    }
+    return children
+  }
+
   // Which build this process is (issue 40), the usual Prometheus *_build_info idiom: always 1,
   // the facts in its labels, so `count by (version) (modelgate_build_info)` shows a rollout.
   new Gauge({
@@ -355,6 +384,12 @@ export const makeMetrics = (): MetricsShape => {
       }
       counter.inc()
       if (record.error !== null) refusalChildren.get(record.error)?.inc()
+      if (typeof record.team_id === "string") {
+        const team = teamChildren(record.team_id)
+        team.requests.inc()
+        // Exact to the micro-credit: the counter holds a decimal number of credits.
+        if (countable(record.credits)) team.credits.inc(record.credits * AUDIT_CREDIT_MICROS / 1_000_000)
+      }
       const model = admitted === undefined ? record.model : admitted
       if (model !== null && record.provider !== null) {
         const usage = modelChildren(model, record.provider)

@@ -373,6 +373,24 @@ const alerts = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * Spend reports (issue 33): each audit record keeps the cache tokens of its input (both part of
+ * `prompt_tokens`), the end user the client named and the team of its key. Nullable columns
+ * without a default: constant time on both engines, every existing record reads NULL (no end
+ * user, no team, cache unknown). The reports filter by team and by end user within a time
+ * window; the indexes are partial, over the records that have one, so building them on a large
+ * existing table reads it once and writes nothing for its rows (all NULL).
+ */
+const spendReports = (_dialect: Dialect) =>
+  exec([
+    `ALTER TABLE audit_log ADD COLUMN cache_read_tokens INTEGER`,
+    `ALTER TABLE audit_log ADD COLUMN cache_write_tokens INTEGER`,
+    `ALTER TABLE audit_log ADD COLUMN end_user TEXT`,
+    `ALTER TABLE audit_log ADD COLUMN team_id TEXT`,
+    `CREATE INDEX audit_log_team ON audit_log (team_id, ts) WHERE team_id IS NOT NULL`,
+    `CREATE INDEX audit_log_end_user ON audit_log (end_user, ts) WHERE end_user IS NOT NULL`
+  ])
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -386,5 +404,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "10_list_order": listOrder(dialect),
   "11_connection_ssh": connectionSsh(dialect),
   "12_mcp_servers": mcpServers(dialect),
+  "15_spend_reports": spendReports(dialect),
   "16_alerts": alerts(dialect)
 })

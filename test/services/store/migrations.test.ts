@@ -122,6 +122,10 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
   if (version >= 5) {
     rows.push(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ('sub_1', 'https://idp', 'alice', 2, '${NOW}', '${NOW}')`)
   }
+  if (version >= 15) {
+    rows.push(`INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, end_user, team_id, duration_ms, stream)
+     VALUES ('req_spend', '${NOW}', 'key_1', 'POST', '/v1/messages', 200, NULL, 'echo', 3, 120, 7, 100, 10, 'user-42', 'team_1', 1.5, 0)`)
+  }
   if (version >= 9) {
     rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
   }
@@ -186,8 +190,13 @@ for (const dialect of ["sqlite", "postgres"] as const) {
             ["req_lost", 503, "replica_lost", 0],
             ["req_pair", 200, version < 7 ? "replica_lost" : null, version < 7 ? 0 : 5],
             ["req_plain", 200, null, 1],
+            ...(version >= 15 ? [["req_spend", 200, null, 3]] : []),
             ["req_twice", 200, null, 2]
           ])
+          if (version >= 15) {
+            const [spend] = await store.query(`SELECT cache_read_tokens, cache_write_tokens, end_user, team_id FROM audit_log WHERE request_id = 'req_spend'`)
+            expect([Number(spend!.cache_read_tokens), Number(spend!.cache_write_tokens), spend!.end_user, spend!.team_id], at).toEqual([100, 10, "user-42", "team_1"])
+          }
           // The ledger: the initial pool (written by migration 2 from the workspace when it came later) plus what was charged.
           expect(await count(store, "credit_ledger"), at).toBe(version >= 2 ? 2 : 1)
           expect(await count(store, "connections"), at).toBe(version >= 3 ? 1 : 0)

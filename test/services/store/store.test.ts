@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
-import { AuditRepo } from "../../../src/services/store/AuditRepo.ts"
+import { AUDIT_CREDIT_MICROS, AuditRepo } from "../../../src/services/store/AuditRepo.ts"
 import type { BatchCharge, CreditBatch } from "../../../src/services/store/credit-batches.ts"
 import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
@@ -507,20 +507,80 @@ const toolsContract = (name: string, makeLayer: StoreFixture) =>
           // Two of them answered by another deployment (issue 20: usage by provider).
           ...(i >= 4 ? { provider: "echo-b" } : {})
         })))
+        const totals = (requests: number, errors: number) => ({
+          requests,
+          errors,
+          prompt_tokens: 3 * requests,
+          completion_tokens: 4 * requests,
+          cache_read_tokens: 0,
+          cache_write_tokens: 0,
+          credits_micros: AUDIT_CREDIT_MICROS * requests
+        })
         expect(yield* audit.usage({ group_by: ["key"] })).toEqual([
-          { key_id: "key_u", requests: 4, errors: 1, prompt_tokens: 12, completion_tokens: 16, credits: 4 },
-          { key_id: "key_v", requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
+          { key_id: "key_u", ...totals(4, 1) },
+          { key_id: "key_v", ...totals(2, 0) }
         ])
-        expect(yield* audit.usage({ group_by: [], key_id: "key_v" })).toEqual([
-          { requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
-        ])
-        expect(yield* audit.usage({ group_by: ["day", "model"] })).toEqual([
-          { day: "2026-01-01", model: "echo-1", requests: 6, errors: 1, prompt_tokens: 18, completion_tokens: 24, credits: 6 }
-        ])
+        expect(yield* audit.usage({ group_by: [], key_id: "key_v" })).toEqual([totals(2, 0)])
+        expect(yield* audit.usage({ group_by: ["day", "model"] })).toEqual([{ day: "2026-01-01", model: "echo-1", ...totals(6, 1) }])
         expect(yield* audit.usage({ group_by: ["provider", "model"] })).toEqual([
-          { model: "echo-1", provider: "echo", requests: 4, errors: 1, prompt_tokens: 12, completion_tokens: 16, credits: 4 },
-          { model: "echo-1", provider: "echo-b", requests: 2, errors: 0, prompt_tokens: 6, completion_tokens: 8, credits: 2 }
+          { model: "echo-1", provider: "echo", ...totals(4, 1) },
+          { model: "echo-1", provider: "echo-b", ...totals(2, 0) }
         ])
+      }))
+    })
+
+    it("keeps cache tokens, end user and team per record, and reports by team, end user and day (issue 33)", async () => {
+      await run(Effect.gen(function*() {
+        const audit = yield* AuditRepo
+        const spend = (i: number, team: string | null, user: string | null, day: number): AuditRecord => ({
+          ...auditRecord(100 + i, "key_s", 200),
+          ts: new Date(Date.UTC(2026, 2, day, 12, 0, i)).toISOString(),
+          prompt_tokens: 1000,
+          completion_tokens: 50,
+          cache_read_tokens: 600,
+          cache_write_tokens: 100,
+          end_user: user,
+          team_id: team,
+          credits: 2
+        })
+        yield* audit.appendAudit([
+          spend(0, "team_a", "alice", 1),
+          spend(1, "team_a", "bob", 1),
+          spend(2, "team_a", "alice", 2),
+          spend(3, "team_b", "alice", 2),
+          spend(4, null, null, 2)
+        ])
+        const page = yield* audit.queryAudit({ limit: 10, key_id: "key_s" })
+        expect(page.items[0]).toMatchObject({ request_id: "req_104", cache_read_tokens: 600, cache_write_tokens: 100, end_user: null, team_id: null })
+        expect(page.items[4]).toMatchObject({ request_id: "req_100", cache_read_tokens: 600, cache_write_tokens: 100, end_user: "alice", team_id: "team_a" })
+        const sum = (n: number) => ({
+          requests: n,
+          errors: 0,
+          prompt_tokens: 1000 * n,
+          completion_tokens: 50 * n,
+          cache_read_tokens: 600 * n,
+          cache_write_tokens: 100 * n,
+          credits_micros: 2 * AUDIT_CREDIT_MICROS * n
+        })
+        const byTeamUser = yield* audit.usage({ group_by: ["team", "end_user"], key_id: "key_s" })
+        // NULLs sort first on SQLite, last on Postgres: compared as a set.
+        expect(new Set(byTeamUser.map((r) => JSON.stringify(r)))).toEqual(new Set([
+          { team_id: "team_a", end_user: "alice", ...sum(2) },
+          { team_id: "team_a", end_user: "bob", ...sum(1) },
+          { team_id: "team_b", end_user: "alice", ...sum(1) },
+          { team_id: null, end_user: null, ...sum(1) }
+        ].map((r) => JSON.stringify(r))))
+        // With a statement bound of its own (GET /usage's store_timeouts.report_ms): a transaction of its own on Postgres.
+        expect(yield* audit.usage({ group_by: ["day", "team"], team_id: "team_a", statement_ms: 30_000 })).toEqual([
+          { day: "2026-03-01", team_id: "team_a", ...sum(2) },
+          { day: "2026-03-02", team_id: "team_a", ...sum(1) }
+        ])
+        expect(yield* audit.usage({ group_by: ["team"], end_user: "alice", since: "2026-03-02T00:00:00.000Z", until: "2026-03-03T00:00:00.000Z" })).toEqual([
+          { team_id: "team_a", ...sum(1) },
+          { team_id: "team_b", ...sum(1) }
+        ])
+        // At most limit + 1 rows: the caller can tell there were more.
+        expect(yield* audit.usage({ group_by: ["end_user", "team"], key_id: "key_s", limit: 2 })).toHaveLength(3)
       }))
     })
   })
