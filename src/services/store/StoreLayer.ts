@@ -24,6 +24,7 @@ import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
 import { noSecrets, StoreSecrets, type StoreSecretsShape } from "./secrets.ts"
 import { SubjectsRepo } from "./SubjectsRepo.ts"
+import { TeamsRepo } from "./TeamsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
 export type StoreRepos =
@@ -36,6 +37,7 @@ export type StoreRepos =
   | SqlHistoryRepo
   | SubjectsRepo
   | ResponsesRepo
+  | TeamsRepo
 
 const repositories = Layer.mergeAll(
   KeysRepo.layer,
@@ -46,7 +48,8 @@ const repositories = Layer.mergeAll(
   McpPinsRepo.layer,
   SqlHistoryRepo.layer,
   SubjectsRepo.layer,
-  ResponsesRepo.layer
+  ResponsesRepo.layer,
+  TeamsRepo.layer
 )
 
 /** The repositories on a client, built only after the schema is migrated (migrate.ts). */
