@@ -160,6 +160,26 @@ describe.each(["sqlite", "postgres"] as const)("admin API: teams (%s)", (store) 
     await expectRefused(await gw.admin("GET", `/teams/${team.id}`), 404, "not_found")
   })
 
+  it("the same name created 10 times at once: one 201, nine 409, no 5xx", async () => {
+    const replies = await Promise.all(Array.from({ length: 10 }, () => gw.admin("POST", "/teams", { name: "raced-name" })))
+    expect(replies.map((r) => r.status).sort()).toEqual([201, ...Array(9).fill(409)])
+  })
+
+  it("keys joining a team while it is deleted: each join is 200 or 400, the deletion 204 or 409, never a key in a deleted team", async () => {
+    const team = await jsonOf(await gw.admin("POST", "/teams", { name: "raced-delete" }))
+    const keys = await Promise.all(Array.from({ length: 8 }, async (_, i) => (await jsonOf(await gw.admin("POST", "/api-keys", { name: `racer-${i}` }))).id as string))
+    const [deleted, ...joins] = await Promise.all([
+      gw.admin("DELETE", `/teams/${team.id}`),
+      ...keys.map((id) => gw.admin("PATCH", `/api-keys/${id}`, { team_id: team.id }))
+    ])
+    for (const join of joins) expect([200, 400]).toContain(join.status)
+    expect([204, 409]).toContain(deleted!.status)
+    const members = (await jsonOf(await gw.admin("GET", `/api-keys?team_id=${team.id}`))).data.length
+    const exists = (await gw.admin("GET", `/teams/${team.id}`)).status === 200
+    if (!exists) expect(members).toBe(0)
+    expect(members).toBe(joins.filter((j) => j.status === 200).length)
+  })
+
   it("GET /teams pages newest first with a cursor that visits every team once, filtered by name, with key counts", async () => {
     const ids: Array<string> = []
     for (let i = 0; i < 7; i++) ids.push((await jsonOf(await gw.admin("POST", "/teams", { name: `paged-${i}` }))).id)

@@ -164,13 +164,21 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           previous_key_expires_at: null,
           team_id: input.team_id ?? null
         }
-        yield* Effect.orDie(store.insertKey(record))
+        yield* store.insertKey(record).pipe(Effect.catch(teamGone(record.team_id)))
         yield* cache.invalidate
         return { record, key }
       })
 
+      // A team deleted on another replica between the check and the write fails the write on the
+      // foreign key: the same 400 as a team found missing.
+      const teamGone = (teamId: string | null | undefined) => (error: unknown): Effect.Effect<never, ValidationFailed> =>
+        Effect.andThen(checkTeam(teamId), Effect.die(error))
+
       const update = (id: string, input: UpdateKeyInput) =>
-        Effect.andThen(checkTeam(input.team_id), changed(store.updateKey(id, input).pipe(Effect.orDie, Effect.flatMap(found(id)))))
+        Effect.andThen(
+          checkTeam(input.team_id),
+          changed(store.updateKey(id, input).pipe(Effect.catch(teamGone(input.team_id)), Effect.flatMap(found(id))))
+        )
 
       const rotate = Effect.fn("ApiKeys.rotate")(function*(id: string, input: RotateKeyInput) {
         const current = yield* store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)))

@@ -162,6 +162,8 @@ export class TeamsRepo extends Context.Service<TeamsRepo, {
   /** Inserts a team; false when its name is taken. */
   readonly insertTeam: (team: TeamRecord) => Effect.Effect<boolean, StoreError>
   readonly findTeam: (id: string) => Effect.Effect<TeamRecord | undefined, StoreError>
+  /** Whether another team than `except` has this name (after a write lost a race on the unique index). */
+  readonly nameTaken: (name: string, except: string) => Effect.Effect<boolean, StoreError>
   readonly listTeams: Effect.Effect<ReadonlyArray<TeamRecord>, StoreError>
   /** A page of teams, newest first by (created_at, id), like the key list. */
   readonly pageTeams: (query: TeamListQuery) => Effect.Effect<TeamPage, StoreError>
@@ -191,6 +193,7 @@ export class TeamsRepo extends Context.Service<TeamsRepo, {
             yield* sql`INSERT INTO teams ${sql.insert({ id: team.id, ...teamColumns(team), created_at: team.created_at, updated_at: team.updated_at })}`
             return true
           })).pipe(storeOp("TeamsRepo.insertTeam")),
+        nameTaken: (name, except) => nameTaken(name, except).pipe(storeOp("TeamsRepo.nameTaken")),
         findTeam: (id) =>
           sql`SELECT * FROM teams WHERE id = ${id}`.pipe(
             decodeTeams,

@@ -158,7 +158,12 @@ export class Teams extends Context.Service<Teams, {
           created_at: now,
           updated_at: now
         }
-        if (!(yield* Effect.orDie(store.insertTeam(team)))) return yield* nameTaken(team.name)
+        // Two replicas creating the same name at once: the unique index refuses the later one,
+        // which is the same 409 as a name found taken.
+        const inserted = yield* store.insertTeam(team).pipe(
+          Effect.catch((error) => Effect.flatMap(Effect.orDie(store.nameTaken(team.name, team.id)), (taken) => (taken ? Effect.succeed(false) : Effect.die(error))))
+        )
+        if (!inserted) return yield* nameTaken(team.name)
         return team
       })
 
@@ -170,7 +175,12 @@ export class Teams extends Context.Service<Teams, {
           ...(budget === undefined ? {} : { budget }),
           ...(input.limits === undefined ? {} : { limits: limitsOf(input.limits) ?? null })
         }
-        const updated = yield* Effect.orDie(store.updateTeam(id, patch, yield* nowIso))
+        const updated = yield* store.updateTeam(id, patch, yield* nowIso).pipe(
+          Effect.catch((error) =>
+            input.name === undefined
+              ? Effect.die(error)
+              : Effect.flatMap(Effect.orDie(store.nameTaken(input.name, id)), (taken) => (taken ? Effect.succeed("NameTaken" as const) : Effect.die(error))))
+        )
         if (updated === undefined) return yield* notFound(id)
         if (updated === "NameTaken") return yield* nameTaken(input.name!)
         yield* cache.invalidate
