@@ -106,6 +106,20 @@ describe.skipIf(!HAS_CHROMIUM)("teams page in Chromium", () => {
     await shot("02-list")
   })
 
+  it("fits a phone's width: no sideways scroll, no label over an empty cell", async () => {
+    await page.setViewportSize({ width: 375, height: 812 })
+    await page.waitForLoadState("networkidle")
+    expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(0)
+    const emptyLabels = await page.evaluate(() =>
+      [...document.querySelectorAll("table.cards td[data-label]")]
+        .filter((td: any) => getComputedStyle(td).display !== "none" && td.textContent.trim() === "")
+        .map((td: any) => td.dataset.label)
+    )
+    expect(emptyLabels).toEqual([])
+    await shot("03-phone")
+    await page.setViewportSize({ width: 1280, height: 800 })
+  })
+
   it("refuses to delete a team with keys, with the API's message; edits the team", async () => {
     await page.getByRole("button", { name: "Delete platform" }).click()
     const dialog = page.getByRole("dialog", { name: "Delete “platform”?" })
