@@ -10,6 +10,9 @@ import type { Page } from "playwright-core"
 import { HAS_CHROMIUM, openBrowser, prepareApp, SHOTS, type TestBrowser } from "../support/browser.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
+// Evaluated in the page, where these exist.
+declare const document: any, getComputedStyle: any
+
 describe.skipIf(!HAS_CHROMIUM)("teams page in Chromium", () => {
   let gw: TestGateway
   let browser: TestBrowser
