@@ -6,6 +6,8 @@
  * and on Postgres (the foreign key and the join are SQL both must run alike).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { hashKey } from "../../src/services/keys/key-material.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
@@ -158,6 +160,26 @@ describe.each(["sqlite", "postgres"] as const)("admin API: teams (%s)", (store) 
       before: { id: team.id, name: "with-keys", key_count: 0 }
     })
     await expectRefused(await gw.admin("GET", `/teams/${team.id}`), 404, "not_found")
+  })
+
+  it("authentication reads a key's team with the key, as the TeamScope every later stage uses (budget in micros, every limit)", async () => {
+    const team = await jsonOf(await gw.admin("POST", "/teams", {
+      name: "scoped",
+      allowed_models: ["free"],
+      budget: { max_credits: 0.000001, max_requests: 7, period: "week" },
+      limits: { requests_per_minute: 5, concurrent_streams: 1, tokens_per_minute: 9000 }
+    }))
+    const created = await jsonOf(await gw.admin("POST", "/api-keys", { name: "scoped-key", team_id: team.id }))
+    const record = await Effect.runPromise(gw.store.keys.findKeyByHash(hashKey(created.key)))
+    expect(record?.team).toEqual({
+      id: team.id,
+      name: "scoped",
+      allowed_models: ["free"],
+      budget: { max_requests: 7, max_credits_micros: 1, period: "week" },
+      limits: { requests_per_minute: 5, concurrent_streams: 1, tokens_per_minute: 9000 }
+    })
+    const plain = await jsonOf(await gw.admin("POST", "/api-keys", { name: "no-team" }))
+    expect((await Effect.runPromise(gw.store.keys.findKeyByHash(hashKey(plain.key))))?.team).toBeNull()
   })
 
   it("the same name created 10 times at once: one 201, nine 409, no 5xx", async () => {
