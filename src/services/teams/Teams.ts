@@ -188,7 +188,15 @@ export class Teams extends Context.Service<Teams, {
       })
 
       const remove = Effect.fn("Teams.remove")(function*(id: string) {
-        const outcome = yield* Effect.orDie(store.deleteTeam(id))
+        // A key that joined on another replica after the count fails the deletion on the foreign
+        // key: counted again, that is the same 409 as keys found in the team.
+        const outcome = yield* store.deleteTeam(id).pipe(
+          Effect.catch((error) =>
+            Effect.flatMap(Effect.orDie(store.memberCounts([id])), (counts) => {
+              const keys = counts.get(id) ?? 0
+              return keys > 0 ? Effect.succeed({ _tag: "HasKeys", keys } as const) : Effect.die(error)
+            }))
+        )
         if (outcome._tag === "Missing") return yield* notFound(id)
         if (outcome._tag === "HasKeys") {
           return yield* new Conflict({
