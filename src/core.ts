@@ -9,6 +9,7 @@ import * as Layer from "effect/Layer"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
+import { Teams } from "./services/teams/Teams.ts"
 import { CreditsRepo } from "./services/store/CreditsRepo.ts"
 import { StoreDeadline } from "./services/store/StoreError.ts"
 import { StoreLayer } from "./services/store/StoreLayer.ts"
@@ -37,5 +38,5 @@ export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) 
         StoreLayer.fromUrl(config.store, config.store_timeouts, { key: config.secrets.key, previousKeys: config.secrets.previous_keys })
     )
   )
-  return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
+  return Layer.mergeAll(ApiKeys.layer, Teams.layer).pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

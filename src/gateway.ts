@@ -14,6 +14,7 @@ import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
 import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
+import { adminTeamRoutes } from "./http/routes/admin-teams.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -136,6 +137,7 @@ export const httpLayer = (config: GatewayConfig) =>
       ...completionRoutes,
       ...adminRoutes({ auth }),
       ...adminSubjectRoutes({ auth }),
+      ...adminTeamRoutes({ auth }),
       ...adminReloadRoutes({ auth }),
       ...openApiRoutes(SERVER_INFO.version),
       ...changelogRoutes,

@@ -110,7 +110,24 @@ export interface KeyView {
   last_used_at: string | null
   connections?: Array<{ connection_id: number; role: "read" | "edit" }>
   key?: string
+  /** The key's team (issue 33); null: none. */
+  team_id?: string | null
 }
+
+/** A team as the admin API shows it (issue 33); budget amounts in credits. */
+export interface TeamView {
+  id: string
+  name: string
+  allowed_models: Array<string> | null
+  budget: { max_requests: number | null; max_credits: number | null; period: "day" | "week" | "month" | null } | null
+  limits: { requests_per_minute?: number; concurrent_streams?: number; tokens_per_minute?: number } | null
+  key_count: number
+  created_at: string
+  updated_at: string
+}
+
+/** Teams are few (an operator makes each): one page of the largest size holds them. */
+export const ALL_TEAMS = "/teams?limit=1000"
 
 export interface ConnectionView {
   id: number

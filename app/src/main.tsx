@@ -10,6 +10,7 @@ import { AuditPage } from "./audit.tsx"
 import { ConnectionsPage } from "./connections.tsx"
 import { CreditsPage } from "./credits.tsx"
 import { KeysPage } from "./keys.tsx"
+import { TeamsPage } from "./teams.tsx"
 import { McpPage } from "./mcp.tsx"
 import { ModelsPage } from "./models.tsx"
 import { FormError, valueOf } from "./ui.tsx"
@@ -57,6 +58,7 @@ const takeSignInError = (): string | undefined => {
 
 const pages = [
   { path: "keys", title: "API keys", Page: KeysPage },
+  { path: "teams", title: "Teams", Page: TeamsPage },
   { path: "connections", title: "Connections", Page: ConnectionsPage },
   { path: "mcp", title: "MCP servers", Page: McpPage },
   { path: "credits", title: "Credits", Page: CreditsPage },

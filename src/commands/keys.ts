@@ -9,7 +9,9 @@ import { coreLayer } from "../core.ts"
 import { ValidationFailed } from "../domain/errors.ts"
 import { decodeStrict } from "../domain/validation.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
-import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView } from "../services/keys/ApiKeys.ts"
+import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../services/keys/ApiKeys.ts"
+import { Teams } from "../services/teams/Teams.ts"
+import { Refused } from "./refused.ts"
 import { printJson } from "./print.ts"
 
 /** The flag that gave each field of the admin API's body, so the CLI's error names what was typed. */
@@ -21,7 +23,8 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   budget: "--budget",
   limits: "--tokens-per-minute",
   expires_at: "--expires",
-  grace_seconds: "--grace-seconds"
+  grace_seconds: "--grace-seconds",
+  team_id: "--team"
 }
 
 /**
@@ -41,6 +44,22 @@ const validated = <S extends Parameters<typeof decodeStrict>[0]>(schema: S, inpu
 const withKeys = <A, E>(config: GatewayConfig, f: (keys: ApiKeys["Service"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(ApiKeys, f).pipe(Effect.provide(coreLayer(config)))
 
+/**
+ * `--team`: a team's id or name, as its id; `--team ""` is no team (null). Looked up in the store
+ * only when a name is given: an id is checked by the key service, as for the admin API.
+ */
+const teamOf = (config: GatewayConfig, team: Option.Option<string>) =>
+  Option.match(team, {
+    onNone: () => Effect.succeed(undefined),
+    onSome: (value) =>
+      value.trim() === ""
+        ? Effect.succeed(null)
+        : Effect.promise(() => import("./teams.ts")).pipe(
+          Effect.flatMap(({ resolveTeam }) => Effect.flatMap(Teams, (teams) => resolveTeam(teams, value.trim()))),
+          Effect.provide(coreLayer(config))
+        )
+  })
+
 export interface CreateKeyFlags {
   readonly name: string
   readonly models: Option.Option<string>
@@ -50,9 +69,10 @@ export interface CreateKeyFlags {
   /** Absent in older callers: no limit of the key's own. */
   readonly tokensPerMinute?: Option.Option<number> | undefined
   readonly expires: Option.Option<string>
+  readonly team: Option.Option<string>
 }
 
-export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, tokensPerMinute, expires }: CreateKeyFlags) =>
+export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, tokensPerMinute, expires, team }: CreateKeyFlags) =>
   Effect.gen(function*() {
     const servers = Option.match(mcpServers, { onNone: () => [], onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) })
     // Configured servers only, as the admin API insists: a typo must not look like a grant.
@@ -70,11 +90,31 @@ export const createKey = (config: GatewayConfig, { name, models, tools, mcpServe
       mcp_servers: servers,
       budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
       ...(tokensPerMinute === undefined || Option.isNone(tokensPerMinute) ? {} : { limits: { tokens_per_minute: tokensPerMinute.value } }),
-      expires_at: Option.getOrNull(expires)
+      expires_at: Option.getOrNull(expires),
+      ...(Option.isSome(team) ? { team_id: yield* teamOf(config, team) } : {})
     })
     const created = yield* withKeys(config, (keys) => keys.create(input))
     yield* printJson({ ...toKeyView(created.record), key: created.key })
     yield* Console.error("Store the key now: it is shown only once.")
+  })
+
+export interface UpdateKeyFlags {
+  readonly name: Option.Option<string>
+  readonly models: Option.Option<string>
+  readonly team: Option.Option<string>
+}
+
+/** `keys update <id>`: what PATCH /api-keys/:id changes, for the flags given (`--models ""`: every model). */
+export const updateKey = (config: GatewayConfig, id: string, { name, models, team }: UpdateKeyFlags) =>
+  Effect.gen(function*() {
+    const body: Record<string, unknown> = {}
+    Option.map(name, (n) => (body.name = n))
+    Option.map(models, (m) => (body.allowed_models = m.trim() === "" ? null : m.split(",").map((s) => s.trim()).filter(Boolean)))
+    if (Option.isSome(team)) body.team_id = yield* teamOf(config, team)
+    const input = yield* validated(UpdateKeyInput, body)
+    if (Object.keys(input).length === 0) return yield* new Refused({ message: "nothing to update: give --name, --models or --team" })
+    const record = yield* withKeys(config, (keys) => keys.update(id, input))
+    yield* printJson(toKeyView(record))
   })
 
 export const listKeys = (config: GatewayConfig) =>

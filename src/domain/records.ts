@@ -28,6 +28,10 @@ export interface ApiKeyRecord {
   /** After a rotation with a grace period, the old hash keeps working until this instant. */
   readonly previous_key_hash: string | null
   readonly previous_key_expires_at: string | null
+  /** The key's team (issue 33); absent or null: none. */
+  readonly team_id?: string | null | undefined
+  /** The team itself, as authentication reads it with the key (KeysRepo.findKeyByHash); absent elsewhere. */
+  readonly team?: TeamScope | null | undefined
 }
 
 /**
@@ -63,6 +67,12 @@ export interface TeamScope {
     readonly concurrent_streams?: number | undefined
     readonly tokens_per_minute?: number | undefined
   } | null
+}
+
+/** A team as the store keeps it (issue 33). */
+export interface TeamRecord extends TeamScope {
+  readonly created_at: string
+  readonly updated_at: string
 }
 
 interface PrincipalScope {

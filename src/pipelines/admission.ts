@@ -10,6 +10,7 @@ import { ValidationFailed } from "../domain/errors.ts"
 import { decodedOrFail } from "../domain/validation.ts"
 import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ModelEndpoint } from "../services/config/schema.ts"
+import type { Principal } from "../domain/records.ts"
 import { type Charge, Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
 import { StreamSlots } from "../services/limits/StreamSlots.ts"
@@ -68,6 +69,28 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
   })
 
 /**
+ * A slot of the key's team's shared `concurrent_streams` (issue 33), taken after the key's own,
+ * held by the same scope. Taken one after the other, never more than either cap is open; a
+ * request the team refuses gives its key's slot back when its scope closes.
+ */
+const acquireTeamStreamSlot = (key: Principal) =>
+  Effect.gen(function*() {
+    const team = key.team
+    const max = team?.limits?.concurrent_streams
+    if (team == null || max === undefined) return
+    const slot = yield* Effect.acquireRelease(
+      (yield* StreamSlots).acquire(team.id, max).pipe(
+        stageSpan("StreamSlots.acquire", {
+          attributes: { "modelgate.streams.limit": max, "modelgate.streams.team": team.id },
+          annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
+        })
+      ),
+      (slot) => slot?.release() ?? Effect.void
+    )
+    if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision, { id: team.id, name: team.name })
+  })
+
+/**
  * Stream slot, request budget and credits, in that order, each held by `scope`. `repriceable`:
  * a fallback may answer at another price (the model has fallbacks), so a charge must be held
  * even when there is none yet.
@@ -98,6 +121,7 @@ export const admitCosts = (options: {
         (slot) => slot?.release() ?? Effect.void
       )
       if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
+      yield* acquireTeamStreamSlot(key)
     }
     yield* Effect.acquireRelease(
       credits.reserve({

@@ -417,7 +417,7 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
 
   it("works at 375 px wide and by keyboard", async () => {
     await page.setViewportSize({ width: 375, height: 812 })
-    for (const [path, heading] of [["keys", "API keys"], ["connections", "Connections"], ["credits", "Credits"], ["usage", "Usage"], ["audit", "Audit"]] as const) {
+    for (const [path, heading] of [["keys", "API keys"], ["teams", "Teams"], ["connections", "Connections"], ["credits", "Credits"], ["usage", "Usage"], ["audit", "Audit"]] as const) {
       await go(path, heading)
       await page.waitForLoadState("networkidle")
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
@@ -448,6 +448,8 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await page.locator(".skip").focus()
     expect((await page.locator(".skip").boundingBox())!.x).toBeGreaterThanOrEqual(0)
     await page.keyboard.press("Tab")
+    await page.keyboard.press("Tab")
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Teams")
     await page.keyboard.press("Tab")
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Connections")
     const outline = await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)

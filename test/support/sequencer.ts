@@ -51,6 +51,9 @@ export const LONG_FIRST = [
   "test/http/traces.test.ts",
   "test/http/reload-live.test.ts",
   "test/limits/replicas.test.ts",
+  // Issue 33: teams on SQLite and on Postgres with two gateways and Redis (about 10 s each alone).
+  "test/limits/teams.test.ts",
+  "test/http/admin-teams.test.ts",
   "test/pipelines/chat-completions-failures.test.ts",
   "test/pipelines/routing.test.ts",
   "test/http/admin-models.test.ts",

@@ -58,7 +58,8 @@ export const KeysQuery = Schema.Struct({
   status: Schema.optional(Schema.Literals(["active", "inactive", "expired"])),
   model: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
   last_used_before: Schema.optional(Schema.String.check(Schema.isMaxLength(40))),
-  last_used_after: Schema.optional(Schema.String.check(Schema.isMaxLength(40)))
+  last_used_after: Schema.optional(Schema.String.check(Schema.isMaxLength(40))),
+  team_id: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64)))
 })
 
 /** GET /connections: a page at a time by id (paging.ts). */
@@ -330,7 +331,8 @@ export const adminRoutes = (options: AdminOptions) => {
         status: params.status,
         model: params.model,
         last_used_before: yield* isoParam("last_used_before", params.last_used_before),
-        last_used_after: yield* isoParam("last_used_after", params.last_used_after)
+        last_used_after: yield* isoParam("last_used_after", params.last_used_after),
+        team_id: params.team_id
       })
       // One query for the grants of the whole page, not one per key.
       const grants = yield* (yield* Connections).grantsOfKeys(page.items.map((k) => k.id))

@@ -14,6 +14,8 @@ import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import { ApproveToolsInput, AuditQuery, ConnectionsQuery, GrantInput, KeysQuery, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
 import { SubjectsQuery } from "./admin-subjects.ts"
+import { TeamsQuery } from "./admin-teams.ts"
+import { CreateTeamInput, UpdateTeamInput } from "../../services/teams/Teams.ts"
 
 type Json = Record<string, unknown>
 
@@ -56,6 +58,11 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "get", path: "/subjects", summary: "Identity-provider subjects seen, the newest first, a page at a time", query: SubjectsQuery },
   { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },
   { method: "post", path: "/subjects/{id}/budget/reset", summary: "Set a subject's used request budget back to 0" },
+  { method: "get", path: "/teams", summary: "Teams with their budgets, limits and key counts, newest first, a page at a time", query: TeamsQuery },
+  { method: "post", path: "/teams", summary: "Create a team (budget in credits, shared limits, model list narrowing its keys')", body: CreateTeamInput, status: 201 },
+  { method: "get", path: "/teams/{id}", summary: "One team" },
+  { method: "patch", path: "/teams/{id}", summary: "Change a team's name, models, budget or limits (null removes one)", body: UpdateTeamInput },
+  { method: "delete", path: "/teams/{id}", summary: "Delete a team without keys (409 while keys are in it)", status: 204 },
   { method: "post", path: "/admin/reload", summary: "Reload models, providers, limits, identity-provider policies, routing, count_tokens, moderations, responses and per-request MCP settings from the configuration (as SIGHUP does)" }
 ]
 

@@ -9,10 +9,11 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
-import { NotFound } from "../../domain/errors.ts"
+import { NotFound, ValidationFailed } from "../../domain/errors.ts"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
 import { type KeyListQuery, type KeyPage, KeysRepo } from "../store/KeysRepo.ts"
+import { TeamsRepo } from "../store/TeamsRepo.ts"
 import { DEFAULT_WORKSPACE } from "../store/rows.ts"
 import { MCP_SERVER_NAME, TokensPerMinute } from "../config/schema.ts"
 import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
@@ -38,7 +39,9 @@ const mutableFields = {
     concurrent_streams: Schema.optional(PositiveInt),
     tokens_per_minute: Schema.optional(TokensPerMinute)
   })),
-  expires_at: Schema.NullOr(IsoInstant)
+  expires_at: Schema.NullOr(IsoInstant),
+  /** The key's team (issue 33); null takes it out of its team. */
+  team_id: Schema.NullOr(Schema.String.check(Schema.isPattern(/^team_[0-9a-f]{16}$/, { message: "expected a team id such as team_0123456789abcdef" })))
 }
 
 /** PATCH: any of the mutable fields. */
@@ -75,6 +78,7 @@ export interface KeyView {
   readonly created_at: string
   readonly updated_at: string
   readonly last_used_at: string | null
+  readonly team_id: string | null
 }
 
 export const toKeyView = (record: ApiKeyRecord): KeyView => ({
@@ -96,19 +100,21 @@ export const toKeyView = (record: ApiKeyRecord): KeyView => ({
   expires_at: record.expires_at,
   created_at: record.created_at,
   updated_at: record.updated_at,
-  last_used_at: record.last_used_at
+  last_used_at: record.last_used_at,
+  team_id: record.team_id ?? null
 })
 
 const notFound = (id: string) => new NotFound({ message: `no API key with id ${id}` })
 
 export class ApiKeys extends Context.Service<ApiKeys, {
-  readonly create: (input: Omit<CreateKeyInput, "connections">) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }>
+  /** Fails with 400 when `team_id` names no team. */
+  readonly create: (input: Omit<CreateKeyInput, "connections">) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }, ValidationFailed>
   /** Every key: the CLI's listing. The admin API pages instead (`page`). */
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyRecord>>
   /** One page of keys, newest first; `status` is judged at the clock's now. */
   readonly page: (query: Omit<KeyListQuery, "now">) => Effect.Effect<KeyPage>
   readonly get: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
-  readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound>
+  readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound | ValidationFailed>
   readonly rotate: (id: string, input: RotateKeyInput) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }, NotFound>
   readonly revoke: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
   readonly resetBudget: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
@@ -119,12 +125,23 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     Effect.gen(function*() {
       const store = yield* KeysRepo
       const cache = yield* KeyCache
+      const teams = yield* TeamsRepo
 
-      const changed = <A>(effect: Effect.Effect<A, NotFound>) => Effect.tap(effect, () => cache.invalidate)
+      // A key names an existing team (the store's foreign key holds it to that under races too).
+      const checkTeam = (teamId: string | null | undefined) =>
+        teamId === undefined || teamId === null
+          ? Effect.void
+          : Effect.flatMap(Effect.orDie(teams.findTeam(teamId)), (team) =>
+            team === undefined
+              ? Effect.fail(new ValidationFailed({ message: `team_id: no team with id ${teamId}`, details: { field: "team_id" } }))
+              : Effect.void)
+
+      const changed = <A, E>(effect: Effect.Effect<A, E>) => Effect.tap(effect, () => cache.invalidate)
       const found = (id: string) => (record: ApiKeyRecord | undefined) =>
         record === undefined ? Effect.fail(notFound(id)) : Effect.succeed(record)
 
       const create = Effect.fn("ApiKeys.create")(function*(input: Omit<CreateKeyInput, "connections">) {
+        yield* checkTeam(input.team_id)
         const key = generateKey()
         const now = new Date(yield* Clock.currentTimeMillis).toISOString()
         const record: ApiKeyRecord = {
@@ -145,15 +162,24 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           updated_at: now,
           last_used_at: null,
           previous_key_hash: null,
-          previous_key_expires_at: null
+          previous_key_expires_at: null,
+          team_id: input.team_id ?? null
         }
-        yield* Effect.orDie(store.insertKey(record))
+        yield* store.insertKey(record).pipe(Effect.catch(teamGone(record.team_id)))
         yield* cache.invalidate
         return { record, key }
       })
 
+      // A team deleted on another replica between the check and the write fails the write on the
+      // foreign key: the same 400 as a team found missing.
+      const teamGone = (teamId: string | null | undefined) => (error: unknown): Effect.Effect<never, ValidationFailed> =>
+        Effect.andThen(checkTeam(teamId), Effect.die(error))
+
       const update = (id: string, input: UpdateKeyInput) =>
-        changed(store.updateKey(id, input).pipe(Effect.orDie, Effect.flatMap(found(id))))
+        Effect.andThen(
+          checkTeam(input.team_id),
+          changed(store.updateKey(id, input).pipe(Effect.catch(teamGone(input.team_id)), Effect.flatMap(found(id))))
+        )
 
       const rotate = Effect.fn("ApiKeys.rotate")(function*(id: string, input: RotateKeyInput) {
         const current = yield* store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)))
@@ -181,7 +207,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id))),
         update,
         rotate,
-        revoke: (id) => update(id, { is_active: false }),
+        revoke: (id) => changed(store.updateKey(id, { is_active: false }).pipe(Effect.orDie, Effect.flatMap(found(id)))),
         resetBudget: (id) => changed(store.updateKey(id, { budget_used: 0 }).pipe(Effect.orDie, Effect.flatMap(found(id)))),
         remove: (id) =>
           changed(store.deleteKey(id).pipe(Effect.orDie, Effect.flatMap((deleted) => (deleted ? Effect.void : Effect.fail(notFound(id))))))

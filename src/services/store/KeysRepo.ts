@@ -7,6 +7,7 @@ import { SqlClient } from "effect/sql/SqlClient"
 import type { ApiKeyRecord } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
+import { TEAM_JOIN_COLUMNS, TeamJoinRow, teamOfJoin } from "./TeamsRepo.ts"
 
 export type KeyPatch = Partial<
   Pick<
@@ -24,6 +25,7 @@ export type KeyPatch = Partial<
     | "previous_key_hash"
     | "previous_key_expires_at"
     | "budget_used"
+    | "team_id"
   >
 >
 
@@ -48,6 +50,8 @@ export interface KeyListQuery {
   readonly model?: string | undefined
   readonly last_used_before?: string | undefined
   readonly last_used_after?: string | undefined
+  /** Keys in this team (issue 33). */
+  readonly team_id?: string | undefined
   /** The ISO instant `status` is judged at. */
   readonly now: string
 }
@@ -84,16 +88,39 @@ const KeyRow = Schema.Struct({
   updated_at: Schema.String,
   last_used_at: NullableString,
   previous_key_hash: NullableString,
-  previous_key_expires_at: NullableString
+  previous_key_expires_at: NullableString,
+  /** NULL (every key older than migration 14, and keys in no team) is no team. */
+  team_id: Schema.optionalKey(NullableString)
 })
 
-const toKey = ({ budget_max_requests, mcp_servers, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
+const toKey = ({ budget_max_requests, mcp_servers, team_id, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
   ...row,
+  team_id: team_id ?? null,
   mcp_servers: mcp_servers ?? [],
   budget: budget_max_requests === null ? null : { max_requests: budget_max_requests }
 })
 
 const decodeKeys = decodeRows(KeyRow)
+/** A key with its team's columns (authentication's lookup): the key cache holds both, so a request reads neither. */
+const KeyWithTeamRow = Schema.Struct({ ...KeyRow.fields, ...TeamJoinRow.fields })
+const decodeKeysWithTeam = decodeRows(KeyWithTeamRow)
+const toKeyWithTeam = (row: typeof KeyWithTeamRow.Type): ApiKeyRecord => {
+  const { team_name, team_allowed_models, team_max_requests, team_max_credits_micros, team_period, team_requests_per_minute, team_concurrent_streams, team_tokens_per_minute, ...key } = row
+  const record = toKey(key)
+  return {
+    ...record,
+    team: teamOfJoin(record.team_id ?? null, {
+      team_name,
+      team_allowed_models,
+      team_max_requests,
+      team_max_credits_micros,
+      team_period,
+      team_requests_per_minute,
+      team_concurrent_streams,
+      team_tokens_per_minute
+    })
+  }
+}
 const decodeVersion = decodeRows(Schema.Struct({ version: Num }))
 
 const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
@@ -111,6 +138,7 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
   if (patch.key_hint !== undefined) out.key_hint = patch.key_hint
   if (patch.previous_key_hash !== undefined) out.previous_key_hash = patch.previous_key_hash
   if (patch.previous_key_expires_at !== undefined) out.previous_key_expires_at = patch.previous_key_expires_at
+  if (patch.team_id !== undefined) out.team_id = patch.team_id
   return out
 }
 
@@ -118,7 +146,7 @@ export class KeysRepo extends Context.Service<KeysRepo, {
   readonly insertKey: (key: ApiKeyRecord) => Effect.Effect<void, StoreError>
   /** Many keys in one transaction (an import; tests that need tens of thousands). */
   readonly insertKeys: (keys: ReadonlyArray<ApiKeyRecord>) => Effect.Effect<void, StoreError>
-  /** The key with this hash, current or (during a rotation's grace) previous. */
+  /** The key with this hash, current or (during a rotation's grace) previous, with its team (`team`). */
   readonly findKeyByHash: (hash: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly findKeyById: (id: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly listKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
@@ -153,7 +181,8 @@ export class KeysRepo extends Context.Service<KeysRepo, {
         updated_at: key.updated_at,
         last_used_at: key.last_used_at,
         previous_key_hash: key.previous_key_hash,
-        previous_key_expires_at: key.previous_key_expires_at
+        previous_key_expires_at: key.previous_key_expires_at,
+        team_id: key.team_id ?? null
       })
       return KeysRepo.of({
         insertKey: (key) =>
@@ -173,9 +202,10 @@ export class KeysRepo extends Context.Service<KeysRepo, {
               yield* bump
             })).pipe(storeOp("KeysRepo.insertKeys")),
         findKeyByHash: (hash) =>
-          sql`SELECT * FROM api_keys WHERE key_hash = ${hash} OR previous_key_hash = ${hash}`.pipe(
-            decodeKeys,
-            Effect.map(first),
+          sql`SELECT api_keys.*, ${sql.literal(TEAM_JOIN_COLUMNS)} FROM api_keys LEFT JOIN teams ON teams.id = api_keys.team_id
+              WHERE api_keys.key_hash = ${hash} OR api_keys.previous_key_hash = ${hash}`.pipe(
+            decodeKeysWithTeam,
+            Effect.map((rows) => (rows[0] === undefined ? undefined : toKeyWithTeam(rows[0]))),
             storeOp("KeysRepo.findKeyByHash")
           ),
         findKeyById: (id) =>
@@ -199,7 +229,8 @@ export class KeysRepo extends Context.Service<KeysRepo, {
             // allowed_models is the JSON text of an array of strings: the entry with its quotes is one whole element.
             query.model !== undefined ? sql`allowed_models LIKE ${`%${likeLiteral(JSON.stringify(query.model))}%`} ESCAPE '\\'` : undefined,
             query.last_used_before !== undefined ? sql`last_used_at < ${query.last_used_before}` : undefined,
-            query.last_used_after !== undefined ? sql`last_used_at >= ${query.last_used_after}` : undefined
+            query.last_used_after !== undefined ? sql`last_used_at >= ${query.last_used_after}` : undefined,
+            query.team_id !== undefined ? sql`team_id = ${query.team_id}` : undefined
           ].filter((c) => c !== undefined)
           return sql`SELECT * FROM api_keys WHERE ${sql.and(conditions)} ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`.pipe(
             decodeKeys,

@@ -25,6 +25,7 @@ import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
 import { noSecrets, StoreSecrets, type StoreSecretsShape } from "./secrets.ts"
 import { SubjectsRepo } from "./SubjectsRepo.ts"
+import { TeamsRepo } from "./TeamsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
 export type StoreRepos =
@@ -38,6 +39,7 @@ export type StoreRepos =
   | SqlHistoryRepo
   | SubjectsRepo
   | ResponsesRepo
+  | TeamsRepo
 
 const repositories = Layer.mergeAll(
   AlertsRepo.layer,
@@ -49,7 +51,8 @@ const repositories = Layer.mergeAll(
   McpPinsRepo.layer,
   SqlHistoryRepo.layer,
   SubjectsRepo.layer,
-  ResponsesRepo.layer
+  ResponsesRepo.layer,
+  TeamsRepo.layer
 )
 
 /** The repositories on a client, built only after the schema is migrated (migrate.ts). */

@@ -391,6 +391,37 @@ const spendReports = (_dialect: Dialect) =>
     `CREATE INDEX audit_log_end_user ON audit_log (end_user, ts) WHERE end_user IS NOT NULL`
   ])
 
+/**
+ * Teams (issue 33): a team groups keys under one list of models, one budget and shared limits.
+ * Budget amounts are micro-credits (src/domain/money.ts); the team's budget usage is kept where
+ * every budget's is. `api_keys.team_id` names a key's team (NULL: none), indexed for a team's
+ * member count and the refusal to delete a team that still has keys; the foreign key makes a key
+ * never point at a deleted team, even when a key change and a team deletion race on two
+ * replicas. A new table and a nullable column with no default rewrite nothing: constant time,
+ * plus one index build (n log n) on api_keys.
+ */
+const teams = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE teams (
+      id TEXT PRIMARY KEY,
+      name TEXT NOT NULL UNIQUE,
+      allowed_models TEXT,
+      max_requests ${big},
+      max_credits_micros ${big},
+      period TEXT,
+      requests_per_minute ${big},
+      concurrent_streams ${big},
+      tokens_per_minute ${big},
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX teams_list_order ON teams (created_at, id)`,
+    `ALTER TABLE api_keys ADD COLUMN team_id TEXT REFERENCES teams(id)`,
+    `CREATE INDEX api_keys_team ON api_keys (team_id)`
+  ])
+}
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -404,6 +435,7 @@ export const migrationsFor = (dialect: Dialect) => ({
   "10_list_order": listOrder(dialect),
   "11_connection_ssh": connectionSsh(dialect),
   "12_mcp_servers": mcpServers(dialect),
+  "14_teams": teams(dialect),
   "15_spend_reports": spendReports(dialect),
   "16_alerts": alerts(dialect)
 })

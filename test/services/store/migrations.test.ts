@@ -133,6 +133,11 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
     rows.push(`INSERT INTO alerts (kind, target, period_start, threshold, period, used_micros, limit_micros, crossed_at, state, attempts, delivered_at)
      VALUES ('key_budget', 'key_1', '2026-11-01T00:00:00.000Z', '0.8', 'month', 8000000, 10000000, '${NOW}', 'delivered', 1, '${NOW}')`)
   }
+  if (version >= 14) {
+    rows.push(`INSERT INTO teams (id, name, allowed_models, max_credits_micros, period, requests_per_minute, created_at, updated_at)
+     VALUES ('team_1', 'platform', '["echo"]', 200500000, 'month', 30, '${NOW}', '${NOW}')`)
+    rows.push(`UPDATE api_keys SET team_id = 'team_1' WHERE id = 'key_1'`)
+  }
   return rows
 }
 
@@ -184,6 +189,10 @@ for (const dialect of ["sqlite", "postgres"] as const) {
 
           expect(key, at).toMatchObject({ id: "key_1", name: "kept", allowed_models: ["echo"], tools_enabled: true, budget_used: 3 })
           expect(workspace.credits, at).toBe(977)
+          // A key keeps its team (issue 33), read with the key; keys from before teams have none.
+          expect(key?.team ?? null, at).toEqual(version >= 14
+            ? { id: "team_1", name: "platform", allowed_models: ["echo"], budget: { max_credits_micros: 200500000, period: "month" }, limits: { requests_per_minute: 30 } }
+            : null)
           // One record per request: a refund merged into its serving record, a repeat dropped.
           const audit = await store.query(`SELECT request_id, status, error, credits FROM audit_log ORDER BY request_id`)
           expect(audit.map((r) => [r.request_id, Number(r.status), r.error, Number(r.credits)]), at).toEqual([
