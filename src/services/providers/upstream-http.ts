@@ -286,7 +286,10 @@ export const readJson = <A>(
       Effect.try({
         try: () => parseAnswer<A>(provider, response.status, text, redact),
         catch: (error) => error as ProviderError
-      })
+      }).pipe(
+        // A large answer is parsed on one turn of the event loop and translated and written on the next.
+        Effect.tap(() => turnIfLarge(text.length))
+      )
     )
   )
 
@@ -307,6 +310,7 @@ export const postForJson = <A>(options: PostJsonOptions & {
 }): Effect.Effect<A, UpstreamFailure> =>
   Effect.flatMap(outgoingTraceHeaders, (trace) => {
     let status = 0
+    let answered = 0
     const serialized = options.serialized ?? JSON.stringify(options.body)
     const call = Effect.tryPromise({
       try: async (signal): Promise<A> => {
@@ -318,10 +322,16 @@ export const postForJson = <A>(options: PostJsonOptions & {
           throw failureOf(options, response.statusCode, response.headers, await readBounded(options.provider, body, ERROR_BODY_BYTES, "cut"))
         }
         options.firstByte?.((performance.now() - sent) / 1000)
-        return parseAnswer<A>(options.provider, status, await readBounded(options.provider, body, options.maxBytes, "fail"), options.redact)
+        const text = await readBounded(options.provider, body, options.maxBytes, "fail")
+        answered = text.length
+        return parseAnswer<A>(options.provider, status, text, options.redact)
       },
       catch: (error) => (isUpstreamFailure(error) ? error : transportFailure(options.provider, error))
-    }).pipe(Effect.interruptible)
+    }).pipe(
+      Effect.interruptible,
+      // A large answer is parsed on one turn and translated and written on the next.
+      Effect.tap(() => turnIfLarge(answered))
+    )
     // A large body is serialized on one turn of the event loop and sent on the next (../../wire/turns.ts).
     const sent = options.serialized === undefined && serialized.length >= LARGE_BODY_BYTES ? Effect.andThen(Effect.yieldNow, call) : call
     return Effect.withFiber((fiber) =>
