@@ -1,8 +1,11 @@
 import type { ResponseCreateParamsBase, ResponseInputItem, Tool } from "openai/resources/responses/responses"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import {
+  DECODE_SLICE,
   decodeResponsesPassthrough,
   decodeResponsesRequest,
+  decodeResponsesRequestInSlices,
   OPAQUE_ITEM_TYPES,
   OPAQUE_TOOL_TYPES,
   RESPONSES_REQUEST_FIELDS
@@ -218,4 +221,50 @@ describe("decodeResponsesPassthrough", () => {
       if (!result.ok) expect(result.message).toBe(message)
     })
   }
+})
+
+describe("decodeResponsesRequestInSlices (issue 32: a turn of the event loop every DECODE_SLICE items)", () => {
+  const many = DECODE_SLICE * 3 + 7
+  const items = Array.from({ length: many }, (_, i) =>
+    i % 3 === 0
+      ? { role: "user", content: `m${i}` }
+      : i % 3 === 1
+      ? { type: "function_call", call_id: `c${i}`, name: "t0", arguments: "{}" }
+      : { type: "function_call_output", call_id: `c${i - 1}`, output: "r" })
+  const tools = Array.from({ length: many }, (_, i) => ({ type: "function", name: `t${i}`, parameters: { type: "object" } }))
+  const body = { model: "m", instructions: "be brief", input: items, tools, stream: false }
+  const sliced = (value: unknown) => Effect.runSync(decodeResponsesRequestInSlices(value))
+
+  it("decodes what decodeResponsesRequest decodes", () => {
+    expect(sliced(body)).toEqual(decodeResponsesRequest(body))
+    expect(sliced({ model: "m", input: items.slice(0, 5) })).toEqual(decodeResponsesRequest({ model: "m", input: items.slice(0, 5) }))
+    expect(sliced({ model: "m", input: "hi" })).toEqual(decodeResponsesRequest({ model: "m", input: "hi" }))
+  })
+
+  it("names the item or tool at fault by its index in the body, as the whole decode does", () => {
+    const badItem = { ...body, input: items.map((item, i) => (i === DECODE_SLICE * 2 + 3 ? { ...item, role: "robot" } : item)) }
+    const badTool = { ...body, tools: tools.map((tool, i) => (i === DECODE_SLICE + 1 ? { ...tool, name: 5 } : tool)) }
+    const unknownField = { ...body, tools: tools.map((tool, i) => (i === many - 1 ? { ...tool, extra: true } : tool)) }
+    for (const bad of [badItem, badTool, unknownField]) {
+      const result = sliced(bad)
+      expect(result.ok).toBe(false)
+      expect(result).toEqual(decodeResponsesRequest(bad))
+    }
+    const result = sliced(badItem)
+    if (!result.ok) expect(result.path).toBe(`input.${DECODE_SLICE * 2 + 3}.role`)
+  })
+
+  it("checks the other fields first", () => {
+    expect(sliced({ ...body, model: "" })).toMatchObject({ ok: false, path: "model" })
+  })
+})
+
+describe("decodeResponsesPassthrough on many items", () => {
+  it("keeps every item as sent and refuses a non-object item by its index", () => {
+    const input = Array.from({ length: 5_000 }, (_, i) => ({ type: "item_reference", id: `msg_${i}` }))
+    expect(decodeResponsesPassthrough({ model: "m", input, extra: 1 })).toEqual({ ok: true, value: { model: "m", input, extra: 1 } })
+    const bad = decodeResponsesPassthrough({ model: "m", input: [...input, [1]] })
+    expect(bad).toMatchObject({ ok: false, message: "input.5000: expected an object" })
+    expect(decodeResponsesPassthrough({ input })).toMatchObject({ ok: false, message: "model: required field missing" })
+  })
 })

@@ -1,11 +1,12 @@
 /** The store repositories' contract, run against both layers: embedded SQLite and the machine's Postgres. */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Fiber, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
 import { AUDIT_CREDIT_MICROS, AuditRepo } from "../../../src/services/store/AuditRepo.ts"
 import type { BatchCharge, CreditBatch } from "../../../src/services/store/credit-batches.ts"
 import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
+import { ResponsesRepo } from "../../../src/services/store/ResponsesRepo.ts"
 import { DEFAULT_WORKSPACE } from "../../../src/services/store/rows.ts"
 import { ConnectionsRepo } from "../../../src/services/store/ConnectionsRepo.ts"
 import { McpSessionsRepo } from "../../../src/services/store/McpSessionsRepo.ts"
@@ -153,6 +154,45 @@ const contract = (name: string, makeLayer: StoreFixture) =>
         expect(forKey.items).toHaveLength(20)
         const window = yield* audit.queryAudit({ limit: 100, since: auditRecord(10, null, 200).ts, until: auditRecord(15, null, 200).ts })
         expect(window.items.map((r) => r.request_id)).toEqual(["req_14", "req_13", "req_12", "req_11", "req_10"])
+      }))
+    })
+
+    it("writes a response of thousands of items giving the event loop turns, and a reader meanwhile sees all of it or none (issue 32)", async () => {
+      await run(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const count = 5_000
+        const items = Array.from({ length: count }, (_, i) => ({ item_id: `msg_big_${i}`, response_id: "resp_big", item: JSON.stringify({ type: "message", i }) }))
+        const record = { id: "resp_big", owner: "key_big", provider: null, model: "m", previous_response_id: null, response: "{}", input_items: "[]", bytes: 4 }
+        let written = false
+        // Turns of the event loop while the write is under way: a macrotask runs only between them.
+        let turns = 0
+        const tick = () => {
+          if (written) return
+          turns++
+          setImmediate(tick)
+        }
+        setImmediate(tick)
+        const seen = new Set<number>()
+        // Another request's fiber, reading the first and last item (on SQLite it waits for the
+        // write's transaction, which holds the one connection; on Postgres it reads meanwhile).
+        const reader = Effect.gen(function*() {
+          while (!written) {
+            const found = yield* repo.findItems("key_big", ["msg_big_0", `msg_big_${count - 1}`])
+            seen.add(found.length)
+            yield* Effect.yieldNow
+          }
+        })
+        const fiber = yield* Effect.forkChild(reader)
+        yield* Effect.yieldNow
+        yield* repo.insert(record, items, 60_000)
+        written = true
+        yield* Fiber.join(fiber)
+        const after = yield* repo.findItems("key_big", ["msg_big_0", `msg_big_${count - 1}`])
+        expect(after.length).toBe(2)
+        // Half a response is never visible: none of its items, or both ends.
+        expect([...seen].filter((n) => n !== 0 && n !== 2)).toEqual([])
+        // The write gave the event loop turns between its statements (it was ~150 ms of one turn).
+        expect(turns).toBeGreaterThan(5)
       }))
     })
   })
