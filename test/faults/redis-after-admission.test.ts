@@ -53,7 +53,7 @@ describe.skipIf(!canRunRedis)("Redis freezing after a request was admitted", () 
     failing.setDefault(() => ({ kind: "delay", ms: 600, then: { kind: "error", status: 500 } }))
     const started = performance.now()
     const pending = chat(gateway.url, key, { model: "main" })
-    await waitFor("the request at the first deployment", () => failing.requests.length === 1, 5000)
+    await waitFor("the request at the first deployment", () => failing.requests.length === 1)
     redis.freeze()
     const reply = await pending
     const took = performance.now() - started

@@ -65,7 +65,7 @@ describe.skipIf(!canRunRedis)("a Redis restart without persistence", () => {
     await redis.kill()
     await redis.start()
     // The client reconnects, and each holder re-adds its slot at once.
-    await waitFor("Redis serving the gateway again", async () => (await chat(gw.url, key, { model: "paid" })).status === 200, 5000)
+    await waitFor("Redis serving the gateway again", async () => (await chat(gw.url, key, { model: "paid" })).status === 200)
     // Every holder put its slot back: read in the restarted Redis (a state), not given a fixed time.
     const inspector = createClient({ url: redis.url })
     await inspector.connect()

@@ -171,7 +171,7 @@ describe("credit blocks across three replicas", () => {
     const held = await blocks()
     expect(held.leased).toBeGreaterThan(0)
     // Its settlement landed (a settlement still in memory at the kill would be refunded, replica_lost).
-    await waitFor("the request settled", async () => (await pg.query("SELECT 1 FROM credit_reservations")).length === 0, 5000)
+    await waitFor("the request settled", async () => (await pg.query("SELECT 1 FROM credit_reservations")).length === 0)
     await doomed.stop("SIGKILL")
     // The survivors' own blocks go back when idle; the dead one's once its lease lapsed and a sweep ran.
     await waitFor("the dead replica's block returned", async () => (await blocks()).blocks.length === 0, LEASE_SECONDS * 1000 * 3 + 5000)
