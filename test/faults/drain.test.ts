@@ -125,7 +125,8 @@ describe("a graceful stop", () => {
 
     // The drain waited out the grace for the streams, then cut them, and did not hang on.
     expect(stopTook).toBeGreaterThanOrEqual(GRACE_SECONDS * 1000 - 50)
-    expect(stopTook).toBeLessThan(GRACE_SECONDS * 1000 + 3000)
+    // Not hung on the stuck request (it would hold the stop until the test timeout): slack for a machine at load 10.
+    expect(stopTook).toBeLessThan(GRACE_SECONDS * 1000 + 10_000)
     // No reset: a request either got an answer, or found the port closed (ECONNREFUSED) and
     // never reached the gateway. Answers given during the drain all said Connection: close.
     const errors = results.filter((r) => r.error !== undefined).map((r) => r.error)

@@ -121,16 +121,15 @@ driverContract("MySQL/MariaDB driver", makeFixture, (it) => {
     Effect.gen(function*() {
       // 10^10 rows: reading them (or waiting for the server to finish) would run into the 5 s timeout.
       const token = `mg_cap_${randomBytes(6).toString("hex")}`
-      const started = Date.now()
       const endless = rowsOf(
         yield* read(`SELECT a.id, b.pad, '${token}' AS t FROM big a CROSS JOIN big b`, [], {
           maxRows: 10,
           timeoutMs: 5_000
         })
       )
+      // Rows, not the 5 s timeout's failure: it stopped reading at the cap (no clock needed to tell).
       assert.strictEqual(endless.row_count, 10)
       assert.isTrue(endless.truncated)
-      assert.isBelow(Date.now() - started, 3_000)
       assert.isTrue(yield* eventually(Effect.map(running(token), (count) => count === "0")))
     }))
 
@@ -145,7 +144,8 @@ driverContract("MySQL/MariaDB driver", makeFixture, (it) => {
         })
       )
       assert.strictEqual(error._tag, "SqlQueryTimeout")
-      assert.isBelow(Date.now() - started, 5_000)
+      // Killed at the client's 300 ms timer, not after the statement's 20 s: 10 s is generous for a machine at load 10.
+      assert.isBelow(Date.now() - started, 10_000)
       assert.isTrue(yield* eventually(Effect.map(running(token), (count) => count === "0")))
     }))
 
