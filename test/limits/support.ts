@@ -266,5 +266,4 @@ export const expectLedgerExplains = (rows: ReadonlyArray<LedgerEntry>, finalBala
 }
 
 /** The SSE data payloads of a chat completions stream. */
-export const dataPayloads = (text: string) =>
-  text.split("\n\n").filter((frame) => frame.startsWith("data: ")).map((frame) => frame.slice("data: ".length))
+export { sseData as dataPayloads } from "../support/sse.ts"

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import { auditFor, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { waitFor } from "../support/wait.ts"
 
 const UPSTREAM_KEY = OPENAI_KEY
 const WRONG_KEY = `sk-wrong-${randomBytes(12).toString("hex")}`
@@ -140,14 +141,6 @@ const postStream = async (body: Record<string, unknown>) => {
 const dataFrames = (text: string): Array<string> => {
   expect(text).toMatch(/^(data: [^\n]*\n\n)+$/)
   return text.split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
-}
-
-const waitFor = async (what: string, check: () => boolean, ms = 2000) => {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not in time: ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
 }
 
 /** The one audit record of a request; a stream's is written when it ends, so it is waited for. */

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
 import { type FakeBedrock, startFakeBedrock } from "../support/fake-bedrock.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { sseData } from "../support/sse.ts"
 
 const REGION = "eu-central-1"
 const KEY_ID = "AKIAGATEWAYTEST00042"
@@ -235,7 +236,7 @@ describe("openai SDK on /v1/chat/completions -> Bedrock", () => {
       body: JSON.stringify({ model: "claude-br", messages: [{ role: "user", content: "hi" }], stream: true })
     })
     expect(response.status).toBe(200)
-    const frames = (await response.text()).split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
+    const frames = sseData(await response.text())
     expect(frames.at(-1)).toBe("[DONE]")
     expect(JSON.parse(frames.at(-2)!)).toMatchObject({
       error: "provider_error",
