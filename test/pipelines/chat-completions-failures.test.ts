@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto"
 import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
-import { auditFor, type TestGateway } from "../support/gateway.ts"
+import { auditFor, awaitAuditOf, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 import { waitFor } from "../support/wait.ts"
 
@@ -145,13 +145,7 @@ const dataFrames = (text: string): Array<string> => {
 
 /** The one audit record of a request; a stream's is written when it ends, so it is waited for. */
 const auditOf = async (requestId: string) => {
-  let records: Awaited<ReturnType<typeof auditFor>> = []
-  const deadline = Date.now() + 2000
-  while (Date.now() < deadline) {
-    records = await auditFor(gw, requestId)
-    if (records.length > 0) break
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  const records = await awaitAuditOf(gw, requestId)
   seen.push(JSON.stringify(records))
   expect(records).toHaveLength(1)
   return records[0]!

@@ -8,7 +8,7 @@ import OpenAI from "openai"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
-import { auditFor, startGateway, type TestGateway } from "../support/gateway.ts"
+import { auditFor, awaitAuditOf, startGateway, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
 /** The fixture's upstream key, given to the gateway through the environment. */
@@ -55,15 +55,9 @@ const upstreamBody = (i = 0) => fake.requests[i]!.body!
 
 /** A stream's audit record is written when the stream ends, which may be just after the client saw [DONE]. */
 const auditOf = async (requestId: string, gateway: TestGateway = gw) => {
-  const deadline = Date.now() + 2000
-  for (;;) {
-    const records = await auditFor(gateway, requestId)
-    if (records.length > 0 || Date.now() > deadline) {
-      seen.push(JSON.stringify(records))
-      return records
-    }
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  const records = await awaitAuditOf(gateway, requestId)
+  seen.push(JSON.stringify(records))
+  return records
 }
 
 /** POSTs with fetch so framing, headers and bytes are visible exactly as sent. */

@@ -15,7 +15,7 @@ import type { ChatCompletionStreamParams } from "openai/lib/ChatCompletionStream
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
 import { type FakeBedrock, startFakeBedrock } from "../support/fake-bedrock.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { awaitKeyAudit, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { sseData } from "../support/sse.ts"
 
 const REGION = "eu-central-1"
@@ -94,15 +94,7 @@ beforeEach(async () => {
 const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
 const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
 
-const auditRecords = async (count: number) => {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 100 }))
-    if (page.items.length >= count || Date.now() > deadline) return [...page.items].reverse()
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+const auditRecords = (count: number) => awaitKeyAudit(gw, keyId, count)
 
 const sentBody = (index = 0): JsonBody => fake.requests[index]!.body!
 

@@ -8,7 +8,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
-import type { TestGateway } from "../support/gateway.ts"
+import { awaitAuditOf, type TestGateway } from "../support/gateway.ts"
 import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
@@ -73,16 +73,7 @@ const framesOf = (text: string): Array<Frame> => {
 /** The exact event grammar of wire-formats 2.4, as a regular expression over event names. */
 const STREAM_GRAMMAR = /^message_start( ping)*( content_block_start( ping)*( content_block_delta( ping)*)* content_block_stop( ping)*)* message_delta message_stop$/
 
-const auditOf = async (requestId: string) => {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 200 }))
-    const records = page.items.filter((r) => r.request_id === requestId)
-    if (records.length > 0 || Date.now() > deadline) return records
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+const auditOf = (requestId: string) => awaitAuditOf(gw, requestId, keyId)
 
 describe("authentication and Anthropic headers", () => {
   it.each(PROVIDERS)("accepts x-api-key or Bearer, with anthropic-version, anthropic-beta and ?beta=true ($kind-kind provider)", async (provider) => {
