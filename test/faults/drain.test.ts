@@ -14,6 +14,7 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { tempDir } from "../support/process.ts"
 import { expectOpen, openStream, sleep } from "../limits/support.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const POOL = 1000
 const PRICE = 4
@@ -21,11 +22,7 @@ const GRACE_SECONDS = 1
 
 const chunk = (content: string): ChatChunk =>
   ({ id: "chatcmpl-d", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }] }) as ChatChunk
-const completion = {
-  id: "chatcmpl-d", object: "chat.completion", created: 1, model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("ok", { id: "chatcmpl-d", usage: [1, 1] })
 
 let dir: string
 let gw: TestGateway

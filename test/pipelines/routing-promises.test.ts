@@ -13,18 +13,12 @@ import { makeRouter } from "../../src/services/routing/Router.ts"
 import { scriptedProviders, type ScriptedCall } from "../../src/services/providers/scripted.ts"
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const failure = (provider: string, status: number) =>
   new ProviderError({ message: `provider "${provider}" answered ${status}`, details: { provider, upstream_status: status, upstream_error: { message: "boom" } } })
 
-const completion: ChatResponse = {
-  id: "chatcmpl-p",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "fallback answered" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("fallback answered", { id: "chatcmpl-p", usage: [1, 1] })
 
 const SLOW = ["s1", "s2", "s3", "s4", "s5", "s6"]
 let gateway: TestGateway

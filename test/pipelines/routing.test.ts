@@ -16,18 +16,12 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../src/wire/openai-embeddings.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const chunk = (delta: Record<string, unknown>, finish: string | null = null, id = "chatcmpl-r"): ChatChunk =>
   ({ id, object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
 
-const completion = (text: string): ChatResponse => ({
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse)
+const completion = (text: string) => chatCompletion(text, { id: "chatcmpl-r", usage: [3, 2] })
 
 const answered = (provider: string) => ({ respond: completion(`from ${provider}`) })
 

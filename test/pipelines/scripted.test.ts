@@ -16,6 +16,7 @@ import type { AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { movableClock } from "../support/movable-clock.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const POOL = 1000
 const PRICE = 7
@@ -23,14 +24,7 @@ const PRICE = 7
 const chunk = (delta: Record<string, unknown>, finish: string | null = null): ChatChunk =>
   ({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
 
-const completion: ChatResponse = {
-  id: "chatcmpl-s",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "hi there" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse
+const completion = chatCompletion("hi there", { id: "chatcmpl-s", usage: [3, 2] })
 
 const upstreamDown = new ProviderError({
   message: "provider \"up\" answered 500: boom",
