@@ -16,6 +16,7 @@ import type { FakeUpstream } from "../support/fake-common.ts"
 import { auditFor, awaitAuditOf, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
 import { waitFor } from "../support/wait.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const UPSTREAM_KEY = OPENAI_KEY
 const WRONG_KEY = `sk-wrong-${randomBytes(12).toString("hex")}`
@@ -103,7 +104,7 @@ beforeAll(async () => {
   gw = fixture.gateway()
   fake = fixture.openaiFake()
   ;({ key } = await gw.createKey())
-  client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0, fetch: clientFetch })
+  client = openaiFor(gw.url, key, { fetch: clientFetch })
 })
 
 // Runs before the fixture closes the gateway (after-hooks run in reverse): the clients'

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type FakeAzure, startFakeAzure } from "../support/fake-azure.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { sseData } from "../support/sse.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const AZURE_KEY = "3f9a1c0e7b2d4a6f8e1c3b5d7f9a2c4e"
 const VERSION = "2025-04-01-preview"
@@ -54,8 +55,8 @@ beforeEach(async () => {
   ;({ key } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 const WEATHER = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
 
 const expectAzureCall = (index: number, path: string) => {

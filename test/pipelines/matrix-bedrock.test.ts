@@ -17,6 +17,7 @@ import type { JsonBody } from "../support/fake-common.ts"
 import { type FakeBedrock, startFakeBedrock } from "../support/fake-bedrock.ts"
 import { awaitKeyAudit, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { sseData } from "../support/sse.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const REGION = "eu-central-1"
 const KEY_ID = "AKIAGATEWAYTEST00042"
@@ -91,8 +92,8 @@ beforeEach(async () => {
   ;({ key, id: keyId } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 
 const auditRecords = (count: number) => awaitKeyAudit(gw, keyId, count)
 

@@ -14,6 +14,7 @@ import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
 import { awaitAuditOf, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const chunk = (delta: JsonBody) => {
   const choices = [{ index: 0, delta, logprobs: null, finish_reason: null }]
@@ -125,12 +126,12 @@ describe("a stream the upstream ended early", () => {
 
   it.each(PAIRS)("$label <- $provider: the SDK's stream helper rejects", async ({ client, alias }) => {
     if (client === "openai") {
-      const sdk = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+      const sdk = openaiFor(gw.url, key)
       const outcome = await sdk.chat.completions.stream({ model: alias, messages: [{ role: "user", content: "What is the answer?" }] })
         .finalChatCompletion().then(() => "completed", (e: unknown) => e)
       expect(outcome).toBeInstanceOf(OpenAI.APIError)
     } else {
-      const sdk = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+      const sdk = anthropicFor(gw.url, key)
       const outcome = await sdk.messages.stream({ model: alias, max_tokens: 50, messages: [{ role: "user", content: "What is the answer?" }] })
         .finalMessage().then(() => "completed", (e: unknown) => e)
       expect(outcome).toBeInstanceOf(Anthropic.APIError)

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type FakeGemini, startFakeGemini } from "../support/fake-gemini.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { sseData } from "../support/sse.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const GEMINI_KEY = "AIzaSyFAKE-gemini-key-0123456789abcdef"
 const FLASH = "gemini-2.5-flash"
@@ -56,8 +57,8 @@ beforeEach(async () => {
   ;({ key } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 const post = (path: string, body: unknown) =>
   fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) })
 const sent = (index = 0) => fake.requests[index]!.body!

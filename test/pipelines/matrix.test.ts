@@ -28,6 +28,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody, Scenario, UsageSpec } from "../support/fake-common.ts"
 import { awaitKeyAudit, type TestGateway } from "../support/gateway.ts"
 import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 type OpenAIApiError = InstanceType<typeof OpenAI.APIError>
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
@@ -389,8 +390,8 @@ const openCell = async (client: ClientKind, provider: ProviderAxis): Promise<Cel
     provider,
     keyId: id,
     sent,
-    openai: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0, fetch: recordingFetch }),
-    anthropic: new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0, fetch: recordingFetch })
+    openai: openaiFor(gw.url, key, { fetch: recordingFetch }),
+    anthropic: anthropicFor(gw.url, key, { fetch: recordingFetch })
   }
 }
 

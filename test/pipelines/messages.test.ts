@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
 import { awaitAuditOf, type TestGateway } from "../support/gateway.ts"
 import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { anthropicFor } from "../support/sdk-clients.ts"
 
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
 
@@ -36,7 +37,7 @@ beforeAll(async () => {
   openaiFake = fixture.openaiFake()
   anthropicFake = fixture.anthropicFake()
   ;({ key, id: keyId } = await gw.createKey())
-  client = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+  client = anthropicFor(gw.url, key)
 })
 
 const PROVIDERS = [
@@ -117,7 +118,7 @@ describe("authentication and Anthropic headers", () => {
       expect(response.status).toBe(401)
       expect(response.json()).toMatchObject({ status: 401, error: "unauthorized", request_id: response.headers.get("request-id") })
     }
-    const sdk = new Anthropic({ apiKey: `sk-mg-${"1".repeat(32)}`, baseURL: gw.url, maxRetries: 0 })
+    const sdk = anthropicFor(gw.url, `sk-mg-${"1".repeat(32)}`)
     const error = await sdk.messages.create(body as Anthropic.MessageCreateParamsNonStreaming).then(() => undefined, (e: unknown) => e)
     expect(error).toBeInstanceOf(Anthropic.AuthenticationError)
     expect((error as AnthropicApiError).error).toMatchObject({ status: 401, error: "unauthorized" })

@@ -14,6 +14,7 @@ import { scriptedProviders, type ScriptedCall } from "../../src/services/provide
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor } from "../support/sdk-clients.ts"
 
 const failure = (provider: string, status: number) =>
   new ProviderError({ message: `provider "${provider}" answered ${status}`, details: { provider, upstream_status: status, upstream_error: { message: "boom" } } })
@@ -74,7 +75,7 @@ describe("routing promises", () => {
   })
 
   it("never counts tokens on a fallback: every deployment of the model failing is the answer, whatever its fallbacks", async () => {
-    const anthropic = new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+    const anthropic = anthropicFor(gateway.url, key)
     await expect(anthropic.messages.countTokens({ model: "counted", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({ status: 502 })
     expect(calls.filter((call) => call.provider === "c1")).not.toHaveLength(0)
     expect(calls.filter((call) => call.provider === "cfb")).toHaveLength(0)

@@ -17,6 +17,7 @@ import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { movableClock } from "../support/movable-clock.ts"
 import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const POOL = 1000
 const PRICE = 7
@@ -83,8 +84,8 @@ beforeEach(() => {
 const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
 // The record is the request scope's last finalizer: written when the answer or the stream ended.
 const recordOf = (requestId: string | null) => audit.recordsOf(requestId)
-const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
-const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+const openai = (key: string) => openaiFor(gateway.url, key)
+const anthropic = (key: string) => anthropicFor(gateway.url, key)
 
 describe("refunds, slots and audit around a scripted provider", () => {
   it("a plain answer is charged once and audited with its tokens", async () => {

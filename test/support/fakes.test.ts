@@ -8,6 +8,7 @@ import type { FakeUpstream, JsonBody } from "./fake-common.ts"
 import { startFakeOpenAI } from "./fake-openai.ts"
 import { waitFor } from "./wait.ts"
 import { sseFrames } from "./sse.ts"
+import { anthropicFor } from "./sdk-clients.ts"
 
 const KEY = "sk-test-upstream"
 
@@ -401,7 +402,7 @@ describe("fake Anthropic", () => {
 
   beforeAll(async () => {
     fake = await startFakeAnthropic({ apiKey: KEY })
-    client = new Anthropic({ apiKey: KEY, baseURL: fake.url, maxRetries: 0 })
+    client = anthropicFor(fake.url, KEY)
   })
   afterAll(() => fake.close())
   beforeEach(() => fake.reset())
