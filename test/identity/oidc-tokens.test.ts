@@ -23,6 +23,7 @@ import {
 } from "../support/oidc-issuer.ts"
 import { movableClock } from "../support/movable-clock.ts"
 import { Client as PgClient } from "../support/pg-admin.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 let idp: TestIssuer
 let db: TempDatabase
@@ -130,7 +131,7 @@ describe("identity-provider tokens", () => {
 
   it("works with the official SDKs as their key or auth token, streaming included", async () => {
     const token = await mlToken("olga")
-    const openai = new OpenAI({ apiKey: token, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+    const openai = openaiFor(gw.url, token)
     const completion = await openai.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "hi" }] })
     expect(completion.choices[0]!.message.content).toContain("hi")
     const chunks: Array<string> = []

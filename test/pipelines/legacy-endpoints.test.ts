@@ -10,6 +10,7 @@ import { startFakeAnthropic } from "../support/fake-anthropic.ts"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import { type FakeLegacy, startFakeOpenAILegacy } from "../support/fake-openai-legacy.ts"
 import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 const ANTHROPIC_KEY = "sk-ant-fake-0123456789abcdef"
@@ -45,7 +46,7 @@ beforeEach(() => {
   legacy.requests.length = 0
 })
 
-const client = (apiKey = key, url = gateway.url) => new OpenAI({ apiKey, baseURL: `${url}/v1`, maxRetries: 0 })
+const client = (apiKey = key, url = gateway.url) => openaiFor(url, apiKey)
 
 const post = (path: string, body: unknown, url = gateway.url, apiKey = key) =>
   fetch(`${url}${path}`, { method: "POST", headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" }, body: JSON.stringify(body) })

@@ -16,18 +16,13 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../src/wire/openai-embeddings.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const chunk = (delta: Record<string, unknown>, finish: string | null = null, id = "chatcmpl-r"): ChatChunk =>
   ({ id, object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
 
-const completion = (text: string): ChatResponse => ({
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse)
+const completion = (text: string) => chatCompletion(text, { id: "chatcmpl-r", usage: [3, 2] })
 
 const answered = (provider: string) => ({ respond: completion(`from ${provider}`) })
 
@@ -121,8 +116,8 @@ beforeAll(async () => {
 afterAll(() => gateway.close())
 
 const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
-const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
-const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+const openai = (key: string) => openaiFor(gateway.url, key)
+const anthropic = (key: string) => anthropicFor(gateway.url, key)
 const callsTo = (provider: string) => calls.filter((c) => c.provider === provider).length
 
 const chat = (key: string, model: string) =>
@@ -519,7 +514,7 @@ describe("stream continuation", () => {
   it("a Messages stream cut on Anthropic is continued on an OpenAI-kind deployment as one message", async () => {
     served = 0
     const { key } = await continuing.createKey()
-    const stream = new Anthropic({ apiKey: key, baseURL: continuing.url, maxRetries: 0 }).messages.stream({
+    const stream = anthropicFor(continuing.url, key).messages.stream({
       model: "claude-cont",
       max_tokens: 50,
       messages: [{ role: "user", content: "hi" }]

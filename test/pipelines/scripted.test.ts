@@ -16,6 +16,8 @@ import type { AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { movableClock } from "../support/movable-clock.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const POOL = 1000
 const PRICE = 7
@@ -23,14 +25,7 @@ const PRICE = 7
 const chunk = (delta: Record<string, unknown>, finish: string | null = null): ChatChunk =>
   ({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
 
-const completion: ChatResponse = {
-  id: "chatcmpl-s",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "hi there" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse
+const completion = chatCompletion("hi there", { id: "chatcmpl-s", usage: [3, 2] })
 
 const upstreamDown = new ProviderError({
   message: "provider \"up\" answered 500: boom",
@@ -89,8 +84,8 @@ beforeEach(() => {
 const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
 // The record is the request scope's last finalizer: written when the answer or the stream ended.
 const recordOf = (requestId: string | null) => audit.recordsOf(requestId)
-const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
-const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+const openai = (key: string) => openaiFor(gateway.url, key)
+const anthropic = (key: string) => anthropicFor(gateway.url, key)
 
 describe("refunds, slots and audit around a scripted provider", () => {
   it("a plain answer is charged once and audited with its tokens", async () => {

@@ -11,6 +11,7 @@ import {
   RESPONSES_REQUEST_FIELDS
 } from "../../src/wire/openai-responses.ts"
 import { responsesBody } from "./responses-sdk.ts"
+import { expectDecodesUnchanged } from "../support/decoded.ts"
 
 /**
  * Every top-level field of the SDK's `ResponseCreateParamsBase`, typed by the SDK: the type
@@ -95,9 +96,10 @@ describe("decodeResponsesRequest", () => {
 
   it("accepts a body the SDK sends with every field", async () => {
     const body = await responsesBody({ ...everyField, stream: false })
-    const result = decodeResponsesRequest(body)
-    expect(result).toMatchObject({ ok: true })
-    expect(decodeResponsesPassthrough(body)).toEqual({ ok: true, value: body })
+    // Field for field, with the one normalisation: an input item without `type` is a message (the API's default).
+    const sent = body as { input: ReadonlyArray<Record<string, unknown>> }
+    expect(decodeResponsesRequest(body)).toEqual({ ok: true, value: { ...sent, input: sent.input.map((item) => ({ type: "message", ...item })) } })
+    expectDecodesUnchanged(decodeResponsesPassthrough, body)
   })
 
   it("accepts every input item and tool shape, filling in the type of bare items", async () => {
@@ -119,7 +121,7 @@ describe("decodeResponsesRequest", () => {
       "computer_call_output",
       "custom_tool_call"
     ])
-    expect(decodeResponsesPassthrough(body)).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeResponsesPassthrough, body)
   })
 
   it("accepts a plain string input and nulls where the SDK allows them", () => {
@@ -127,7 +129,7 @@ describe("decodeResponsesRequest", () => {
       ["background", "include", "instructions", "max_output_tokens", "metadata", "previous_response_id", "reasoning", "store", "temperature", "top_p", "truncation"]
         .map((key) => [key, null])
     )
-    expect(decodeResponsesRequest({ model: "m", input: "Hi", ...nulls })).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input: "Hi", ...nulls })
   })
 
   it("accepts absent optionals sent as null, as clients in other languages replay items", () => {
@@ -136,15 +138,15 @@ describe("decodeResponsesRequest", () => {
       { type: "function_call", id: null, status: null, call_id: "c", name: "shell", arguments: "{}" },
       { type: "function_call_output", call_id: "c", output: "ok", id: null, status: null }
     ]
-    expect(decodeResponsesRequest({ model: "m", input })).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input })
   })
 
   it("accepts every opaque item and tool type", () => {
     for (const type of OPAQUE_ITEM_TYPES) {
-      expect(decodeResponsesRequest({ model: "m", input: [{ type, anything: 1 }] }), type).toMatchObject({ ok: true })
+      expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input: [{ type, anything: 1 }] }, type)
     }
     for (const type of OPAQUE_TOOL_TYPES) {
-      expect(decodeResponsesRequest({ model: "m", input: "x", tools: [{ type, anything: 1 }] }), type).toMatchObject({ ok: true })
+      expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input: "x", tools: [{ type, anything: 1 }] }, type)
     }
   })
 

@@ -1,6 +1,6 @@
 /** The store repositories' contract, run against both layers: embedded SQLite and the machine's Postgres. */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, ManagedRuntime } from "effect"
+import { Duration, Effect, Fiber, Layer, ManagedRuntime } from "effect"
 import type { ApiKeyRecord, AuditRecord } from "../../../src/domain/records.ts"
 import { AUDIT_CREDIT_MICROS, AuditRepo } from "../../../src/services/store/AuditRepo.ts"
 import type { BatchCharge, CreditBatch } from "../../../src/services/store/credit-batches.ts"
@@ -12,7 +12,7 @@ import { ConnectionsRepo } from "../../../src/services/store/ConnectionsRepo.ts"
 import { McpSessionsRepo } from "../../../src/services/store/McpSessionsRepo.ts"
 import { SqlHistoryRepo } from "../../../src/services/store/SqlHistoryRepo.ts"
 import { SubjectsRepo } from "../../../src/services/store/SubjectsRepo.ts"
-import { StoreError } from "../../../src/services/store/StoreError.ts"
+import { StoreDeadline, StoreError } from "../../../src/services/store/StoreError.ts"
 import { StoreLayer, type StoreRepos } from "../../../src/services/store/StoreLayer.ts"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -82,7 +82,10 @@ const useStore = (makeLayer: StoreFixture, initialCredits: number) => {
   beforeAll(async () => {
     const made = await makeLayer()
     cleanup = made.cleanup
-    runtime = ManagedRuntime.make(made.layer)
+    // The contract is what the store answers, not how fast: the per-call deadline (6 s by default,
+    // issue 21's outage bound) counts a call's wait for a pool connection, and the races below
+    // queue hundreds of calls on a pool of ten, which took longer than 6 s on a machine at load 10.
+    runtime = ManagedRuntime.make(Layer.merge(made.layer, Layer.succeed(StoreDeadline, Duration.minutes(2))))
     await run(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(initialCredits)))
   })
   afterAll(async () => {
