@@ -13,9 +13,11 @@
 //
 //   npm install --prefix /tmp/clients --no-audit --no-fund @anthropic-ai/claude-code opencode-ai @openai/codex
 //   node_modules/.bin/node scripts/live-clis.ts --clients /tmp/clients
-//       [--only claude-code/tool,codex] [--kinds bedrock,vertex-claude] [--fixtures test/fixtures/clients]
+//       [--all] [--only claude-code/tool,codex] [--kinds bedrock,vertex-claude] [--fixtures test/fixtures/clients]
 //       [--report /tmp/live-clis.json]
 //
+// The scenarios are those of LIVE below; --all runs every scenario of scripts/capture/capture.ts
+// (thinking, effort, structured output, images, MCP tool search, /context, apply_patch...) too.
 // A run passes when the client exits 0, printed an answer, and every request it made was answered
 // 2xx with a complete body (a stream that ended with its stop frame, never an error frame). The
 // matrix is printed; --report writes every exchange (request and answer) for what failed.
@@ -179,7 +181,10 @@ const modelTurn = (calls: Record<string, unknown> | undefined) => (body: JsonBod
   if (conversation.includes("pineapple")) return { kind: "text", text: "The secret word is pineapple." }
   const name = calls === undefined ? undefined : Object.keys(calls).find((candidate) => offeredTools(body).includes(candidate))
   if (name !== undefined) {
-    return { kind: "tool_calls", text: "Let me read it.", calls: [{ name, arguments: calls![name] as Record<string, unknown> }] }
+    // A free-form tool (Codex's apply_patch) is given its raw text, which a call carries as `input`.
+    const input = calls![name]
+    const args = typeof input === "string" ? { input } : (input as Record<string, unknown>)
+    return { kind: "tool_calls", text: "Let me read it.", calls: [{ name, arguments: args }] }
   }
   return { kind: "text", text: "Hello there, friend, how are you?" }
 }
@@ -310,7 +315,9 @@ const runLive = async (spec: ScenarioSpec, kind: Kind, gateway: Gateway, fakes: 
   await proxy.close()
   const exchanges = [...proxy.exchanges]
   const problems = exchanges.filter((e) => e.request.method === "POST").flatMap((e) => problemOf(e) ?? [])
-  const toolTurn = spec.toolCalls === undefined || kind === "echo" || exchanges.some((e) => JSON.stringify(e.request.body).includes("pineapple"))
+  // A scenario whose tool reads hello.txt must see the file's text come back (echo calls no tool).
+  const readsFile = JSON.stringify(spec.toolCalls?.(work) ?? {}).includes("hello.txt") || spec.scenario === "default-model-tool"
+  const toolTurn = !readsFile || kind === "echo" || exchanges.some((e) => JSON.stringify(e.request.body).includes("pineapple"))
   const problem =
     problems[0] ??
     (result.code !== 0 ? `exit ${result.code}: ${result.output.slice(-400)}` : undefined) ??
@@ -345,6 +352,7 @@ if (import.meta.main) {
     options: {
       clients: { type: "string", default: "/tmp/clients" },
       only: { type: "string" },
+      all: { type: "boolean", default: false },
       kinds: { type: "string" },
       fixtures: { type: "string" },
       report: { type: "string" }
@@ -356,7 +364,7 @@ if (import.meta.main) {
   for (const kind of kinds) if (!KINDS.includes(kind)) throw new Error(`unknown kind ${kind}; one of ${KINDS.join(", ")}`)
   const specs = [...SCENARIOS, CODEX_DEFAULT_MODEL_TOOL].filter((spec) => {
     const id = `${spec.client}/${spec.scenario}`
-    return LIVE.includes(id) && (only === undefined || only.includes(spec.client) || only.includes(id))
+    return (values.all || LIVE.includes(id)) && (only === undefined || only.includes(spec.client) || only.includes(id))
   })
   const dir = mkdtempSync(join(tmpdir(), "live-clis-"))
   const fakes = await startFakes(dir)
