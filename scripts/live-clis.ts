@@ -59,6 +59,8 @@ import { type Exchange, startRecordingProxy } from "./capture/proxy.ts"
 import { makeScrubber } from "./capture/scrub.ts"
 
 const ROOT = "/tmp/modelgate-capture"
+/** More requests than this in one run is a loop (Claude Code's /context sends 27). */
+const MAX_REQUESTS = 60
 const REPO = resolve(import.meta.dirname, "..")
 const NODE = process.execPath
 
@@ -173,12 +175,32 @@ const offeredTools = (body: JsonBody): Array<string> => {
 }
 
 /**
+ * Whether a tool's result came after the model's last turn, in any vendor's format. (Not only the
+ * last turn: where tool messages carry text only, the gateway sends a tool's images in a user
+ * message after it.)
+ */
+const afterToolResult = (body: JsonBody): boolean => {
+  const turns: Array<any> = [body.messages, body.contents, body.input].find(Array.isArray) ?? []
+  const isModel = (turn: any) => turn?.role === "assistant" || turn?.role === "model" || /^(function|custom_tool)_call$/.test(String(turn?.type))
+  const since = turns.slice(turns.findLastIndex(isModel) + 1)
+  return since.some((turn) => {
+    if (typeof turn !== "object" || turn === null) return false
+    if (turn.role === "tool" || (typeof turn.type === "string" && turn.type.endsWith("_call_output"))) return true
+    const parts: Array<any> = Array.isArray(turn.content) ? turn.content : Array.isArray(turn.parts) ? turn.parts : []
+    return parts.some((part) => part?.type === "tool_result" || part?.toolResult !== undefined || part?.functionResponse !== undefined)
+  })
+}
+
+/**
  * What the fake model answers: once the file's text is in the conversation (the tool ran), the
- * secret word; before that, in a tool scenario that offers the tool, a call to it; else a greeting.
+ * secret word; right after any other tool result, a short answer (a tool is called once per user
+ * turn, so a client never loops); before that, in a tool scenario that offers the tool, a call to
+ * it; else a greeting.
  */
 const modelTurn = (calls: Record<string, unknown> | undefined) => (body: JsonBody): Scenario => {
   const conversation = JSON.stringify(body)
   if (conversation.includes("pineapple")) return { kind: "text", text: "The secret word is pineapple." }
+  if (afterToolResult(body)) return { kind: "text", text: "Done, thank you." }
   const name = calls === undefined ? undefined : Object.keys(calls).find((candidate) => offeredTools(body).includes(candidate))
   if (name !== undefined) {
     // A free-form tool (Codex's apply_patch) is given its raw text, which a call carries as `input`.
@@ -307,11 +329,18 @@ const runLive = async (spec: ScenarioSpec, kind: Kind, gateway: Gateway, fakes: 
     upstream.reset()
     upstream.setDefault(modelTurn(spec.toolCalls?.(work)))
   }
-  const proxy = await startRecordingProxy({ target: gateway.url })
+  // A client that keeps asking (a tool loop) is stopped: no scenario takes more than a few dozen.
+  const stop = new AbortController()
+  const proxy = await startRecordingProxy({
+    target: gateway.url,
+    onRequest: (count) => {
+      if (count > MAX_REQUESTS) stop.abort(`stopped after ${MAX_REQUESTS} requests`)
+    }
+  })
   const ctx: Context = { baseUrl: proxy.url, apiKey: gateway.key, home, work }
   spec.setup?.(ctx)
   const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: home, TERM: "dumb", LANG: "C.UTF-8", ...spec.env?.(ctx) }
-  const result = await runClient(join(clients, BINARIES[spec.client]), spec.args(ctx), env, work, 300_000)
+  const result = await runClient(join(clients, BINARIES[spec.client]), spec.args(ctx), env, work, 300_000, stop.signal)
   await proxy.close()
   const exchanges = [...proxy.exchanges]
   const problems = exchanges.filter((e) => e.request.method === "POST").flatMap((e) => problemOf(e) ?? [])
@@ -392,13 +421,13 @@ if (import.meta.main) {
     rmSync(ROOT, { recursive: true, force: true })
   }
   const ids = [...new Set(results.map((r) => `${r.client}/${r.scenario}`))]
-  process.stdout.write(`\n${"".padEnd(28)}${kinds.map((k) => k.padEnd(14)).join("")}\n`)
+  process.stdout.write(`\n${"".padEnd(32)}${kinds.map((k) => k.padEnd(14)).join("")}\n`)
   for (const id of ids) {
     const row = kinds.map((kind) => {
       const run = results.find((r) => `${r.client}/${r.scenario}` === id && r.kind === kind)
       return (run === undefined ? "-" : run.pass ? "pass" : "FAIL").padEnd(14)
     })
-    process.stdout.write(`${id.padEnd(28)}${row.join("")}\n`)
+    process.stdout.write(`${id.padEnd(32)}${row.join("")}\n`)
   }
   if (values.report !== undefined) writeFileSync(values.report, `${JSON.stringify(results, null, 2)}\n`)
   process.stdout.write(`\nscratch (configs, gateway logs of failing kinds): ${dir}\n`)

@@ -388,18 +388,30 @@ export const clientVersion = (clients: string, client: ClientName, home: string)
 }
 
 // Runs the client in its own process group so a timeout can end it and everything it started.
-export const runClient = (command: string, args: ReadonlyArray<string>, env: Record<string, string>, cwd: string, timeoutMs: number) =>
+// `stop`, when it aborts, ends the client the same way (its reason is added to the output).
+export const runClient = (
+  command: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  cwd: string,
+  timeoutMs: number,
+  stop?: AbortSignal
+) =>
   new Promise<{ code: number | null; output: string }>((done) => {
     const child = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    const timer = setTimeout(() => {
-      output += `\n[capture: timed out after ${timeoutMs} ms]`
-      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
-    }, timeoutMs)
+    const end = (why: string) => {
+      output += `\n[capture: ${why}]`
+      if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, "SIGKILL")
+    }
+    const timer = setTimeout(() => end(`timed out after ${timeoutMs} ms`), timeoutMs)
+    const onStop = () => end(String(stop?.reason ?? "stopped"))
+    stop?.addEventListener("abort", onStop, { once: true })
     child.on("close", (code) => {
       clearTimeout(timer)
+      stop?.removeEventListener("abort", onStop)
       done({ code, output })
     })
   })

@@ -29,6 +29,8 @@ export interface ProxyOptions {
   readonly port?: number
   /** Characters of each answer kept (default 64 KiB: the ends of streams matter most, see below). */
   readonly maxBodyChars?: number
+  /** Called as each request arrives, with how many arrived so far. */
+  readonly onRequest?: (count: number) => void
 }
 
 export interface RecordingProxy {
@@ -53,10 +55,24 @@ const clip = (text: string, max: number): string =>
 export const startRecordingProxy = async (options: ProxyOptions): Promise<RecordingProxy> => {
   const target = new URL(options.target)
   const max = options.maxBodyChars ?? 65_536
-  const exchanges: Array<Exchange> = []
+  // In the order the requests arrived; each filled in once its answer ended (close waits for that:
+  // a client may exit as soon as it has read a stream's last event, before the gateway's end).
+  const slots: Array<Exchange | undefined> = []
+  const pending = new Set<Promise<void>>()
+  let count = 0
   const server = http.createServer((req, res) => {
+    options.onRequest?.(++count)
+    const slot = slots.push(undefined) - 1
+    let settle!: () => void
+    const settled = new Promise<void>((done) => (settle = done))
+    pending.add(settled)
+    void settled.then(() => pending.delete(settled))
     const chunks: Array<Buffer> = []
     req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    // A request body cut off by the client is never forwarded: nothing to wait for.
+    req.on("close", () => {
+      if (!req.complete) settle()
+    })
     req.on("end", () => {
       const raw = Buffer.concat(chunks)
       const headers = flatten(req.headers)
@@ -68,6 +84,10 @@ export const startRecordingProxy = async (options: ProxyOptions): Promise<Record
         headers,
         body: parseBody(raw, headers["content-encoding"])
       }
+      const record = (response: Exchange["response"]) => {
+        if (slots[slot] === undefined) slots[slot] = { request, response }
+        settle()
+      }
       const forwarded = { ...req.headers, host: target.host }
       const upstream = http.request(
         { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: forwarded },
@@ -78,17 +98,13 @@ export const startRecordingProxy = async (options: ProxyOptions): Promise<Record
             received.push(chunk)
             res.write(chunk)
           })
-          const finish = (complete: boolean) => {
-            exchanges.push({
-              request,
-              response: {
-                status: answer.statusCode ?? 0,
-                headers: flatten(answer.headers),
-                body: clip(Buffer.concat(received).toString("utf8"), max),
-                complete
-              }
+          const finish = (complete: boolean) =>
+            record({
+              status: answer.statusCode ?? 0,
+              headers: flatten(answer.headers),
+              body: clip(Buffer.concat(received).toString("utf8"), max),
+              complete
             })
-          }
           answer.on("end", () => {
             finish(true)
             res.end()
@@ -99,8 +115,13 @@ export const startRecordingProxy = async (options: ProxyOptions): Promise<Record
           })
         }
       )
+      // The client went away first (it may exit once it has read a stream's last event): the
+      // gateway's answer is read to its end all the same, unless it never ends.
+      res.on("close", () => {
+        if (slots[slot] === undefined) setTimeout(() => upstream.destroy(), 10_000).unref()
+      })
       upstream.on("error", (error) => {
-        exchanges.push({ request, response: { status: 0, headers: {}, body: `proxy: ${String(error)}`, complete: false } })
+        record({ status: 0, headers: {}, body: `proxy: ${String(error)}`, complete: false })
         if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" })
         res.end(`proxy: ${String(error)}`)
       })
@@ -109,14 +130,20 @@ export const startRecordingProxy = async (options: ProxyOptions): Promise<Record
   })
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve))
   const { port } = server.address() as AddressInfo
+  const exchanges: Array<Exchange> = []
   return {
     url: `http://127.0.0.1:${port}`,
-    exchanges,
-    close: () =>
-      new Promise<void>((resolve) => {
+    get exchanges() {
+      exchanges.splice(0, exchanges.length, ...slots.filter((e): e is Exchange => e !== undefined))
+      return exchanges
+    },
+    close: async () => {
+      await Promise.all([...pending])
+      await new Promise<void>((resolve) => {
         server.closeAllConnections()
         server.close(() => resolve())
       })
+    }
   }
 }
 
