@@ -123,9 +123,9 @@ const recordOf = async (requestId: string) => {
   return record
 }
 
-describe.each(listFixtures().filter((f) => CLIENTS.includes(f.client)))("$client $scenario", ({ client, scenario }) => {
+describe.each(listFixtures().filter((f) => CLIENTS.includes(f.client)))("$set $scenario", ({ set, scenario }) => {
   it.each(KINDS)("every request is served on a %s model", async (kind) => {
-    await replayAll(modelRequests(loadFixture(client, scenario, { apiKey: key, model: `on-${kind}` })))
+    await replayAll(modelRequests(loadFixture(set, scenario, { apiKey: key, model: `on-${kind}` })))
   })
 })
 

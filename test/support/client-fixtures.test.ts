@@ -44,13 +44,17 @@ describe("client fixtures", () => {
     expect(new Set(fixtures.map((f) => f.client))).toEqual(new Set(["claude-code", "opencode", "codex"]))
   })
 
-  describe.each(fixtures)("$client/$scenario", ({ client, scenario }) => {
-    const file = join(FIXTURES_DIR, client, `${scenario}.json`)
+  it("hold a versioned capture of each client, taken through the gateway (scripts/live-clis.ts)", () => {
+    expect(new Set(fixtures.filter((f) => f.set !== f.client).map((f) => f.client))).toEqual(new Set(["claude-code", "opencode", "codex"]))
+  })
+
+  describe.each(fixtures)("$set/$scenario", ({ client, set, scenario }) => {
+    const file = join(FIXTURES_DIR, set, `${scenario}.json`)
     const raw = readFileSync(file, "utf8")
     let fixture: ClientFixture
 
     beforeAll(() => {
-      fixture = loadFixture(client, scenario)
+      fixture = loadFixture(set, scenario)
     })
 
     it("has the fixture shape and names itself after its file", () => {
