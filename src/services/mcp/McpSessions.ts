@@ -140,7 +140,7 @@ export class McpSessions extends Context.Service<McpSessions, {
  */
 const subscribeToCancellations = (redis: RedisClient["Service"], onMessage: (message: string) => void) =>
   Effect.gen(function*() {
-    let subscriber: { quit: () => Promise<unknown>; destroy: () => void } | undefined
+    let subscriber: { destroy: () => void } | undefined
     const attempt = Effect.suspend(() => {
       const started = redis.use(async (client) => {
         const connection = client.duplicate()
@@ -163,11 +163,17 @@ const subscribeToCancellations = (redis: RedisClient["Service"], onMessage: (mes
         Effect.retry(Schedule.min([Schedule.exponential(Duration.millis(200)), Schedule.spaced(Duration.seconds(5))]))
       )
     )
+    // Closed at once, never waited for: a QUIT needs an answer that a partitioned or unreachable
+    // Redis never gives, and a subscriber has nothing pending to flush.
     yield* Effect.addFinalizer(() =>
-      Effect.promise(async () => {
+      Effect.sync(() => {
         const connection = subscriber
         subscriber = undefined
-        await connection?.quit().catch(() => connection.destroy())
+        try {
+          connection?.destroy()
+        } catch {
+          // Already closed.
+        }
       })
     )
   })
