@@ -9,7 +9,7 @@ import { coreLayer } from "../core.ts"
 import { ValidationFailed } from "../domain/errors.ts"
 import { decodeStrict } from "../domain/validation.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
-import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView } from "../services/keys/ApiKeys.ts"
+import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../services/keys/ApiKeys.ts"
 import { printJson } from "./print.ts"
 
 /** The flag that gave each field of the admin API's body, so the CLI's error names what was typed. */
@@ -19,6 +19,9 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   tools_enabled: "--tools",
   mcp_servers: "--mcp-servers",
   budget: "--budget",
+  "budget.max_requests": "--budget",
+  "budget.max_credits": "--budget-credits",
+  "budget.period": "--budget-period",
   expires_at: "--expires",
   grace_seconds: "--grace-seconds"
 }
@@ -32,7 +35,7 @@ const validated = <S extends Parameters<typeof decodeStrict>[0]>(schema: S, inpu
   decodeStrict(schema)(input).pipe(
     Effect.mapError((error) => {
       const field = typeof error.details?.field === "string" ? error.details.field : ""
-      const flag = FLAG_OF[field.split(".")[0] ?? ""]
+      const flag = FLAG_OF[field.split(".").slice(0, 2).join(".")] ?? FLAG_OF[field.split(".")[0] ?? ""]
       return flag === undefined ? error : new ValidationFailed({ message: `${flag}: ${error.message}`, details: error.details })
     })
   )
@@ -46,10 +49,28 @@ export interface CreateKeyFlags {
   readonly tools: boolean
   readonly mcpServers: Option.Option<string>
   readonly budget: Option.Option<number>
+  readonly budgetCredits: Option.Option<string>
+  readonly budgetPeriod: Option.Option<string>
   readonly expires: Option.Option<string>
 }
 
-export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, expires }: CreateKeyFlags) =>
+export interface BudgetFlags {
+  readonly budget: Option.Option<number>
+  readonly budgetCredits: Option.Option<string>
+  readonly budgetPeriod: Option.Option<string>
+}
+
+/** `--budget N --budget-credits X --budget-period P` as the admin API's `budget` (checked by its schema); null when none is given. */
+const budgetOf = ({ budget, budgetCredits, budgetPeriod }: BudgetFlags) =>
+  Option.isNone(budget) && Option.isNone(budgetCredits) && Option.isNone(budgetPeriod)
+    ? null
+    : {
+      ...Option.match(budget, { onNone: () => ({}), onSome: (max_requests) => ({ max_requests }) }),
+      ...Option.match(budgetCredits, { onNone: () => ({}), onSome: (text) => ({ max_credits: /^\d+(\.\d+)?$/.test(text) ? Number(text) : text }) }),
+      ...Option.match(budgetPeriod, { onNone: () => ({}), onSome: (period) => ({ period }) })
+    }
+
+export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, expires, ...flags }: CreateKeyFlags) =>
   Effect.gen(function*() {
     const servers = Option.match(mcpServers, { onNone: () => [], onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) })
     // Configured servers only, as the admin API insists: a typo must not look like a grant.
@@ -65,7 +86,7 @@ export const createKey = (config: GatewayConfig, { name, models, tools, mcpServe
       allowed_models: Option.match(models, { onNone: () => null, onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) }),
       tools_enabled: tools,
       mcp_servers: servers,
-      budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
+      budget: budgetOf(flags),
       expires_at: Option.getOrNull(expires)
     })
     const created = yield* withKeys(config, (keys) => keys.create(input))
@@ -74,7 +95,22 @@ export const createKey = (config: GatewayConfig, { name, models, tools, mcpServe
   })
 
 export const listKeys = (config: GatewayConfig) =>
-  withKeys(config, (keys) => keys.list).pipe(Effect.flatMap((list) => printJson(list.map(toKeyView))))
+  withKeys(config, (keys) => keys.list).pipe(Effect.flatMap((list) => printJson(list.map((record) => toKeyView(record)))))
+
+/** `modelgate keys update ID --budget ... | --no-budget`: a key's budget, as `PATCH /api-keys/:id { budget }`. */
+export const updateKeyBudget = (config: GatewayConfig, id: string, flags: BudgetFlags & { readonly noBudget: boolean }) =>
+  Effect.gen(function*() {
+    const budget = budgetOf(flags)
+    if (flags.noBudget === (budget !== null)) {
+      return yield* new ValidationFailed({
+        message: flags.noBudget ? "--no-budget: give either it or budget flags, not both" : "nothing to update: give --budget, --budget-credits, --budget-period or --no-budget",
+        details: { field: "budget" }
+      })
+    }
+    const input = yield* validated(UpdateKeyInput, { budget })
+    const record = yield* withKeys(config, (keys) => keys.update(id, input))
+    yield* printJson(toKeyView(record))
+  })
 
 export const rotateKey = (config: GatewayConfig, id: string, graceSeconds: number) =>
   validated(RotateKeyInput, { grace_seconds: graceSeconds }).pipe(

@@ -7,6 +7,7 @@
  */
 import { Effect, Scope } from "effect"
 import { ValidationFailed } from "../domain/errors.ts"
+import { toMicros } from "../domain/money.ts"
 import { decodedOrFail } from "../domain/validation.ts"
 import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ModelEndpoint } from "../services/config/schema.ts"
@@ -21,7 +22,20 @@ import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } fro
 const REFUND_NOTE = "the request failed with a server or provider error"
 
 /** The charge each admission scope holds; replaced when a fallback of another price answers. */
-const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string }>()
+const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string; cost?: number }>()
+
+/** Credits as configured (validated decimals) -> the micro-credits a charge holds (issue 33). */
+const micros = (credits: number) => toMicros(credits) ?? Math.round(credits * 1_000_000)
+
+/**
+ * What the request cost, in micro-credits, once known (issue 33): the scope's charge is settled
+ * to it (clamped to what was reserved) instead of the whole reservation, the rest returned to the
+ * pool and the budgets, and the audit record's `credits` is the cost.
+ */
+export const settleCost = (scope: Scope.Scope, costMicros: number): void => {
+  const held = heldCharges.get(scope)
+  if (held !== undefined) held.cost = Math.max(0, Math.floor(costMicros))
+}
 
 /**
  * The request ends without being served, for a reason that may be the gateway's own earlier
@@ -46,13 +60,14 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
     const held = heldCharges.get(options.scope)
     if (held === undefined) return
     const current = held.charge?.amount ?? 0
-    if (current === options.amount) return
+    const amount = micros(options.amount)
+    if (current === amount) return
     const state = yield* CurrentRequest
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
     held.reprices++
     const next = yield* credits.reserve({
-      amount: options.amount,
+      amount,
       key_id: key.id,
       request_id: `${state.requestId}.${held.reprices}`,
       model: options.model,
@@ -98,7 +113,7 @@ export const admitCosts = (options: {
     }
     yield* Effect.acquireRelease(
       credits.reserve({
-        amount: options.credits,
+        amount: micros(options.credits),
         key_id: key.id,
         request_id: state.requestId,
         model: options.model,
@@ -112,7 +127,13 @@ export const admitCosts = (options: {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
         const waived = held?.waived !== undefined && outcome.failure !== undefined
-        if (!owesRefund(outcome) && !waived) return credits.settle(charge)
+        if (!owesRefund(outcome) && !waived) {
+          if (held?.cost === undefined || held.cost >= charge.amount) return credits.settle(charge)
+          const cost = held.cost
+          return Effect.andThen(credits.settle(charge, cost), Effect.sync(() => {
+            state.audit.credits -= charge.amount - cost
+          }))
+        }
         const note = waived && !owesRefund(outcome) ? held!.waived! : outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`
         return Effect.andThen(credits.refund(charge, note), Effect.sync(() => {
           state.audit.credits -= charge.amount

@@ -3,7 +3,9 @@
  * guarded by the operator's bearer token. Same envelope as every other route.
  */
 import { McpUpstreams } from "../../services/mcp/McpUpstreams.ts"
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
+import { DecimalCredits } from "../../domain/budget-input.ts"
+import { fromMicros, toMicros } from "../../domain/money.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
 import { NotFound, ValidationFailed } from "../../domain/errors.ts"
@@ -72,7 +74,8 @@ export const UsageQuery = Schema.Struct({
 })
 
 export const TopUp = Schema.Struct({
-  credits: Schema.Int.check(Schema.isGreaterThan(0)),
+  /** Credits to add: a decimal of at most six fractional digits (issue 33). */
+  credits: DecimalCredits.check(Schema.makeFilter((n: number) => n > 0, { expected: "more than 0 credits" })),
   note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
 })
 
@@ -180,8 +183,8 @@ export const adminRoutes = (options: AdminOptions) => {
     Effect.gen(function*() {
       yield* auditTarget(keyTarget(id))
       const keys = yield* ApiKeys
-      const before = toKeyView(yield* keys.get(id))
-      const after = toKeyView(yield* change(keys))
+      const before = toKeyView(yield* keys.get(id), yield* Clock.currentTimeMillis)
+      const after = toKeyView(yield* change(keys), yield* Clock.currentTimeMillis)
       yield* auditChange({ target: keyTarget(id), before, after })
       return after
     })
@@ -201,8 +204,8 @@ export const adminRoutes = (options: AdminOptions) => {
 
   /** A key as the admin API shows it: the record plus its connection grants. */
   const keyWithGrants = (record: ApiKeyRecord) =>
-    Effect.map(Effect.flatMap(Connections, (c) => c.grantsOf(record.id)), (grants) => ({
-      ...toKeyView(record),
+    Effect.map(Effect.flatMap(Connections, (c) => Effect.zip(c.grantsOf(record.id), Clock.currentTimeMillis)), ([grants, nowMs]) => ({
+      ...toKeyView(record, nowMs),
       connections: grants.map((g) => ({ connection_id: g.connection_id, role: g.role }))
     }))
 
@@ -350,9 +353,10 @@ export const adminRoutes = (options: AdminOptions) => {
       })
       // One query for the grants of the whole page, not one per key.
       const grants = yield* (yield* Connections).grantsOfKeys(page.items.map((k) => k.id))
+      const nowMs = yield* Clock.currentTimeMillis
       return json({
         data: page.items.map((record) => ({
-          ...toKeyView(record),
+          ...toKeyView(record, nowMs),
           connections: (grants.get(record.id) ?? []).map((g) => ({ connection_id: g.connection_id, role: g.role }))
         })),
         next_cursor: page.next === undefined ? null : encodeCursor([page.next.created_at, page.next.id])
@@ -399,7 +403,7 @@ export const adminRoutes = (options: AdminOptions) => {
     }))),
     route("GET", "/workspace", admin(Effect.gen(function*() {
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
-      return json(workspace)
+      return json({ ...workspace, credits: fromMicros(workspace.credits) })
     }))),
     route("POST", "/workspace/credits", Effect.flatMap(requireAdmin, (acting) => Effect.gen(function*() {
       const input = yield* body(TopUp)
@@ -407,15 +411,16 @@ export const adminRoutes = (options: AdminOptions) => {
       const actor = acting === undefined ? "admin" : `admin:${acting.subject}`
       const before = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       yield* auditTarget({ kind: "workspace", id: before.id })
-      const balance = yield* (yield* Credits).topup({ amount: input.credits, actor, note: input.note ?? null })
+      const amount = toMicros(input.credits)!
+      const balance = yield* (yield* Credits).topup({ amount, actor, note: input.note ?? null })
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       // Other replicas' charges move the balance too: before/after are the pool around this top-up as this replica saw it.
       yield* auditChange({
         target: { kind: "workspace", id: workspace.id },
-        before: { credits: balance - input.credits },
-        after: { credits: balance, added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
+        before: { credits: fromMicros(balance - amount) },
+        after: { credits: fromMicros(balance), added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
       })
-      return json({ ...workspace, credits: balance })
+      return json({ ...workspace, credits: fromMicros(balance) })
     }))),
     route("GET", "/workspace/ledger", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -429,7 +434,10 @@ export const adminRoutes = (options: AdminOptions) => {
         key_id: params.key_id,
         kind: params.kind
       }))
-      return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
+      return json({
+        data: items.map((item) => ({ ...item, amount: fromMicros(item.amount), balance_after: fromMicros(item.balance_after) })),
+        next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null
+      })
     }))),
     route("GET", "/usage", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -440,7 +448,12 @@ export const adminRoutes = (options: AdminOptions) => {
       const groupBy = yield* groupByParam(params.group_by)
       yield* (yield* Audit).flush
       const rows = yield* Effect.orDie((yield* AuditRepo).usage({ since, until, key_id: params.key_id, group_by: groupBy }))
-      return json({ since: since ?? null, until: until ?? null, group_by: groupBy ?? ["key", "model"], data: rows })
+      return json({
+        since: since ?? null,
+        until: until ?? null,
+        group_by: groupBy ?? ["key", "model"],
+        data: rows.map((row) => ({ ...row, credits: fromMicros(row.credits) }))
+      })
     }))),
     route("GET", "/audit", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -469,14 +482,15 @@ export const adminRoutes = (options: AdminOptions) => {
         target_id: params.target_id
       }))
       const next_cursor = page.next_seq === null ? null : String(page.next_seq)
+      const items = page.items.map((item) => ({ ...item, credits: fromMicros(item.credits) }))
       if (params.format === "jsonl") {
-        const lines = page.items.map((item) => JSON.stringify(item)).join("\n")
+        const lines = items.map((item) => JSON.stringify(item)).join("\n")
         return HttpServerResponse.text(lines.length > 0 ? lines + "\n" : "", {
           contentType: "application/x-ndjson",
           headers: next_cursor === null ? {} : { "x-next-cursor": next_cursor }
         })
       }
-      return json({ data: page.items, next_cursor })
+      return json({ data: items, next_cursor })
     })))
   ]
 }
