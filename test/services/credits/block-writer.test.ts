@@ -66,6 +66,9 @@ const realStore = async (options: { readonly budget?: number } = {}) => {
   return { state, store, dispose: () => runtime.dispose() }
 }
 
+/** key_a's budget as a hold (its maximum from `realStore`'s `budget`), never resetting. */
+const keyA = (max_requests = 1000) => [{ holder: "key_a", period: "", max_requests }]
+
 const waitUntil = async (what: string, check: () => boolean) => {
   for (let i = 0; i < 200; i++) {
     if (check()) return
@@ -83,13 +86,13 @@ describe("BlockWriter", () => {
     )
     try {
       state.down = true
-      expect((await Effect.runPromise(writer.countBudget("key_a")))._tag).toBe("StoreFailed")
+      expect((await Effect.runPromise(writer.countBudget(keyA(), 0)))._tag).toBe("StoreFailed")
       expect(writer.down()).toBe(true)
       // While it is down, paid requests are refused at once (nothing is spent blind).
       expect((await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" })))._tag).toBe("StoreFailed")
       state.down = false
       await waitUntil("the writer to see the store again", () => !writer.down())
-      expect(await Effect.runPromise(writer.countBudget("key_a"))).toEqual({ _tag: "Counted" })
+      expect(await Effect.runPromise(writer.countBudget(keyA(), 0))).toEqual({ _tag: "Counted" })
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
       // The charge was in a commit before the admission returned.
       expect(state.commits.flatMap((c) => c.charges.map((x) => x.request_id))).toContain("req_2")
@@ -136,14 +139,17 @@ describe("BlockWriter", () => {
       // A block first (its lease is a commit of its own).
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
       const before = state.commits.length
-      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }, keyA(1)))).toEqual({ _tag: "Admitted" })
       const admitted = state.commits.slice(before)
       expect(admitted).toHaveLength(1)
-      expect(admitted[0]!.budgets).toEqual([{ keyId: "key_a", count: 1, subject: undefined }])
-      expect(admitted[0]!.charges).toMatchObject([{ request_id: "req_2", budget: { keyId: "key_a", index: 0 } }])
+      expect(admitted[0]!.checks).toMatchObject([{ holds: keyA(1), amount: 1 }])
+      expect(admitted[0]!.charges).toMatchObject([{ request_id: "req_2", check: admitted[0]!.checks[0]!.id, budgets: [["key_a", ""]] }])
 
       // The budget is used up: 429, and nothing is charged or left pending.
-      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_3", model: "m" }))).toEqual({ _tag: "Exhausted" })
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_3", model: "m" }, keyA(1)))).toMatchObject({
+        _tag: "Exhausted",
+        refusal: { holder: "key_a", limit: "max_requests", max: 1, used: 1 }
+      })
       expect(writer.pending()).toBe(0)
       // The refused request's price went back to the block: the 8 it still holds pay without a lease.
       const leases = state.commits.filter((c) => c.lease !== undefined).length
