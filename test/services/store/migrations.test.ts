@@ -122,6 +122,9 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
   if (version >= 5) {
     rows.push(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ('sub_1', 'https://idp', 'alice', 2, '${NOW}', '${NOW}')`)
   }
+  if (version >= 13) {
+    rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('team_1', 'month:2026-11-01', 4, 2500000)`)
+  }
   if (version >= 9) {
     rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
   }
@@ -175,14 +178,24 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           }))
 
           expect(key, at).toMatchObject({ id: "key_1", name: "kept", allowed_models: ["echo"], tools_enabled: true, budget_used: 3 })
-          expect(workspace.credits, at).toBe(977)
+          // Micro-credits from migration 13 on: the same 977 credits.
+          expect(workspace.credits, at).toBe(977 * 1_000_000)
+          const micros = (credits: number) => credits * 1_000_000
           // One record per request: a refund merged into its serving record, a repeat dropped.
           const audit = await store.query(`SELECT request_id, status, error, credits FROM audit_log ORDER BY request_id`)
           expect(audit.map((r) => [r.request_id, Number(r.status), r.error, Number(r.credits)]), at).toEqual([
             ["req_lost", 503, "replica_lost", 0],
-            ["req_pair", 200, version < 7 ? "replica_lost" : null, version < 7 ? 0 : 5],
-            ["req_plain", 200, null, 1],
-            ["req_twice", 200, null, 2]
+            ["req_pair", 200, version < 7 ? "replica_lost" : null, version < 7 ? 0 : micros(5)],
+            ["req_plain", 200, null, micros(1)],
+            ["req_twice", 200, null, micros(2)]
+          ])
+          // The ledger in micros, still summing to the balance; budgets counted so far kept as never-resetting usage.
+          const ledgerSum = await store.query(`SELECT SUM(amount) AS n FROM credit_ledger`)
+          expect(Number(ledgerSum[0]!.n), at).toBe(version >= 2 ? micros(977) : micros(977))
+          const usage = await store.query(`SELECT holder, period_start, requests, credits FROM budget_usage ORDER BY holder`)
+          expect(usage.map((r) => [r.holder, r.period_start, Number(r.requests), Number(r.credits)]), at).toEqual([
+            ["key_1", "", 3, 0],
+            ...(version >= 5 ? [["sub_1", "", 2, 0]] : [])
           ])
           // The ledger: the initial pool (written by migration 2 from the workspace when it came later) plus what was charged.
           expect(await count(store, "credit_ledger"), at).toBe(version >= 2 ? 2 : 1)
@@ -194,6 +207,22 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           await runtime.dispose()
         }
       }
+    })
+
+    it("refuses to convert a balance past what micro-credits hold exactly, naming it, and changes nothing", { timeout: 60_000 }, async () => {
+      const store = await makeStore(dialect, "mg_mig_too_rich")
+      await migrateAsEarlierRelease(store, dialect, 12)
+      await store.query(`INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', 9007199255, '${NOW}')`)
+      const runtime = ManagedRuntime.make(StoreLayer.fromUrl(store.url))
+      try {
+        const failure = await runtime.runPromise(Effect.void).then(() => undefined, (error: unknown) => String(error))
+        expect(failure).toContain("workspaces.credits holds 9007199255 credits, more than the 9007199254")
+      } finally {
+        await runtime.dispose()
+      }
+      expect(Number((await store.query(`SELECT credits FROM workspaces`))[0]!.credits)).toBe(9007199255)
+      const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
+      expect(recorded.map((r) => Number(r.migration_id))).not.toContain(13)
     })
 
     it("refuses a store whose schema is newer than this release, naming both versions, and changes nothing", { timeout: 60_000 }, async () => {
