@@ -101,7 +101,7 @@ describe("refunds, slots and audit around a scripted provider", () => {
     expect(data.choices[0]!.message.content).toBe("hi there")
     expect(await balance()).toBe(before - PRICE)
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
+    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE * 1_000_000, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
     expect(calls.at(-1)!.body.model).toBe("up-model")
   })
 
@@ -194,7 +194,7 @@ describe("refunds, slots and audit around a scripted provider", () => {
     await reader.read()
     controller.abort()
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE })
+    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE * 1_000_000 })
     expect(await balance()).toBe(before - PRICE)
     next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "ok" }, "stop") }] }) }
     const again = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] })
