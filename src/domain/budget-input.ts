@@ -10,7 +10,7 @@ import type { BudgetLimits } from "./records.ts"
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 
 /** Credits as a client writes them: a non-negative decimal of at most six fractional digits. */
-export const DecimalCredits = Schema.Number.check(
+export const DecimalCredits = Schema.Finite.check(
   Schema.makeFilter((n: number) => toMicros(n) !== undefined, {
     expected: "a non-negative number of credits with at most 6 fractional digits"
   })

@@ -114,7 +114,7 @@ describe("a word that names no command", () => {
         `modelgate: unknown command "${word}" for "${parent}" (one of: ${
           parent === "modelgate" ? "serve, keys, credits, connections, backup, restore, config"
           : parent === "modelgate credits" ? "balance, ledger, add"
-          : parent === "modelgate keys" ? "create, list, rotate, revoke, delete"
+          : parent === "modelgate keys" ? "create, list, rotate, revoke, update, delete"
           : "list, add, update, delete"
         })`
       )

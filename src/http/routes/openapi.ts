@@ -36,7 +36,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "delete", path: "/api-keys/{id}", summary: "Delete a key", status: 204 },
   { method: "post", path: "/api-keys/{id}/rotate", summary: "Replace a key's secret (optional grace for the old one)", body: RotateKeyInput },
   { method: "post", path: "/api-keys/{id}/revoke", summary: "Deactivate a key" },
-  { method: "post", path: "/api-keys/{id}/budget/reset", summary: "Set a key's used request budget back to 0" },
+  { method: "post", path: "/api-keys/{id}/budget/reset", summary: "Forget what a key used of its budget (requests and credits, every period)" },
   { method: "put", path: "/api-keys/{id}/connections/{connection_id}", summary: "Grant a key a role on a connection (roles only go up)", body: GrantInput },
   { method: "delete", path: "/api-keys/{id}/connections/{connection_id}", summary: "Revoke a key's grant on a connection", status: 204 },
   { method: "get", path: "/connections", summary: "Database connections (passwords masked), by id, a page at a time", query: ConnectionsQuery },
@@ -55,7 +55,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "get", path: "/audit", summary: "The audit trail, newest first, filtered", query: AuditQuery },
   { method: "get", path: "/subjects", summary: "Identity-provider subjects seen, the newest first, a page at a time", query: SubjectsQuery },
   { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },
-  { method: "post", path: "/subjects/{id}/budget/reset", summary: "Set a subject's used request budget back to 0" },
+  { method: "post", path: "/subjects/{id}/budget/reset", summary: "Forget what a subject used of its budget (every period)" },
   { method: "post", path: "/admin/reload", summary: "Reload models, providers, limits, identity-provider policies, routing, count_tokens, moderations, responses and per-request MCP settings from the configuration (as SIGHUP does)" }
 ]
 

@@ -63,14 +63,17 @@ export const storeUnavailable = (cause: unknown) =>
  */
 export const budgetHolds = (principal: Principal, nowMs: number): ReadonlyArray<BudgetHold> => {
   const holds: Array<BudgetHold> = []
-  const hold = (holder: string, budget: BudgetLimits) =>
+  const hold = (holder: string, budget: BudgetLimits, subject?: BudgetHold["subject"]) =>
     holds.push({
       holder,
       period: periodKey(budget.period, nowMs),
       max_requests: budget.max_requests,
-      max_credits: budget.max_credits_micros
+      max_credits: budget.max_credits_micros,
+      ...(subject === undefined ? {} : { subject })
     })
-  if (principal.budget !== null) hold(principal.id, principal.budget)
+  if (principal.budget !== null) {
+    hold(principal.id, principal.budget, principal.kind === "subject" ? { issuer: principal.issuer, subject: principal.subject } : undefined)
+  }
   if (principal.team?.budget !== null && principal.team?.budget !== undefined) hold(principal.team.id, principal.team.budget)
   return holds
 }

@@ -28,6 +28,8 @@ export interface BudgetHold {
   readonly period: string
   readonly max_requests?: number | undefined
   readonly max_credits?: number | undefined
+  /** An identity-provider subject's: its `identity_subjects` row is made by its first count, as by its first sighting. */
+  readonly subject?: { readonly issuer: string; readonly subject: string } | undefined
 }
 
 /** Where a reservation's credits were counted: [holder, period] pairs, as `credit_reservations.budgets` holds them (JSON). */
@@ -284,6 +286,16 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
 
     // Budgets (issue 33): every row a check counts against, locked once; each check in order, all its holds or none.
     const usage = yield* budgetUsage(tx)
+    // A subject counted before its sighting was written is recorded by its count. No conflict
+    // target: a racing first sighting conflicts on (issuer, subject) as well as on id.
+    const subjects = new Map<string, { issuer: string; subject: string }>()
+    for (const check of batch.checks) for (const hold of check.holds) if (hold.subject !== undefined) subjects.set(hold.holder, hold.subject)
+    for (const [id, subject] of subjects) {
+      yield* tx.all(
+        `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT DO NOTHING`,
+        [id, subject.issuer, subject.subject, ts]
+      )
+    }
     if (batch.checks.length > 0) yield* usage.load(batch.checks.flatMap((c) => c.holds.map((h) => [h.holder, h.period] as const)))
     const checks = new Map<string, BudgetVerdict>()
     for (const check of batch.checks) checks.set(check.id, usage.check(check))
