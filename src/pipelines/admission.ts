@@ -66,6 +66,7 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
     held.reprices++
+    // The budgets take the new price (the old one's goes back with its refund), not another request.
     const next = yield* credits.reserve({
       amount,
       key_id: key.id,
@@ -73,7 +74,7 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
       model: options.model,
       method: state.method,
       endpoint: state.endpoint
-    }, { ...key, budget: null })
+    }, key, { countRequest: false })
     if (held.charge !== undefined) yield* credits.refund(held.charge, `the request was answered by model "${options.model}" at another price`)
     held.charge = next
     state.audit.credits += (next?.amount ?? 0) - current
@@ -95,7 +96,7 @@ export const admitCosts = (options: {
     const key = yield* AuthenticatedKey
     // Nothing to hold: no slot, no budget to count, no price now or later. The reservation and
     // its finalizer are skipped whole (they were about 4% of a free request's CPU; issue 25).
-    if (!options.stream && options.credits <= 0 && key.budget === null && options.repriceable !== true) return
+    if (!options.stream && options.credits <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
     const state = yield* CurrentRequest
     const credits = yield* Credits
     if (options.stream) {

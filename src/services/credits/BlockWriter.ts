@@ -152,6 +152,8 @@ interface BudgetWaiter {
   readonly id: string
   readonly holds: ReadonlyArray<BudgetHold>
   readonly amount: number
+  /** Requests it counts (1, or 0 for one already counted). */
+  readonly requests: number
   readonly resume: (outcome: BudgetOutcome) => void
 }
 
@@ -159,7 +161,7 @@ export interface BlockWriter {
   /** Takes `request.amount` from the block (at once when it holds enough), else waits for a lease. */
   readonly spend: (request: SpendRequest) => Effect.Effect<SpendOutcome>
   /** Counts one request and `amount` micros against every budget of `holds`, all or none, in the next commit. */
-  readonly countBudget: (holds: ReadonlyArray<BudgetHold>, amount: number) => Effect.Effect<BudgetOutcome>
+  readonly countBudget: (holds: ReadonlyArray<BudgetHold>, amount: number, requests?: number) => Effect.Effect<BudgetOutcome>
   /** Gives back `amount` counted against `budgets` by an earlier commit, for a request that was not charged after all. */
   readonly release: (budgets: BudgetRows, amount: number) => void
   /**
@@ -167,7 +169,7 @@ export interface BlockWriter {
    * the charge go in the same commit, the charge written only if the count admitted the request
    * (one commit to wait for instead of two); otherwise the count, then the spend.
    */
-  readonly countAndSpend: (request: SpendRequest, holds: ReadonlyArray<BudgetHold>) => Effect.Effect<CountAndSpendOutcome>
+  readonly countAndSpend: (request: SpendRequest, holds: ReadonlyArray<BudgetHold>, requests?: number) => Effect.Effect<CountAndSpendOutcome>
   /**
    * The request ended: its charge stays (settle; with `keep`, only that much of it) or goes back
    * (refund). Waits for the commit that writes it, or for that commit to fail (then it is retried
@@ -344,7 +346,7 @@ export const makeBlockWriter = (options: {
       return {
         batch: {
           owner,
-          checks: budgets.map((w) => ({ id: w.id, holds: w.holds, amount: w.amount })),
+          checks: budgets.map((w) => ({ id: w.id, holds: w.holds, amount: w.amount, ...(w.requests === 1 ? {} : { requests: w.requests }) })),
           releases: released,
           charges,
           settles,
@@ -691,12 +693,12 @@ export const makeBlockWriter = (options: {
         return spendSlow(request)
       })
 
-    const countBudget = (holds: ReadonlyArray<BudgetHold>, amount: number): Effect.Effect<BudgetOutcome> =>
+    const countBudget = (holds: ReadonlyArray<BudgetHold>, amount: number, requests = 1): Effect.Effect<BudgetOutcome> =>
       Effect.suspend(() =>
         outage.down
           ? Effect.succeed<BudgetOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
           : Effect.callback<BudgetOutcome>((resume) => {
-            budgetWaiters.push({ id: `c${++checkIds}`, holds, amount, resume: (outcome) => resume(Effect.succeed(outcome)) })
+            budgetWaiters.push({ id: `c${++checkIds}`, holds, amount, requests, resume: (outcome) => resume(Effect.succeed(outcome)) })
             wake()
           })
       )
@@ -709,13 +711,13 @@ export const makeBlockWriter = (options: {
 
     return {
       spend,
-      countAndSpend: (request, holds) =>
+      countAndSpend: (request, holds, requests = 1) =>
         Effect.suspend(() => {
           const budgets = rowsOfHolds(holds)
           if (outage.down || entries.has(request.request_id) || waiters.length > 0 || block === undefined || block.remaining < request.amount) {
             // The block cannot pay at once (or the spend refuses by itself): the count, then the
             // spend; a spend that charges nothing gives the count's credits back.
-            return Effect.flatMap(countBudget(holds, request.amount), (counted) =>
+            return Effect.flatMap(countBudget(holds, request.amount, requests), (counted) =>
               counted._tag !== "Counted"
                 ? Effect.succeed<CountAndSpendOutcome>(counted)
                 : Effect.tap(spend({ ...request, budgets }), (spent) =>
@@ -738,6 +740,7 @@ export const makeBlockWriter = (options: {
               id: `c${++checkIds}`,
               holds,
               amount: request.amount,
+              requests,
               resume: (outcome) => {
                 if (outcome._tag !== "Counted") answer(outcome)
               }

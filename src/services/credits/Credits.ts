@@ -134,7 +134,9 @@ export class Credits extends Context.Service<Credits, {
    */
   readonly reserve: (
     charge: Charge,
-    principal: Principal
+    principal: Principal,
+    /** `countRequest: false`: the request was counted already (a fallback's price replacing its reservation): only the amount is. */
+    options?: { readonly countRequest?: boolean | undefined }
   ) => Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits | DependencyUnavailable>
   /**
    * The request ended and keeps `costMicros` of its charge (clamped to the amount; absent: all of
@@ -273,10 +275,11 @@ export class Credits extends Context.Service<Credits, {
 
         return Credits.of({
           replicaId,
-          reserve: (charge, principal) =>
+          reserve: (charge, principal, options) =>
             Effect.gen(function*() {
               const nowMs = yield* Clock.currentTimeMillis
-              const holds = budgetHolds(principal, nowMs)
+              const requests = options?.countRequest === false ? 0 : 1
+              const holds = requests === 0 && charge.amount <= 0 ? [] : budgetHolds(principal, nowMs)
               if (holds.length === 0 && charge.amount <= 0) return undefined
               if (writer === undefined) {
                 // One-shot commands (the CLI's top-up) hold no replica: nothing they run is admitted here.
@@ -284,7 +287,7 @@ export class Credits extends Context.Service<Credits, {
               }
               if (holds.length > 0 && charge.amount > 0) {
                 // One commit for the count and the charge (the charge written only if the count admitted it).
-                const outcome = yield* writer.countAndSpend(charge, holds)
+                const outcome = yield* writer.countAndSpend(charge, holds, requests)
                 switch (outcome._tag) {
                   case "Admitted":
                     return charge

@@ -58,6 +58,8 @@ export interface BudgetCheck {
   readonly id: string
   readonly holds: ReadonlyArray<BudgetHold>
   readonly amount: number
+  /** Requests it counts: 1 (absent), or 0 for a request already counted (a fallback's price taking over its reservation). */
+  readonly requests?: number | undefined
 }
 
 /** Why a check was refused: the first hold, in order, that it would pass. */
@@ -216,11 +218,12 @@ const budgetUsage = (tx: BatchTx) =>
           }
         }),
       check: (check: BudgetCheck): BudgetVerdict => {
+        const counted = check.requests ?? 1
         for (const hold of check.holds) {
           const row = rows.get(usageKey(hold.holder, hold.period))
           const requests = row?.requests ?? 0
           const credits = row?.credits ?? 0
-          if (hold.max_requests !== undefined && requests + 1 > hold.max_requests) {
+          if (hold.max_requests !== undefined && counted > 0 && requests + counted > hold.max_requests) {
             return { _tag: "Refused", refusal: { holder: hold.holder, period: hold.period, limit: "max_requests", max: hold.max_requests, used: requests } }
           }
           if (hold.max_credits !== undefined && credits + check.amount > hold.max_credits) {
@@ -230,7 +233,7 @@ const budgetUsage = (tx: BatchTx) =>
         for (const hold of check.holds) {
           const row = rows.get(usageKey(hold.holder, hold.period))
           if (row === undefined) continue
-          row.requests += 1
+          row.requests += counted
           row.credits += check.amount
           row.dirty = true
         }
