@@ -312,9 +312,10 @@ describe("modelgate backup and restore: what they refuse", () => {
     expect((await runCli(["--config", config, "keys", "create", "--name", "after"])).code).toBe(0)
     readStore(join(dir, "store.db"), (db) => {
       expect(one(db, "SELECT MAX(migration_id) AS n FROM modelgate_migrations").n).toBe(KNOWN_SCHEMA_VERSION)
-      expect(one(db, "SELECT credits FROM workspaces").credits).toBe(70)
+      // In micro-credits since migration 13 (issue 33): the same 70 credits.
+      expect(one(db, "SELECT credits FROM workspaces").credits).toBe(70_000_000)
       // The ledger migration opened the ledger with the balance the store had.
-      expect(one(db, "SELECT SUM(amount) AS n FROM credit_ledger").n).toBe(70)
+      expect(one(db, "SELECT SUM(amount) AS n FROM credit_ledger").n).toBe(70_000_000)
     })
   })
 

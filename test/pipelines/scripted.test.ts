@@ -86,7 +86,7 @@ beforeEach(() => {
   time.reset()
 })
 
-const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits / 1_000_000 // credits (the store holds micro-credits, issue 33)
 // The record is the request scope's last finalizer: written when the answer or the stream ended.
 const recordOf = (requestId: string | null) => audit.recordsOf(requestId)
 const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
