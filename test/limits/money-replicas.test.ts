@@ -158,4 +158,35 @@ describe("reservations and settlements across two replicas (Postgres)", () => {
     expect(book.balance).toBe(6 * (PRICE - COST))
     expect(book.ledgerSum).toBe(book.balance)
   }, 120_000)
+
+  it("a replica gone with a request in flight: a live one returns its reservation to the pool and the budgets, once", async () => {
+    const short = (url: string): Replica =>
+      ManagedRuntime.make(Credits.layer({ leaseSeconds: 2, blockSize: 2 * M }).pipe(Layer.provideMerge(StoreLayer.fromUrl(url))))
+    const [doomed, live] = [short(db.url), short(db.url)]
+    try {
+      const before = await books()
+      const who = principal("key_a")
+      const charge = await doomed.runPromise(Effect.flatMap(Credits, (credits) =>
+        credits.reserve({ amount: PRICE, key_id: "key_a", request_id: "req_inflight", model: "quarter" }, who)))
+      expect(charge?.amount).toBe(PRICE)
+      const held = await books()
+      expect(held.team?.credits).toBe((before.team?.credits ?? 0) + PRICE)
+      expect(held.balance).toBe(before.balance - PRICE)
+      // Gone without ending it: its lease is given up (nothing of its own was pending), the reservation stays open.
+      await doomed.dispose()
+      // The live replica's own sweep (every third of its lease) finds it: wait for that state.
+      for (let i = 0; i < 1500 && (await books()).balance !== before.balance; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+      // Refunded once, whoever sweeps again.
+      await live.runPromise(Effect.flatMap(Credits, (c) => c.sweep))
+      const rows = await live.runPromise(Effect.flatMap(CreditsRepo, (repo) => repo.ledger({ limit: 10, request_id: "req_inflight" })))
+      expect(rows.map((r) => [r.kind, r.amount])).toEqual([["refund", PRICE], ["charge", -PRICE]])
+      const after = await books()
+      // The request stays counted; its credits are back in the pool and in both budgets.
+      expect(after.team).toEqual({ requests: (before.team?.requests ?? 0) + 1, credits: before.team?.credits ?? 0 })
+      expect(after.balance).toBe(before.balance)
+      expect(after.ledgerSum).toBe(after.balance)
+    } finally {
+      await live.dispose()
+    }
+  }, 120_000)
 })
