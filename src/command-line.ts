@@ -11,6 +11,7 @@
  * Effect modules are imported one by one (`effect/Effect`, not the `effect` index) for the
  * same reason: the index loads every module of the library.
  */
+import { toMicros } from "./domain/money.ts"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
 import * as Argument from "effect/cli/Argument"
@@ -146,7 +147,9 @@ const keysCreate = Command.make(
       Flag.withDescription("Comma-separated upstream MCP servers (mcp.servers names) the key may use (default: none)"),
       Flag.optional
     ),
-    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key"), Flag.optional),
+    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key (per --budget-period)"), Flag.optional),
+    budgetCredits: Flag.String("budget-credits").pipe(Flag.withDescription("Maximum credits this key may spend (per --budget-period; decimals allowed)"), Flag.optional),
+    budgetPeriod: Flag.String("budget-period").pipe(Flag.withDescription("day, week or month (UTC; weeks from Monday): when the budget resets; default never"), Flag.optional),
     tokensPerMinute: Flag.Int("tokens-per-minute").pipe(
       Flag.withDescription("Input + output tokens this key may use per minute (default: limits.tokens_per_minute)"),
       Flag.optional
@@ -166,13 +169,17 @@ const keysUpdate = Command.make(
     id: idArgument,
     name: Flag.String("name").pipe(Flag.withDescription("New name"), Flag.optional),
     models: Flag.String("models").pipe(Flag.withDescription("Comma-separated allowed models; \"\" allows all"), Flag.optional),
-    team: Flag.String("team").pipe(Flag.withDescription("The team (id or name) to move the key to; \"\" takes it out of its team"), Flag.optional)
+    team: Flag.String("team").pipe(Flag.withDescription("The team (id or name) to move the key to; \"\" takes it out of its team"), Flag.optional),
+    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests (per --budget-period)"), Flag.optional),
+    budgetCredits: Flag.String("budget-credits").pipe(Flag.withDescription("Maximum credits (per --budget-period; decimals allowed)"), Flag.optional),
+    budgetPeriod: Flag.String("budget-period").pipe(Flag.withDescription("day, week or month (UTC; weeks from Monday); default never"), Flag.optional),
+    noBudget: Flag.Boolean("no-budget").pipe(Flag.withDescription("Remove the key's budget"), Flag.withDefault(false))
   },
   Effect.fn(function*({ id, ...flags }) {
     const config = yield* readConfig()
     return yield* (yield* keysModule).updateKey(config, id, flags)
   })
-).pipe(Command.withDescription("Change a key's name, models or team"))
+).pipe(Command.withDescription("Change a key's name, models, team or budget (budget flags replace the whole budget, as PATCH /api-keys/:id)"))
 
 const keysList = Command.make(
   "list",
@@ -292,11 +299,14 @@ const creditsModule = load(() => import("./commands/credits.ts"))
 const creditsAdd = Command.make(
   "add",
   {
-    amount: Argument.Int("credits").pipe(Argument.withDescription("Credits to add to the workspace pool")),
+    amount: Argument.String("credits").pipe(Argument.withDescription("Credits to add to the workspace pool (a decimal of at most 6 fractional digits)")),
     note: Flag.String("note").pipe(Flag.withDescription("Why (kept in the ledger)"), Flag.optional)
   },
-  Effect.fn(function*({ amount, note }) {
-    if (amount <= 0) return yield* new Refused({ message: "credits must be a positive integer" })
+  Effect.fn(function*({ amount: text, note }) {
+    const amount = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN
+    if (!(amount > 0) || toMicros(amount) === undefined) {
+      return yield* new Refused({ message: "credits must be a positive number with at most 6 fractional digits" })
+    }
     const config = yield* readConfig()
     return yield* (yield* creditsModule).addCredits(config, amount, note)
   })

@@ -2,6 +2,7 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
+import { MICROS_PER_CREDIT } from "./domain/money.ts"
 import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
@@ -213,7 +214,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
     adminThrottleLayer(config),
-    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
+    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size * MICROS_PER_CREDIT, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     // With Redis, a session's cancellation reaches the replica running the request it names.
     config.redis === undefined

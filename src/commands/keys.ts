@@ -11,7 +11,6 @@ import { decodeStrict } from "../domain/validation.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
 import { ApiKeys, CreateKeyInput, RotateKeyInput, toKeyView, UpdateKeyInput } from "../services/keys/ApiKeys.ts"
 import { Teams } from "../services/teams/Teams.ts"
-import { Refused } from "./refused.ts"
 import { printJson } from "./print.ts"
 
 /** The flag that gave each field of the admin API's body, so the CLI's error names what was typed. */
@@ -22,6 +21,9 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   mcp_servers: "--mcp-servers",
   budget: "--budget",
   limits: "--tokens-per-minute",
+  "budget.max_requests": "--budget",
+  "budget.max_credits": "--budget-credits",
+  "budget.period": "--budget-period",
   expires_at: "--expires",
   grace_seconds: "--grace-seconds",
   team_id: "--team"
@@ -36,7 +38,7 @@ const validated = <S extends Parameters<typeof decodeStrict>[0]>(schema: S, inpu
   decodeStrict(schema)(input).pipe(
     Effect.mapError((error) => {
       const field = typeof error.details?.field === "string" ? error.details.field : ""
-      const flag = FLAG_OF[field.split(".")[0] ?? ""]
+      const flag = FLAG_OF[field.split(".").slice(0, 2).join(".")] ?? FLAG_OF[field.split(".")[0] ?? ""]
       return flag === undefined ? error : new ValidationFailed({ message: `${flag}: ${error.message}`, details: error.details })
     })
   )
@@ -68,11 +70,29 @@ export interface CreateKeyFlags {
   readonly budget: Option.Option<number>
   /** Absent in older callers: no limit of the key's own. */
   readonly tokensPerMinute?: Option.Option<number> | undefined
+  readonly budgetCredits: Option.Option<string>
+  readonly budgetPeriod: Option.Option<string>
   readonly expires: Option.Option<string>
   readonly team: Option.Option<string>
 }
 
-export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, budget, tokensPerMinute, expires, team }: CreateKeyFlags) =>
+export interface BudgetFlags {
+  readonly budget: Option.Option<number>
+  readonly budgetCredits: Option.Option<string>
+  readonly budgetPeriod: Option.Option<string>
+}
+
+/** `--budget N --budget-credits X --budget-period P` as the admin API's `budget` (checked by its schema); null when none is given. */
+const budgetOf = ({ budget, budgetCredits, budgetPeriod }: BudgetFlags) =>
+  Option.isNone(budget) && Option.isNone(budgetCredits) && Option.isNone(budgetPeriod)
+    ? null
+    : {
+      ...Option.match(budget, { onNone: () => ({}), onSome: (max_requests) => ({ max_requests }) }),
+      ...Option.match(budgetCredits, { onNone: () => ({}), onSome: (text) => ({ max_credits: /^\d+(\.\d+)?$/.test(text) ? Number(text) : text }) }),
+      ...Option.match(budgetPeriod, { onNone: () => ({}), onSome: (period) => ({ period }) })
+    }
+
+export const createKey = (config: GatewayConfig, { name, models, tools, mcpServers, tokensPerMinute, expires, team, ...flags }: CreateKeyFlags) =>
   Effect.gen(function*() {
     const servers = Option.match(mcpServers, { onNone: () => [], onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) })
     // Configured servers only, as the admin API insists: a typo must not look like a grant.
@@ -88,7 +108,7 @@ export const createKey = (config: GatewayConfig, { name, models, tools, mcpServe
       allowed_models: Option.match(models, { onNone: () => null, onSome: (m) => m.split(",").map((s) => s.trim()).filter(Boolean) }),
       tools_enabled: tools,
       mcp_servers: servers,
-      budget: Option.match(budget, { onNone: () => null, onSome: (max_requests) => ({ max_requests }) }),
+      budget: budgetOf(flags),
       ...(tokensPerMinute === undefined || Option.isNone(tokensPerMinute) ? {} : { limits: { tokens_per_minute: tokensPerMinute.value } }),
       expires_at: Option.getOrNull(expires),
       ...(Option.isSome(team) ? { team_id: yield* teamOf(config, team) } : {})
@@ -98,27 +118,43 @@ export const createKey = (config: GatewayConfig, { name, models, tools, mcpServe
     yield* Console.error("Store the key now: it is shown only once.")
   })
 
-export interface UpdateKeyFlags {
+export interface UpdateKeyFlags extends BudgetFlags {
   readonly name: Option.Option<string>
   readonly models: Option.Option<string>
   readonly team: Option.Option<string>
+  readonly noBudget: boolean
 }
 
-/** `keys update <id>`: what PATCH /api-keys/:id changes, for the flags given (`--models ""`: every model). */
-export const updateKey = (config: GatewayConfig, id: string, { name, models, team }: UpdateKeyFlags) =>
+/**
+ * `keys update <id>`: what PATCH /api-keys/:id changes, for the flags given (`--models ""`: every
+ * model; `--team ""`: out of its team; budget flags replace the whole budget, `--no-budget`
+ * removes it).
+ */
+export const updateKey = (config: GatewayConfig, id: string, { name, models, team, noBudget, ...budgetFlags }: UpdateKeyFlags) =>
   Effect.gen(function*() {
     const body: Record<string, unknown> = {}
     Option.map(name, (n) => (body.name = n))
     Option.map(models, (m) => (body.allowed_models = m.trim() === "" ? null : m.split(",").map((s) => s.trim()).filter(Boolean)))
     if (Option.isSome(team)) body.team_id = yield* teamOf(config, team)
+    const budget = budgetOf(budgetFlags)
+    if (noBudget && budget !== null) {
+      return yield* new ValidationFailed({ message: "--no-budget: give either it or budget flags, not both", details: { field: "budget" } })
+    }
+    if (noBudget) body.budget = null
+    else if (budget !== null) body.budget = budget
     const input = yield* validated(UpdateKeyInput, body)
-    if (Object.keys(input).length === 0) return yield* new Refused({ message: "nothing to update: give --name, --models or --team" })
+    if (Object.keys(input).length === 0) {
+      return yield* new ValidationFailed({
+        message: "nothing to update: give --name, --models, --team, --budget, --budget-credits, --budget-period or --no-budget",
+        details: { field: "budget" }
+      })
+    }
     const record = yield* withKeys(config, (keys) => keys.update(id, input))
     yield* printJson(toKeyView(record))
   })
 
 export const listKeys = (config: GatewayConfig) =>
-  withKeys(config, (keys) => keys.list).pipe(Effect.flatMap((list) => printJson(list.map(toKeyView))))
+  withKeys(config, (keys) => keys.list).pipe(Effect.flatMap((list) => printJson(list.map((record) => toKeyView(record)))))
 
 export const rotateKey = (config: GatewayConfig, id: string, graceSeconds: number) =>
   validated(RotateKeyInput, { grace_seconds: graceSeconds }).pipe(

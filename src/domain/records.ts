@@ -14,8 +14,12 @@ export interface ApiKeyRecord {
   readonly tools_enabled: boolean
   /** Upstream MCP servers (by their config name) this key reaches through /v1/mcp; empty is none. */
   readonly mcp_servers: ReadonlyArray<string>
-  readonly budget: { readonly max_requests: number } | null
+  /** Its budget (issue 33; amounts in micro-credits); null: none. */
+  readonly budget: BudgetLimits | null
+  /** Requests counted in the budget's current period (filled in from the store's budget usage where shown). */
   readonly budget_used: number
+  /** Micro-credits counted in the budget's current period (as `budget_used`); absent: not read. */
+  readonly budget_used_credits?: number | undefined
   readonly limits: {
     readonly requests_per_minute?: number
     readonly concurrent_streams?: number
@@ -83,7 +87,8 @@ interface PrincipalScope {
   readonly tools_enabled: boolean
   /** Upstream MCP servers (by their config name) reachable through /v1/mcp; empty is none. */
   readonly mcp_servers: ReadonlyArray<string>
-  readonly budget: { readonly max_requests: number } | null
+  /** The key's or the subject's policy's budget (issue 33); null: none. */
+  readonly budget: BudgetLimits | null
   readonly limits: {
     readonly requests_per_minute?: number | undefined
     readonly concurrent_streams?: number | undefined

@@ -7,6 +7,7 @@
  */
 import { Effect, Scope } from "effect"
 import { ValidationFailed } from "../domain/errors.ts"
+import { toMicros } from "../domain/money.ts"
 import { decodedOrFail } from "../domain/validation.ts"
 import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ModelEndpoint } from "../services/config/schema.ts"
@@ -25,7 +26,20 @@ import { holdTokens } from "./token-admission.ts"
 const REFUND_NOTE = "the request failed with a server or provider error"
 
 /** The charge each admission scope holds; replaced when a fallback of another price answers. */
-const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string }>()
+const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string; cost?: number }>()
+
+/** Credits as configured (validated decimals) -> the micro-credits a charge holds (issue 33). */
+const micros = (credits: number) => toMicros(credits) ?? Math.round(credits * 1_000_000)
+
+/**
+ * What the request cost, in micro-credits, once known (issue 33): the scope's charge is settled
+ * to it (clamped to what was reserved) instead of the whole reservation, the rest returned to the
+ * pool and the budgets, and the audit record's `credits` is the cost.
+ */
+export const settleCost = (scope: Scope.Scope, costMicros: number): void => {
+  const held = heldCharges.get(scope)
+  if (held !== undefined) held.cost = Math.max(0, Math.floor(costMicros))
+}
 
 /**
  * The request ends without being served, for a reason that may be the gateway's own earlier
@@ -50,19 +64,21 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
     const held = heldCharges.get(options.scope)
     if (held === undefined) return
     const current = held.charge?.amount ?? 0
-    if (current === options.amount) return
+    const amount = micros(options.amount)
+    if (current === amount) return
     const state = yield* CurrentRequest
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
     held.reprices++
+    // The budgets take the new price (the old one's goes back with its refund), not another request.
     const next = yield* credits.reserve({
-      amount: options.amount,
+      amount,
       key_id: key.id,
       request_id: `${state.requestId}.${held.reprices}`,
       model: options.model,
       method: state.method,
       endpoint: state.endpoint
-    }, { ...key, budget: null })
+    }, key, { countRequest: false })
     if (held.charge !== undefined) yield* credits.refund(held.charge, `the request was answered by model "${options.model}" at another price`)
     held.charge = next
     state.audit.credits += (next?.amount ?? 0) - current
@@ -106,7 +122,7 @@ export const admitCosts = (options: {
     const key = yield* AuthenticatedKey
     // Nothing to hold: no slot, no budget to count, no price now or later. The reservation and
     // its finalizer are skipped whole (they were about 4% of a free request's CPU; issue 25).
-    if (!options.stream && options.credits <= 0 && key.budget === null && options.repriceable !== true) return
+    if (!options.stream && options.credits <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
     const state = yield* CurrentRequest
     const credits = yield* Credits
     if (options.stream) {
@@ -125,7 +141,7 @@ export const admitCosts = (options: {
     }
     yield* Effect.acquireRelease(
       credits.reserve({
-        amount: options.credits,
+        amount: micros(options.credits),
         key_id: key.id,
         request_id: state.requestId,
         model: options.model,
@@ -139,7 +155,13 @@ export const admitCosts = (options: {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
         const waived = held?.waived !== undefined && outcome.failure !== undefined
-        if (!owesRefund(outcome) && !waived) return credits.settle(charge)
+        if (!owesRefund(outcome) && !waived) {
+          if (held?.cost === undefined || held.cost >= charge.amount) return credits.settle(charge)
+          const cost = held.cost
+          return Effect.andThen(credits.settle(charge, cost), Effect.sync(() => {
+            state.audit.credits -= charge.amount - cost
+          }))
+        }
         const note = waived && !owesRefund(outcome) ? held!.waived! : outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`
         return Effect.andThen(credits.refund(charge, note), Effect.sync(() => {
           state.audit.credits -= charge.amount

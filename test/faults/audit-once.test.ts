@@ -106,7 +106,7 @@ describe("one audit record per request: a Postgres store migrated before", () =>
       }))
       const page = await runtime.runPromise(audit.queryAudit({ limit: 100 }))
       const rows = page.items.map((r) => [r.request_id, r.status, r.error, r.credits]).sort()
-      expect(rows).toEqual([["req_only", 503, "replica_lost", 0], ["req_pair", 200, "replica_lost", 0], ["req_twice", 200, null, 1]])
+      expect(rows).toEqual([["req_only", 503, "replica_lost", 0], ["req_pair", 200, "replica_lost", 0], ["req_twice", 200, null, 1_000_000]]) // migration 13: micro-credits
       // And from now on a second record for a request is merged, not added.
       await runtime.runPromise(audit.appendAudit([served("req_only")]))
       expect((await runtime.runPromise(audit.queryAudit({ limit: 100 }))).items).toHaveLength(3)

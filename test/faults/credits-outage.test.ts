@@ -104,11 +104,12 @@ describe.skipIf(!canRunPostgres)("credit movements through a store outage", () =
       const ids = replies.map((r) => r.requestId)
       const { ledgerSum, balance, ours, ledger } = await books(ids)
       expect(ledgerSum).toBe(balance)
-      expect(balance).toBe(before - 10 * PRICE)
+      // The store holds micro-credits (issue 33).
+      expect(balance).toBe(before - 10 * PRICE * 1_000_000)
       expect(ledger.filter((e) => e.kind === "refund" && ids.includes(e.request_id!))).toHaveLength(10)
       // One record per answered request, and /usage (the audit's credits) agrees with the ledger.
       expect(ours).toHaveLength(20)
-      expect(ours.reduce((sum, r) => sum + r.credits, 0)).toBe(10 * PRICE)
+      expect(ours.reduce((sum, r) => sum + r.credits, 0)).toBe(10 * PRICE * 1_000_000)
       expect(await run(gw.store.credits.orphanedReservations("nobody", 100, 3_600_000))).toEqual([])
     }, 45_000)
   }

@@ -60,7 +60,8 @@ afterAll(async () => {
   await vertex?.close()
 })
 
-const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
+/** In credits (the store holds micro-credits, issue 33). */
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits / 1_000_000
 
 const stream = async (key: string, model: string) => {
   const response = await fetch(`${gateway.url}/v1/chat/completions`, {

@@ -201,7 +201,7 @@ describe("reload: count_tokens, responses and mcp", () => {
   })
   afterAll(() => gw?.close())
 
-  const balance = async () => (await Effect.runPromise(gw.store.credits.getWorkspace)).credits
+  const balance = async () => (await Effect.runPromise(gw.store.credits.getWorkspace)).credits / 1_000_000 // credits (the store holds micro-credits, issue 33)
 
   it("a count is free until a reload prices it, and priced from the next request on", async () => {
     const { key } = await gw.createKey()

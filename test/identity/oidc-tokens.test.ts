@@ -107,7 +107,7 @@ describe("identity-provider tokens", () => {
       key_id: id,
       status: 200,
       model: "echo-1",
-      credits: 1,
+      credits: 1_000_000, // the store holds micro-credits (issue 33)
       details: { identity: { issuer: idp.issuer, subject: "alice", policy: "ml-team" } }
     })
     expect(JSON.stringify(record)).not.toContain(token.split(".")[2]!)

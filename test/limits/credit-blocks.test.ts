@@ -72,7 +72,9 @@ const topUpTo = async (target: number) => {
 const blocks = async () => {
   const [ws] = await pg.query<{ credits: string; leased: string }>("SELECT credits, leased FROM workspaces")
   const rows = await pg.query<{ owner: string; remaining: string }>("SELECT owner, remaining FROM credit_blocks WHERE remaining > 0")
-  return { credits: Number(ws!.credits), leased: Number(ws!.leased), blocks: rows.map((r) => ({ owner: r.owner, remaining: Number(r.remaining) })) }
+  // The store holds micro-credits (issue 33): in credits, as the rest of this file counts.
+  const credits = (micros: string) => Number(micros) / 1_000_000
+  return { credits: credits(ws!.credits), leased: credits(ws!.leased), blocks: rows.map((r) => ({ owner: r.owner, remaining: credits(r.remaining) })) }
 }
 
 beforeAll(async () => {

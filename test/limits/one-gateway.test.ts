@@ -316,7 +316,7 @@ describe.each(backends)("$name", ({ postgres }) => {
   describe("request budget", () => {
     it("is visible on the key, enforced with 429 budget_exhausted, and resettable", async () => {
       const { key, id } = await newKey(url, { budget: { max_requests: 3 } })
-      expect((await keyView(url, id)).budget).toEqual({ max_requests: 3, used: 0, remaining: 3 })
+      expect((await keyView(url, id)).budget).toMatchObject({ max_requests: 3, used: 0, remaining: 3, used_requests: 0, remaining_requests: 3, max_credits: null, period: null, resets_at: null })
       for (let i = 0; i < 3; i++) expect((await chat(url, key, { model: "free" })).status).toBe(200)
       const refused = await chat(url, key, { model: "free" })
       expectError(refused, 429, "budget_exhausted")
@@ -325,13 +325,13 @@ describe.each(backends)("$name", ({ postgres }) => {
       expect(refused.headers.get("retry-after")).toBeNull()
       expect(refused.body.details.max_requests).toBe(3)
       expect(refused.body.message).toContain("3")
-      expect((await keyView(url, id)).budget).toEqual({ max_requests: 3, used: 3, remaining: 0 })
+      expect((await keyView(url, id)).budget).toMatchObject({ max_requests: 3, used: 3, remaining: 0, used_requests: 3, remaining_requests: 0, max_credits: null, period: null, resets_at: null })
 
       const reset = await adminCall(url, "POST", `/api-keys/${id}/budget/reset`)
       expect(reset.status, reset.text).toBe(200)
-      expect(reset.body.budget).toEqual({ max_requests: 3, used: 0, remaining: 3 })
+      expect(reset.body.budget).toMatchObject({ max_requests: 3, used: 0, remaining: 3, used_requests: 0, remaining_requests: 3, max_credits: null, period: null, resets_at: null })
       expect((await chat(url, key, { model: "free" })).status).toBe(200)
-      expect((await keyView(url, id)).budget).toEqual({ max_requests: 3, used: 1, remaining: 2 })
+      expect((await keyView(url, id)).budget).toMatchObject({ max_requests: 3, used: 1, remaining: 2, used_requests: 1, remaining_requests: 2, max_credits: null, period: null, resets_at: null })
     })
 
     it("100 concurrent requests against a budget of 20: exactly 20 admitted", async () => {
@@ -340,7 +340,7 @@ describe.each(backends)("$name", ({ postgres }) => {
       expect(count(replies, 200), summary(replies)).toBe(20)
       expect(count(replies, 429), summary(replies)).toBe(80)
       for (const reply of replies.filter((r) => r.status === 429)) expectError(reply, 429, "budget_exhausted")
-      expect((await keyView(url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+      expect((await keyView(url, id)).budget).toMatchObject({ max_requests: 20, used: 20, remaining: 0, used_requests: 20, remaining_requests: 0, max_credits: null, period: null, resets_at: null })
     })
 
     it("100 concurrent paid requests against a budget of 20: exactly 20 admitted and charged, the 80 refused charge nothing", async () => {
@@ -351,7 +351,7 @@ describe.each(backends)("$name", ({ postgres }) => {
       expect(count(replies, 200), summary(replies)).toBe(20)
       expect(count(replies, 429), summary(replies)).toBe(80)
       for (const reply of replies.filter((r) => r.status === 429)) expectError(reply, 429, "budget_exhausted")
-      expect((await keyView(url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+      expect((await keyView(url, id)).budget).toMatchObject({ max_requests: 20, used: 20, remaining: 0, used_requests: 20, remaining_requests: 0, max_credits: null, period: null, resets_at: null })
       expect(await balance(url)).toBe(before - 20 * PRICES.paid)
       const charged = (await ledger(url)).filter((row) => row.key_id === id)
       expect(charged.map((row) => row.amount)).toEqual(Array.from({ length: 20 }, () => -PRICES.paid))
@@ -366,7 +366,7 @@ describe.each(backends)("$name", ({ postgres }) => {
       expect(isOpen(refused)).toBe(false)
       expect((refused as Reply).body.details.limit).toBe("concurrent_streams")
       held.abandon()
-      expect((await keyView(url, id)).budget).toEqual({ max_requests: 5, used: 1, remaining: 4 })
+      expect((await keyView(url, id)).budget).toMatchObject({ max_requests: 5, used: 1, remaining: 4, used_requests: 1, remaining_requests: 4, max_credits: null, period: null, resets_at: null })
     })
   })
 
@@ -423,8 +423,8 @@ describe.each(backends)("$name", ({ postgres }) => {
       for (const reply of replies.filter((r) => r.status === 200)) {
         expect((await ledgerOf(url, reply.requestId)).map((r) => r.amount)).toEqual([-PRICES.dear])
       }
-      // Nor can an operator take the pool below zero: top-ups are positive whole numbers.
-      for (const credits of [-1000, 0, 1.5]) {
+      // Nor can an operator take the pool below zero: top-ups are positive, with at most six fractional digits (issue 33).
+      for (const credits of [-1000, 0, 0.0000001, 1.1234567]) {
         expectError(await adminCall(url, "POST", "/workspace/credits", { credits }), 400, "validation_failed")
       }
       expect(await balance(url)).toBe(before % PRICES.dear)

@@ -198,13 +198,13 @@ describe("budgets across two replicas", () => {
     expect(count(replies, 200), summary(replies)).toBe(20)
     expect(count(replies, 429), summary(replies)).toBe(80)
     for (const reply of replies.filter((r) => r.status === 429)) expectError(reply, 429, "budget_exhausted")
-    expect((await keyView(b.url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+    expect((await keyView(b.url, id)).budget).toMatchObject({ max_requests: 20, used: 20, remaining: 0, used_requests: 20, remaining_requests: 0, max_credits: null, period: null, resets_at: null })
 
     const reset = await adminCall(a.url, "POST", `/api-keys/${id}/budget/reset`)
     expect(reset.status, reset.text).toBe(200)
     const again = await burst(30, spread, key, { model: "free" })
     expect(count(again, 200), summary(again)).toBe(20)
-    expect((await keyView(a.url, id)).budget).toEqual({ max_requests: 20, used: 20, remaining: 0 })
+    expect((await keyView(a.url, id)).budget).toMatchObject({ max_requests: 20, used: 20, remaining: 0, used_requests: 20, remaining_requests: 0, max_credits: null, period: null, resets_at: null })
   })
 })
 

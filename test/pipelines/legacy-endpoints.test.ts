@@ -63,7 +63,7 @@ describe("POST /v1/completions", () => {
       body: { model: "gpt-3.5-turbo-instruct", prompt: "def add(a, b):", suffix: "\n", max_tokens: 100, temperature: 0 }
     })
     const [record] = await auditFor(gateway, response.headers.get("x-request-id")!)
-    expect(record).toMatchObject({ endpoint: "/v1/completions", status: 200, credits: 2, model: "gpt-3.5-turbo-instruct", provider: "openai", prompt_tokens: 3, completion_tokens: 2 })
+    expect(record).toMatchObject({ endpoint: "/v1/completions", status: 200, credits: 2_000_000, model: "gpt-3.5-turbo-instruct", provider: "openai", prompt_tokens: 3, completion_tokens: 2 })
   })
 
   it("streams the provider's chunks, then [DONE]", async () => {
@@ -118,7 +118,7 @@ describe("POST /v1/moderations", () => {
     expect(data.results.map((result) => result.flagged)).toEqual([false, true])
     expect(legacy.requests[0]).toMatchObject({ path: "/v1/moderations", body: { input: ["a nice day", "I will kill the process"] } })
     const [record] = await auditFor(gateway, response.headers.get("x-request-id")!)
-    expect(record).toMatchObject({ endpoint: "/v1/moderations", status: 200, credits: 1, provider: "openai" })
+    expect(record).toMatchObject({ endpoint: "/v1/moderations", status: 200, credits: 1_000_000, provider: "openai" })
   })
 
   it("refuses a body without input, by name", async () => {

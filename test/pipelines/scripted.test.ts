@@ -81,7 +81,7 @@ beforeEach(() => {
   time.reset()
 })
 
-const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits / 1_000_000 // credits (the store holds micro-credits, issue 33)
 // The record is the request scope's last finalizer: written when the answer or the stream ended.
 const recordOf = (requestId: string | null) => audit.recordsOf(requestId)
 const openai = (key: string) => openaiFor(gateway.url, key)
@@ -96,7 +96,7 @@ describe("refunds, slots and audit around a scripted provider", () => {
     expect(data.choices[0]!.message.content).toBe("hi there")
     expect(await balance()).toBe(before - PRICE)
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
+    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE * 1_000_000, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
     expect(calls.at(-1)!.body.model).toBe("up-model")
   })
 
@@ -189,7 +189,7 @@ describe("refunds, slots and audit around a scripted provider", () => {
     await reader.read()
     controller.abort()
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE })
+    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE * 1_000_000 })
     expect(await balance()).toBe(before - PRICE)
     next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "ok" }, "stop") }] }) }
     const again = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] })

@@ -3,7 +3,9 @@
  * guarded by the operator's bearer token. Same envelope as every other route.
  */
 import { McpUpstreams } from "../../services/mcp/McpUpstreams.ts"
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
+import { DecimalCredits } from "../../domain/budget-input.ts"
+import { fromMicros, toMicros } from "../../domain/money.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
 import { NotFound, ValidationFailed } from "../../domain/errors.ts"
@@ -68,7 +70,8 @@ export const ConnectionsQuery = Schema.Struct({ limit: Schema.optional(Schema.St
 export { UsageQuery } from "./usage-report.ts"
 
 export const TopUp = Schema.Struct({
-  credits: Schema.Int.check(Schema.isGreaterThan(0)),
+  /** Credits to add: a decimal of at most six fractional digits (issue 33). */
+  credits: DecimalCredits.check(Schema.makeFilter((n: number) => n > 0, { expected: "more than 0 credits" })),
   note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
 })
 
@@ -165,8 +168,8 @@ export const adminRoutes = (options: AdminOptions) => {
     Effect.gen(function*() {
       yield* auditTarget(keyTarget(id))
       const keys = yield* ApiKeys
-      const before = toKeyView(yield* keys.get(id))
-      const after = toKeyView(yield* change(keys))
+      const before = toKeyView(yield* keys.get(id), yield* Clock.currentTimeMillis)
+      const after = toKeyView(yield* change(keys), yield* Clock.currentTimeMillis)
       yield* auditChange({ target: keyTarget(id), before, after })
       return after
     })
@@ -186,8 +189,8 @@ export const adminRoutes = (options: AdminOptions) => {
 
   /** A key as the admin API shows it: the record plus its connection grants. */
   const keyWithGrants = (record: ApiKeyRecord) =>
-    Effect.map(Effect.flatMap(Connections, (c) => c.grantsOf(record.id)), (grants) => ({
-      ...toKeyView(record),
+    Effect.map(Effect.flatMap(Connections, (c) => Effect.zip(c.grantsOf(record.id), Clock.currentTimeMillis)), ([grants, nowMs]) => ({
+      ...toKeyView(record, nowMs),
       connections: grants.map((g) => ({ connection_id: g.connection_id, role: g.role }))
     }))
 
@@ -336,9 +339,10 @@ export const adminRoutes = (options: AdminOptions) => {
       })
       // One query for the grants of the whole page, not one per key.
       const grants = yield* (yield* Connections).grantsOfKeys(page.items.map((k) => k.id))
+      const nowMs = yield* Clock.currentTimeMillis
       return json({
         data: page.items.map((record) => ({
-          ...toKeyView(record),
+          ...toKeyView(record, nowMs),
           connections: (grants.get(record.id) ?? []).map((g) => ({ connection_id: g.connection_id, role: g.role }))
         })),
         next_cursor: page.next === undefined ? null : encodeCursor([page.next.created_at, page.next.id])
@@ -385,7 +389,7 @@ export const adminRoutes = (options: AdminOptions) => {
     }))),
     route("GET", "/workspace", admin(Effect.gen(function*() {
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
-      return json(workspace)
+      return json({ ...workspace, credits: fromMicros(workspace.credits) })
     }))),
     route("POST", "/workspace/credits", Effect.flatMap(requireAdmin, (acting) => Effect.gen(function*() {
       const input = yield* body(TopUp)
@@ -393,15 +397,16 @@ export const adminRoutes = (options: AdminOptions) => {
       const actor = acting === undefined ? "admin" : `admin:${acting.subject}`
       const before = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       yield* auditTarget({ kind: "workspace", id: before.id })
-      const balance = yield* (yield* Credits).topup({ amount: input.credits, actor, note: input.note ?? null })
+      const amount = toMicros(input.credits)!
+      const balance = yield* (yield* Credits).topup({ amount, actor, note: input.note ?? null })
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       // Other replicas' charges move the balance too: before/after are the pool around this top-up as this replica saw it.
       yield* auditChange({
         target: { kind: "workspace", id: workspace.id },
-        before: { credits: balance - input.credits },
-        after: { credits: balance, added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
+        before: { credits: fromMicros(balance - amount) },
+        after: { credits: fromMicros(balance), added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
       })
-      return json({ ...workspace, credits: balance })
+      return json({ ...workspace, credits: fromMicros(balance) })
     }))),
     route("GET", "/workspace/ledger", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -415,7 +420,10 @@ export const adminRoutes = (options: AdminOptions) => {
         key_id: params.key_id,
         kind: params.kind
       }))
-      return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
+      return json({
+        data: items.map((item) => ({ ...item, amount: fromMicros(item.amount), balance_after: fromMicros(item.balance_after) })),
+        next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null
+      })
     }))),
     // Spend reports (issue 33): usage-report.ts.
     route("GET", "/usage", admin(usageReport)),
@@ -446,14 +454,15 @@ export const adminRoutes = (options: AdminOptions) => {
         target_id: params.target_id
       }))
       const next_cursor = page.next_seq === null ? null : String(page.next_seq)
+      const items = page.items.map((item) => ({ ...item, credits: fromMicros(item.credits) }))
       if (params.format === "jsonl") {
-        const lines = page.items.map((item) => JSON.stringify(item)).join("\n")
+        const lines = items.map((item) => JSON.stringify(item)).join("\n")
         return HttpServerResponse.text(lines.length > 0 ? lines + "\n" : "", {
           contentType: "application/x-ndjson",
           headers: next_cursor === null ? {} : { "x-next-cursor": next_cursor }
         })
       }
-      return json({ data: page.items, next_cursor })
+      return json({ data: items, next_cursor })
     })))
   ]
 }

@@ -5,6 +5,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
+import { BudgetInput, DecimalCredits } from "../../domain/budget-input.ts"
 import { MAX_TRUSTED_PROXIES, MAX_TRUSTED_PROXY_CHARS } from "../../domain/trusted-proxies.ts"
 const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
   schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
@@ -130,7 +131,8 @@ export const ModelConfig = Schema.Struct({
    * when it is reached as another model's fallback. Off: a fallback is skipped for such a key.
    */
   allow_via_fallback: Schema.optional(Schema.Boolean),
-  credits: def(NonNegativeInt, 1),
+  /** The flat price per request, in credits (decimals: issue 33). */
+  credits: def(DecimalCredits, 1),
   max_tokens: def(PositiveInt, 4096),
   /**
    * What the model serves: `chat` (every generation format: chat completions, messages,
@@ -279,8 +281,8 @@ export const OidcPolicyConfig = Schema.Struct({
     connection: Schema.NonEmptyString,
     role: Schema.Literals(["read", "edit"])
   })), []),
-  /** Requests each subject may make, counted per subject for as long as the store keeps it. */
-  budget: Schema.optional(Schema.Struct({ max_requests: PositiveInt })),
+  /** What each subject may use (requests and/or credits), per UTC period or for as long as the store keeps it (issue 33). */
+  budget: Schema.optional(BudgetInput),
   limits: Schema.optional(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
     concurrent_streams: Schema.optional(PositiveInt),
@@ -417,7 +419,7 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
-  workspace: def(Schema.Struct({ credits: def(NonNegativeInt, 1000) }), {}),
+  workspace: def(Schema.Struct({ credits: def(DecimalCredits, 1000) }), {}),
   limits: def(
     Schema.Struct({
       requests_per_minute: def(PositiveInt, 50),

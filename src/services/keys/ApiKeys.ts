@@ -9,8 +9,12 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
+import { periodKey, resetsAt } from "../../domain/budget-periods.ts"
 import { NotFound, ValidationFailed } from "../../domain/errors.ts"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import { budgetLimits, BudgetInput } from "../../domain/budget-input.ts"
+import { fromMicros } from "../../domain/money.ts"
+import type { ApiKeyRecord, BudgetLimits } from "../../domain/records.ts"
+import { CreditsRepo } from "../store/CreditsRepo.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
 import { type KeyListQuery, type KeyPage, KeysRepo } from "../store/KeysRepo.ts"
 import { TeamsRepo } from "../store/TeamsRepo.ts"
@@ -33,7 +37,7 @@ const mutableFields = {
   /** Upstream MCP servers by name (issue 37); checked against the configured ones by the admin API. */
   mcp_servers: Schema.Array(Schema.String.check(Schema.isPattern(MCP_SERVER_NAME, { message: "expected a server name: [a-z0-9_-]{1,32}" })))
     .check(Schema.isMaxLength(64)),
-  budget: Schema.NullOr(Schema.Struct({ max_requests: PositiveInt })),
+  budget: Schema.NullOr(BudgetInput),
   limits: Schema.NullOr(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
     concurrent_streams: Schema.optional(PositiveInt),
@@ -72,7 +76,7 @@ export interface KeyView {
   readonly allowed_models: ReadonlyArray<string> | null
   readonly tools_enabled: boolean
   readonly mcp_servers: ReadonlyArray<string>
-  readonly budget: { readonly max_requests: number; readonly used: number; readonly remaining: number } | null
+  readonly budget: KeyBudgetView | null
   readonly limits: ApiKeyRecord["limits"]
   readonly expires_at: string | null
   readonly created_at: string
@@ -81,7 +85,38 @@ export interface KeyView {
   readonly team_id: string | null
 }
 
-export const toKeyView = (record: ApiKeyRecord): KeyView => ({
+/** A key's budget in its current period (issue 33); `used` / `remaining` count requests (the view before issue 33). */
+export interface KeyBudgetView {
+  readonly max_requests: number | null
+  readonly max_credits: number | null
+  readonly period: "day" | "week" | "month" | null
+  readonly used_requests: number
+  readonly used_credits: number
+  readonly remaining_requests: number | null
+  readonly remaining_credits: number | null
+  readonly resets_at: string | null
+  readonly used: number
+  readonly remaining: number | null
+}
+
+export const budgetView = (budget: BudgetLimits, usedRequests: number, usedMicros: number, nowMs: number): KeyBudgetView => {
+  const remainingRequests = budget.max_requests === undefined ? null : Math.max(0, budget.max_requests - usedRequests)
+  return {
+    max_requests: budget.max_requests ?? null,
+    max_credits: budget.max_credits_micros === undefined ? null : fromMicros(budget.max_credits_micros),
+    period: budget.period ?? null,
+    used_requests: usedRequests,
+    used_credits: fromMicros(usedMicros),
+    remaining_requests: remainingRequests,
+    remaining_credits: budget.max_credits_micros === undefined ? null : fromMicros(Math.max(0, budget.max_credits_micros - usedMicros)),
+    resets_at: resetsAt(budget.period, nowMs),
+    used: budget.max_requests === undefined ? usedRequests : Math.min(usedRequests, budget.max_requests),
+    remaining: remainingRequests
+  }
+}
+
+/** `record` with its budget usage as `withUsage` read it at `nowMs` (the caller's clock). */
+export const toKeyView = (record: ApiKeyRecord, nowMs: number = Date.now()): KeyView => ({
   id: record.id,
   name: record.name,
   key_hint: record.key_hint,
@@ -89,13 +124,7 @@ export const toKeyView = (record: ApiKeyRecord): KeyView => ({
   allowed_models: record.allowed_models,
   tools_enabled: record.tools_enabled,
   mcp_servers: record.mcp_servers,
-  budget: record.budget === null
-    ? null
-    : {
-      max_requests: record.budget.max_requests,
-      used: Math.min(record.budget_used, record.budget.max_requests),
-      remaining: Math.max(0, record.budget.max_requests - record.budget_used)
-    },
+  budget: record.budget === null ? null : budgetView(record.budget, record.budget_used, record.budget_used_credits ?? 0, nowMs),
   limits: record.limits,
   expires_at: record.expires_at,
   created_at: record.created_at,
@@ -124,6 +153,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     ApiKeys,
     Effect.gen(function*() {
       const store = yield* KeysRepo
+      const credits = yield* CreditsRepo
       const cache = yield* KeyCache
       const teams = yield* TeamsRepo
 
@@ -137,6 +167,23 @@ export class ApiKeys extends Context.Service<ApiKeys, {
               : Effect.void)
 
       const changed = <A, E>(effect: Effect.Effect<A, E>) => Effect.tap(effect, () => cache.invalidate)
+
+      /** Each key's budget usage in its current period, by the clock (budget_usage, issue 33). */
+      const withUsage = <R extends ApiKeyRecord>(records: ReadonlyArray<R>) =>
+        Effect.gen(function*() {
+          const nowMs = yield* Clock.currentTimeMillis
+          const budgeted = records.filter((r) => r.budget !== null)
+          if (budgeted.length === 0) return records
+          const rows = budgeted.map((r) => [r.id, periodKey(r.budget!.period, nowMs)] as const)
+          const usage = yield* Effect.orDie(credits.budgetUsage(rows))
+          return records.map((r) => {
+            if (r.budget === null) return r
+            const used = usage.get(`${r.id} ${periodKey(r.budget.period, nowMs)}`)
+            return { ...r, budget_used: used?.requests ?? 0, budget_used_credits: used?.credits ?? 0 }
+          })
+        })
+      const oneWithUsage = (record: ApiKeyRecord) => Effect.map(withUsage([record]), (rows) => rows[0]!)
+
       const found = (id: string) => (record: ApiKeyRecord | undefined) =>
         record === undefined ? Effect.fail(notFound(id)) : Effect.succeed(record)
 
@@ -154,8 +201,9 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           allowed_models: input.allowed_models ?? null,
           tools_enabled: input.tools_enabled ?? false,
           mcp_servers: input.mcp_servers ?? [],
-          budget: input.budget ?? null,
+          budget: input.budget === undefined || input.budget === null ? null : budgetLimits(input.budget),
           budget_used: 0,
+          budget_used_credits: 0,
           limits: input.limits ?? null,
           expires_at: input.expires_at ?? null,
           created_at: now,
@@ -178,7 +226,12 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const update = (id: string, input: UpdateKeyInput) =>
         Effect.andThen(
           checkTeam(input.team_id),
-          changed(store.updateKey(id, input).pipe(Effect.catch(teamGone(input.team_id)), Effect.flatMap(found(id))))
+          changed(
+            store.updateKey(id, {
+              ...input,
+              budget: input.budget === undefined ? undefined : input.budget === null ? null : budgetLimits(input.budget)
+            }).pipe(Effect.catch(teamGone(input.team_id)), Effect.flatMap(found(id)))
+          ).pipe(Effect.flatMap(oneWithUsage))
         )
 
       const rotate = Effect.fn("ApiKeys.rotate")(function*(id: string, input: RotateKeyInput) {
@@ -199,16 +252,23 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 
       return ApiKeys.of({
         create,
-        list: Effect.orDie(store.listKeys),
+        list: Effect.flatMap(Effect.orDie(store.listKeys), withUsage),
         page: Effect.fn("ApiKeys.page")(function*(query: Omit<KeyListQuery, "now">) {
           const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-          return yield* Effect.orDie(store.pageKeys({ ...query, now }))
+          const page = yield* Effect.orDie(store.pageKeys({ ...query, now }))
+          return { ...page, items: yield* withUsage(page.items) }
         }),
-        get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id))),
+        get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)), Effect.flatMap(oneWithUsage)),
         update,
         rotate,
-        revoke: (id) => changed(store.updateKey(id, { is_active: false }).pipe(Effect.orDie, Effect.flatMap(found(id)))),
-        resetBudget: (id) => changed(store.updateKey(id, { budget_used: 0 }).pipe(Effect.orDie, Effect.flatMap(found(id)))),
+        revoke: (id) => changed(store.updateKey(id, { is_active: false }).pipe(Effect.orDie, Effect.flatMap(found(id)))).pipe(Effect.flatMap(oneWithUsage)),
+        // Every period's usage goes: the budget starts over from nothing.
+        resetBudget: (id) =>
+          changed(
+            Effect.orDie(credits.resetBudget(id)).pipe(
+              Effect.andThen(store.updateKey(id, { budget_used: 0 }).pipe(Effect.orDie, Effect.flatMap(found(id))))
+            )
+          ).pipe(Effect.flatMap(oneWithUsage)),
         remove: (id) =>
           changed(store.deleteKey(id).pipe(Effect.orDie, Effect.flatMap((deleted) => (deleted ? Effect.void : Effect.fail(notFound(id))))))
       })

@@ -16,6 +16,7 @@
  * Label children are resolved once per combination and cached, so a request costs a few map
  * lookups and additions, no label objects.
  */
+import { fromMicros } from "../../domain/money.ts"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -397,7 +398,8 @@ export const makeMetrics = (): MetricsShape => {
         // (pipelines/model/usage.ts), and this keeps a bad one from ever breaking an answer.
         if (countable(record.prompt_tokens)) usage.prompt.inc(record.prompt_tokens)
         if (countable(record.completion_tokens)) usage.completion.inc(record.completion_tokens)
-        if (countable(record.credits)) usage.credits.inc(record.credits)
+        // The record holds micro-credits (issue 33); the counter counts credits.
+        if (countable(record.credits)) usage.credits.inc(fromMicros(record.credits))
         const operation = genAiOperationOf(route)
         const modelLabel = models.has(model) ? model : OTHER_MODEL
         const genAi = genAiChildren(usage, modelLabel, record.provider, operation)
@@ -445,8 +447,8 @@ export const makeMetrics = (): MetricsShape => {
         poolCredits.reset()
         poolLeased.reset()
         if (refresh.pool !== undefined) {
-          poolCredits.labels(refresh.pool.workspace).set(refresh.pool.credits)
-          poolLeased.labels(refresh.pool.workspace).set(refresh.pool.leased)
+          poolCredits.labels(refresh.pool.workspace).set(fromMicros(refresh.pool.credits))
+          poolLeased.labels(refresh.pool.workspace).set(fromMicros(refresh.pool.leased))
         }
         // The audit trail counts drops since start; the counter follows it.
         if (refresh.auditDropped > droppedSeen) {

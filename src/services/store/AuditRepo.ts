@@ -22,7 +22,7 @@ export const USAGE_DIMENSIONS: ReadonlyArray<UsageDimension> = ["day", "key", "t
  * Whole credits (1,000,000 micros each) until the micro-credit accounting of issue 33 stores
  * micros in the audit trail; then 1.
  */
-export const AUDIT_CREDIT_MICROS = 1_000_000
+export const AUDIT_CREDIT_MICROS = 1
 
 export interface UsageRow {
   readonly day?: string

@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import type { ApiKeyRecord, BudgetLimits } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 import { TEAM_JOIN_COLUMNS, TeamJoinRow, teamOfJoin } from "./TeamsRepo.ts"
@@ -82,6 +82,9 @@ const KeyRow = Schema.Struct({
   mcp_servers: NullableJson(Schema.Array(Schema.String)),
   budget_max_requests: NullableNum,
   budget_used: Num,
+  /** Micro-credits (migration 13); NULL: no maximum in credits. */
+  budget_max_credits: Schema.optionalKey(NullableNum),
+  budget_period: Schema.optionalKey(NullableString),
   limits: NullableJson(Limits),
   expires_at: NullableString,
   created_at: Schema.String,
@@ -93,11 +96,27 @@ const KeyRow = Schema.Struct({
   team_id: Schema.optionalKey(NullableString)
 })
 
-const toKey = ({ budget_max_requests, mcp_servers, team_id, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
+const toKey = ({ budget_max_credits, budget_max_requests, budget_period, mcp_servers, team_id, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
   ...row,
   team_id: team_id ?? null,
   mcp_servers: mcp_servers ?? [],
-  budget: budget_max_requests === null ? null : { max_requests: budget_max_requests }
+  budget: toBudget(budget_max_requests, budget_max_credits ?? null, budget_period ?? null)
+})
+
+/** A key's budget from its columns: none when neither maximum is set. */
+const toBudget = (maxRequests: number | null, maxCredits: number | null, period: string | null): BudgetLimits | null =>
+  maxRequests === null && maxCredits === null
+    ? null
+    : {
+      ...(maxRequests === null ? {} : { max_requests: maxRequests }),
+      ...(maxCredits === null ? {} : { max_credits_micros: maxCredits }),
+      ...(period === "day" || period === "week" || period === "month" ? { period } : {})
+    }
+
+const budgetColumns = (budget: BudgetLimits | null) => ({
+  budget_max_requests: budget?.max_requests ?? null,
+  budget_max_credits: budget?.max_credits_micros ?? null,
+  budget_period: budget?.period ?? null
 })
 
 const decodeKeys = decodeRows(KeyRow)
@@ -130,7 +149,7 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
   if (patch.allowed_models !== undefined) out.allowed_models = patch.allowed_models === null ? null : JSON.stringify(patch.allowed_models)
   if (patch.tools_enabled !== undefined) out.tools_enabled = patch.tools_enabled ? 1 : 0
   if (patch.mcp_servers !== undefined) out.mcp_servers = patch.mcp_servers.length === 0 ? null : JSON.stringify(patch.mcp_servers)
-  if (patch.budget !== undefined) out.budget_max_requests = patch.budget === null ? null : patch.budget.max_requests
+  if (patch.budget !== undefined) Object.assign(out, budgetColumns(patch.budget))
   if (patch.budget_used !== undefined) out.budget_used = patch.budget_used
   if (patch.limits !== undefined) out.limits = patch.limits === null ? null : JSON.stringify(patch.limits)
   if (patch.expires_at !== undefined) out.expires_at = patch.expires_at
@@ -173,8 +192,8 @@ export class KeysRepo extends Context.Service<KeysRepo, {
         allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
         tools_enabled: key.tools_enabled ? 1 : 0,
         mcp_servers: key.mcp_servers.length === 0 ? null : JSON.stringify(key.mcp_servers),
-        budget_max_requests: key.budget?.max_requests ?? null,
-        budget_used: key.budget_used,
+        ...budgetColumns(key.budget),
+        budget_used: 0,
         limits: key.limits === null ? null : JSON.stringify(key.limits),
         expires_at: key.expires_at,
         created_at: key.created_at,

@@ -422,6 +422,69 @@ const teams = (dialect: Dialect) => {
   ])
 }
 
+/**
+ * Micro-credits (issue 33): every credit amount the store holds becomes an integer number of
+ * micro-credits (1 credit = 1,000,000; src/domain/money.ts), so fractional prices add up
+ * exactly: the pool (balance and leased), the ledger (amounts and balances), open reservations,
+ * leased blocks and the audit trail's `credits`. Plain UPDATEs, one pass over each table.
+ *
+ * Budgets move to `budget_usage`, one row per holder (a key, an identity subject, a team) and
+ * period (`period_start`: '' for a budget that never resets, else `day:`/`week:`/`month:` and the
+ * period's first UTC day), with the requests and the micro-credits counted in it; each key's and
+ * subject's requests counted so far are carried over as their never-resetting usage. A key gets
+ * its maximum in credits and its period; a reservation names the budget rows it counted its
+ * credits against (`budgets`), so the part a request did not spend goes back to them.
+ *
+ * An amount past MAX_CREDITS (about 9 billion credits, the most a JavaScript number holds
+ * exactly as micros) cannot be converted: the migration refuses, naming it, and changes nothing
+ * (its transaction rolls back); the operator lowers it with the previous release first.
+ */
+const MICROS = 1_000_000
+const MAX_CREDITS_AT_13 = Math.floor(Number.MAX_SAFE_INTEGER / MICROS)
+const microCredits = (dialect: Dialect) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+    const checks = [
+      ["workspaces.credits", `SELECT MAX(credits) AS n FROM workspaces`],
+      ["credit_ledger.amount", `SELECT MAX(ABS(amount)) AS n FROM credit_ledger`],
+      ["credit_ledger.balance_after", `SELECT MAX(ABS(balance_after)) AS n FROM credit_ledger`],
+      ["audit_log.credits", `SELECT MAX(ABS(credits)) AS n FROM audit_log`]
+    ] as const
+    for (const [column, query] of checks) {
+      const [row] = yield* sql.unsafe<{ n: number | string | null }>(query)
+      const value = row?.n === null || row?.n === undefined ? 0 : Number(row.n)
+      if (value > MAX_CREDITS_AT_13) {
+        return yield* Effect.fail(
+          new Error(
+            `store: cannot convert credits to micro-credits: ${column} holds ${value} credits, more than the ${MAX_CREDITS_AT_13} this release can hold exactly; lower it with the previous release first`
+          )
+        )
+      }
+    }
+    yield* exec([
+      `UPDATE workspaces SET credits = credits * ${MICROS}, leased = leased * ${MICROS}`,
+      `UPDATE credit_ledger SET amount = amount * ${MICROS}, balance_after = balance_after * ${MICROS}`,
+      `UPDATE credit_reservations SET amount = amount * ${MICROS}`,
+      `UPDATE credit_blocks SET remaining = remaining * ${MICROS}`,
+      `UPDATE audit_log SET credits = credits * ${MICROS} WHERE credits <> 0`,
+      `ALTER TABLE credit_reservations ADD COLUMN budgets TEXT`,
+      `ALTER TABLE api_keys ADD COLUMN budget_max_credits ${big}`,
+      `ALTER TABLE api_keys ADD COLUMN budget_period TEXT`,
+      `CREATE TABLE budget_usage (
+        holder TEXT NOT NULL,
+        period_start TEXT NOT NULL,
+        requests ${big} NOT NULL DEFAULT 0,
+        credits ${big} NOT NULL DEFAULT 0,
+        PRIMARY KEY (holder, period_start)
+      )`,
+      `INSERT INTO budget_usage (holder, period_start, requests, credits)
+         SELECT id, '', budget_used, 0 FROM api_keys WHERE budget_used > 0`,
+      `INSERT INTO budget_usage (holder, period_start, requests, credits)
+         SELECT id, '', budget_used, 0 FROM identity_subjects WHERE budget_used > 0`
+    ])
+  })
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -435,6 +498,7 @@ export const migrationsFor = (dialect: Dialect) => ({
   "10_list_order": listOrder(dialect),
   "11_connection_ssh": connectionSsh(dialect),
   "12_mcp_servers": mcpServers(dialect),
+  "13_micro_credits": microCredits(dialect),
   "14_teams": teams(dialect),
   "15_spend_reports": spendReports(dialect),
   "16_alerts": alerts(dialect)
