@@ -96,11 +96,13 @@ const KEY_HASH = "a".repeat(64)
  */
 const rowsAt = (version: number): ReadonlyArray<string> => {
   if (version < 1) return []
+  // Releases from schema 13 on write micro-credits.
+  const m = version >= 13 ? 1_000_000 : 1
   const audit = (requestId: string, status: number, error: string | null, credits: number) =>
     `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
-     VALUES ('${requestId}', '${NOW}', 'key_1', 'POST', '/v1/chat/completions', ${status}, ${error === null ? "NULL" : `'${error}'`}, 'echo', ${credits}, 1.5, 0)`
+     VALUES ('${requestId}', '${NOW}', 'key_1', 'POST', '/v1/chat/completions', ${status}, ${error === null ? "NULL" : `'${error}'`}, 'echo', ${credits * m}, 1.5, 0)`
   const rows = [
-    `INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', 977, '${NOW}')`,
+    `INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', ${977 * m}, '${NOW}')`,
     `INSERT INTO api_keys (id, workspace_id, name, key_hash, key_hint, is_active, allowed_models, tools_enabled, budget_max_requests, budget_used, created_at, updated_at)
      VALUES ('key_1', 'ws_default', 'kept', '${KEY_HASH}', 'sk-mg-aaaa...aaaa', 1, '["echo"]', 1, 10, 3, '${NOW}', '${NOW}')`,
     audit("req_pair", 200, null, 5),
@@ -110,8 +112,8 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
       : [audit("req_twice", 200, null, 2), audit("req_lost", 503, "replica_lost", 0)])
   ]
   if (version >= 2) {
-    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, note) VALUES ('${NOW}', 'ws_default', 'initial', 1000, 1000, 'config', 'initial pool')`)
-    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model) VALUES ('${NOW}', 'ws_default', 'charge', -23, 977, 'key_1', 'key_1', 'req_pair', 'echo')`)
+    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, note) VALUES ('${NOW}', 'ws_default', 'initial', ${1000 * m}, ${1000 * m}, 'config', 'initial pool')`)
+    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model) VALUES ('${NOW}', 'ws_default', 'charge', ${-23 * m}, ${977 * m}, 'key_1', 'key_1', 'req_pair', 'echo')`)
   }
   if (version >= 3) {
     rows.push(`INSERT INTO connections (id, name, dialect, url, created_at) VALUES (1, 'analytics', 'postgres', 'postgres://reader@db/analytics', '${NOW}')`)
@@ -128,6 +130,9 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
   }
   if (version >= 13) {
     rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('team_1', 'month:2026-11-01', 4, 2500000)`)
+    // What migration 13 carries over from the request counters, a release from 13 on writes itself.
+    rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('key_1', '', 3, 0)`)
+    rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('sub_1', '', 2, 0)`)
   }
   if (version >= 9) {
     rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
