@@ -224,12 +224,13 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Auth.layer,
     adminIdentityLayer(config),
     TokenEstimator.layer,
-    Alerts.layer(config.alerts),
     StoredResponses.layer,
     routerLayer(config),
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
     Drain.layer
   ).pipe(
+    // Under the rest: the credits' group commit tells it what budgets now hold.
+    Layer.provideMerge(Alerts.layer(config.alerts)),
     // Under the rest: admission, authentication and the limiter read what a reload replaces.
     Layer.provideMerge(reloadableLayer(config, overrides)),
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed

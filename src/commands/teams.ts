@@ -84,7 +84,7 @@ const bodyOf = (flags: TeamFlags): Record<string, unknown> => {
 }
 
 const show = (teams: Teams["Service"], id: string) =>
-  Effect.flatMap(teams.get(id), (team) => Effect.map(teams.keyCounts([team.id]), (counts) => toTeamView(team, counts.get(team.id) ?? 0)))
+  Effect.flatMap(teams.get(id), (team) => Effect.map(teams.views([team]), (views) => views[0]!))
 
 export const createTeam = (config: GatewayConfig, flags: TeamFlags) =>
   Effect.gen(function*() {
@@ -96,7 +96,7 @@ export const createTeam = (config: GatewayConfig, flags: TeamFlags) =>
 export const listTeams = (config: GatewayConfig) =>
   withTeams(config, (teams) =>
     Effect.flatMap(teams.list, (list) =>
-      Effect.map(teams.keyCounts(list.map((t) => t.id)), (counts) => list.map((team) => toTeamView(team, counts.get(team.id) ?? 0))))).pipe(
+      teams.views(list))).pipe(
       Effect.flatMap(printJson),
       refused
     )

@@ -11,7 +11,7 @@ import { ValidationFailed } from "../../domain/errors.ts"
 import { decodeStrict } from "../../domain/validation.ts"
 import { CurrentRequest, RequestBody } from "../../pipelines/request.ts"
 import { json } from "../../pipelines/respond.ts"
-import { CreateTeamInput, Teams, toTeamView, UpdateTeamInput } from "../../services/teams/Teams.ts"
+import { CreateTeamInput, Teams, UpdateTeamInput } from "../../services/teams/Teams.ts"
 import type { TeamRecord } from "../../domain/records.ts"
 import { route } from "../router.ts"
 import { auditChange, auditTarget } from "./admin-audit.ts"
@@ -32,9 +32,8 @@ export const adminTeamRoutes = (options: { readonly auth: AdminAuth }) => {
   const body = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
     Effect.flatMap(Effect.flatMap(RequestBody, (b) => b.jsonObject), decodeStrict(schema))
 
-  /** A team as the admin API shows it, with its key count. */
-  const view = (team: TeamRecord) =>
-    Effect.map(Effect.flatMap(Teams, (teams) => teams.keyCounts([team.id])), (counts) => toTeamView(team, counts.get(team.id) ?? 0))
+  /** A team as the admin API shows it, with its key count and its budget's usage in the current period. */
+  const view = (team: TeamRecord) => Effect.map(Effect.flatMap(Teams, (teams) => teams.views([team])), (views) => views[0]!)
 
   return [
     route("POST", "/teams", admin(Effect.gen(function*() {
@@ -54,10 +53,9 @@ export const adminTeamRoutes = (options: { readonly auth: AdminAuth }) => {
         after: after === undefined ? undefined : { created_at: after[0]!, id: after[1]! },
         name: params.name
       })
-      // One query for the key counts of the whole page.
-      const counts = yield* teams.keyCounts(page.items.map((t) => t.id))
+      // One query for the key counts of the whole page, one for its budgets' usage.
       return json({
-        data: page.items.map((team) => toTeamView(team, counts.get(team.id) ?? 0)),
+        data: yield* teams.views(page.items),
         next_cursor: page.next === undefined ? null : encodeCursor([page.next.created_at, page.next.id])
       })
     }))),

@@ -192,6 +192,8 @@ export const makeBlockWriter = (options: {
   readonly spoolDir: string | undefined
   /** How long a settlement waits for a round that happens anyway; default SETTLE_DELAY_MS. */
   readonly settleDelayMs?: number | undefined
+  /** After each commit that counted credits against budgets: those rows as they now stand (alerts). */
+  readonly onBudgetUsage?: ((rows: BatchResult["budgetUsage"]) => void) | undefined
 }): Effect.Effect<BlockWriter, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { owner, store } = options
@@ -389,6 +391,7 @@ export const makeBlockWriter = (options: {
         const now = tick()
         lastCommit = now
         settleBudgets(taken.budgets, result.checks)
+        if (result.budgetUsage.length > 0) options.onBudgetUsage?.(result.budgetUsage)
         let dropped = 0
         const done = (entry: Entry) => {
           entries.delete(entry.request_id)

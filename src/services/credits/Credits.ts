@@ -22,9 +22,11 @@ import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, Validation
 import { periodKey, resetsAt } from "../../domain/budget-periods.ts"
 import { fromMicros, MAX_MICROS } from "../../domain/money.ts"
 import type { BudgetLimits, CreditMovement, Principal, Reservation } from "../../domain/records.ts"
+import { type AlertObservation, Alerts, budgetObservation } from "../alerts/Alerts.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
 import type { BudgetHold, BudgetRefusal } from "../store/credit-batches.ts"
+import type { BudgetUsageAfter } from "../store/credit-batches.ts"
 import { CreditsRepo } from "../store/CreditsRepo.ts"
 import { makeBlockWriter } from "./BlockWriter.ts"
 
@@ -42,6 +44,26 @@ export interface Charge {
 }
 
 export const REPLICA_LOST = "replica_lost"
+
+/**
+ * A key's or team's credit budget as a commit left it, as an alert sees it (issue 33): the
+ * period's first instant from the row's period (`month:2026-11-01`), the epoch for a budget that
+ * never resets. A subject's budget raises none (alerts name keys, teams and the pool).
+ */
+export const budgetAlertOf = (row: BudgetUsageAfter): AlertObservation | undefined => {
+  const kind = row.holder.startsWith("team_") ? "team_budget" : row.holder.startsWith("key_") ? "key_budget" : undefined
+  if (kind === undefined) return undefined
+  const at = row.period.indexOf(":")
+  const period = at === -1 ? undefined : row.period.slice(0, at)
+  const start = at === -1 ? "1970-01-01" : row.period.slice(at + 1)
+  return budgetObservation(
+    kind,
+    row.holder,
+    { max_credits_micros: row.max_credits, period: period === "day" || period === "week" || period === "month" ? period : undefined },
+    row.credits,
+    `${start}T00:00:00.000Z`
+  )
+}
 
 /**
  * The request id the client was given, from a reservation's: a fallback at another price is
@@ -158,6 +180,7 @@ export class Credits extends Context.Service<Credits, {
       Effect.gen(function*() {
         const store = yield* CreditsRepo
         const audit = Option.getOrUndefined(yield* Effect.serviceOption(Audit))
+        const alerts = Option.getOrUndefined(yield* Effect.serviceOption(Alerts))
         const replicaId = `rep_${randomBytes(8).toString("hex")}`
         const leaseMs = Math.max(300, Math.round((options.leaseSeconds ?? 30) * 1000))
         const replica = options.replica ?? true
@@ -257,7 +280,13 @@ export class Credits extends Context.Service<Credits, {
             owner: replicaId,
             blockSize: Math.max(1, options.blockSize ?? 200_000_000),
             commitTimeout: inlineTimeout,
-            spoolDir: options.dataDir
+            spoolDir: options.dataDir,
+            onBudgetUsage: alerts === undefined ? undefined : (rows) => {
+              for (const row of rows) {
+                const observation = budgetAlertOf(row)
+                if (observation !== undefined) alerts.observe(observation)
+              }
+            }
           })
           : undefined
 

@@ -166,6 +166,20 @@ export interface BatchResult {
   readonly lease: LeaseResult | undefined
   readonly reclaim: number
   readonly live: number
+  /**
+   * The budget rows this commit raised, with what they hold after it and the credit maximum the
+   * checks counted them against (issue 33: alerts watch them; no read of its own).
+   */
+  readonly budgetUsage: ReadonlyArray<BudgetUsageAfter>
+}
+
+/** A budget row after a commit counted against it. */
+export interface BudgetUsageAfter {
+  readonly holder: string
+  /** `''` (never resets) or `day:`/`week:`/`month:` and the period's first UTC date. */
+  readonly period: string
+  readonly credits: number
+  readonly max_credits: number
 }
 
 const n = (value: unknown) => Number(value)
@@ -192,7 +206,7 @@ const usageKey = (holder: string, period: string) => `${period}\u0000${holder}`
  */
 const budgetUsage = (tx: BatchTx) =>
   Effect.gen(function*() {
-    const rows = new Map<string, { holder: string; period: string; requests: number; credits: number; dirty: boolean }>()
+    const rows = new Map<string, { holder: string; period: string; requests: number; credits: number; dirty: boolean; max_credits?: number }>()
     // Postgres sends the writes as one statement, where a row may be updated once: one release per row.
     const direct = new Map<string, { holder: string; period: string; amount: number }>()
     return {
@@ -236,6 +250,7 @@ const budgetUsage = (tx: BatchTx) =>
           row.requests += counted
           row.credits += check.amount
           row.dirty = true
+          if (hold.max_credits !== undefined && check.amount > 0) row.max_credits = hold.max_credits
         }
         return { _tag: "Counted" }
       },
@@ -254,6 +269,10 @@ const budgetUsage = (tx: BatchTx) =>
           }
         }
       },
+      raised: (): Array<BudgetUsageAfter> =>
+        [...rows.values()].flatMap((r) =>
+          r.max_credits === undefined ? [] : [{ holder: r.holder, period: r.period, credits: r.credits, max_credits: r.max_credits }]
+        ),
       writes: (): Array<BatchWrite> => [
         ...[...rows.values()].filter((r) => r.dirty).map((r) => ({
           text: `UPDATE budget_usage SET requests = $1, credits = $2 WHERE holder = $3 AND period_start = $4`,
@@ -451,7 +470,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       const paid = yield* tx.writeAll(writes)
       if (paid.some((rows) => rows === 0)) return yield* new OptimisticMiss()
     }
-    return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live } satisfies BatchResult
+    return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live, budgetUsage: usage.raised() } satisfies BatchResult
   })
 
 /** The ledger note of a settlement's refund: what the request kept of what it reserved. */

@@ -11,11 +11,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
+import { periodKey } from "../../domain/budget-periods.ts"
+import { budgetView, type KeyBudgetView } from "../../domain/budget-view.ts"
 import { Conflict, NotFound, ValidationFailed } from "../../domain/errors.ts"
 import { fromMicros, MAX_CREDITS, toMicros } from "../../domain/money.ts"
 import type { BudgetLimits, TeamRecord } from "../../domain/records.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
 import { MAX_PER_MINUTE } from "../limits/gcra.ts"
+import { CreditsRepo } from "../store/CreditsRepo.ts"
 import { type TeamListQuery, type TeamPage, type TeamPatch, TeamsRepo } from "../store/TeamsRepo.ts"
 
 export const TEAM_ID = /^team_[0-9a-f]{16}$/
@@ -60,11 +63,8 @@ export interface TeamView {
   readonly id: string
   readonly name: string
   readonly allowed_models: ReadonlyArray<string> | null
-  readonly budget: {
-    readonly max_requests: number | null
-    readonly max_credits: number | null
-    readonly period: BudgetLimits["period"] | null
-  } | null
+  /** Its limits and what the team's keys used of it in the current period. */
+  readonly budget: KeyBudgetView | null
   readonly limits: TeamRecord["limits"]
   /** How many keys are in the team. */
   readonly key_count: number
@@ -72,17 +72,17 @@ export interface TeamView {
   readonly updated_at: string
 }
 
-export const toTeamView = (team: TeamRecord, keyCount: number): TeamView => ({
+/** What a team's keys used of its budget in the current period (budget_usage, held under the team id). */
+export interface TeamUsage {
+  readonly requests: number
+  readonly credits: number
+}
+
+export const toTeamView = (team: TeamRecord, keyCount: number, usage: TeamUsage | undefined = undefined, nowMs: number = Date.now()): TeamView => ({
   id: team.id,
   name: team.name,
   allowed_models: team.allowed_models,
-  budget: team.budget === null
-    ? null
-    : {
-      max_requests: team.budget.max_requests ?? null,
-      max_credits: team.budget.max_credits_micros === undefined ? null : fromMicros(team.budget.max_credits_micros),
-      period: team.budget.period ?? null
-    },
+  budget: team.budget === null ? null : budgetView(team.budget, usage?.requests ?? 0, usage?.credits ?? 0, nowMs),
   limits: team.limits,
   key_count: keyCount,
   created_at: team.created_at,
@@ -138,11 +138,14 @@ export class Teams extends Context.Service<Teams, {
   readonly remove: (id: string) => Effect.Effect<void, NotFound | Conflict>
   /** How many keys each team has. */
   readonly keyCounts: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>>
+  /** The views of these teams: key counts and budget usage in the current period, one query each. */
+  readonly views: (teams: ReadonlyArray<TeamRecord>) => Effect.Effect<ReadonlyArray<TeamView>>
 }>()("modelgate/Teams") {
   static readonly layer = Layer.effect(
     Teams,
     Effect.gen(function*() {
       const store = yield* TeamsRepo
+      const credits = yield* CreditsRepo
       const cache = yield* KeyCache
       const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
@@ -215,7 +218,21 @@ export class Teams extends Context.Service<Teams, {
         find: (id) => Effect.orDie(store.findTeam(id)),
         update,
         remove,
-        keyCounts: (ids) => Effect.orDie(store.memberCounts(ids))
+        keyCounts: (ids) => Effect.orDie(store.memberCounts(ids)),
+        views: Effect.fn("Teams.views")(function*(teams: ReadonlyArray<TeamRecord>) {
+          const nowMs = yield* Clock.currentTimeMillis
+          const counts = yield* Effect.orDie(store.memberCounts(teams.map((t) => t.id)))
+          const budgeted = teams.filter((t) => t.budget !== null).map((t) => [t.id, periodKey(t.budget!.period, nowMs)] as const)
+          const usage = budgeted.length === 0 ? new Map() : yield* Effect.orDie(credits.budgetUsage(budgeted))
+          return teams.map((team) =>
+            toTeamView(
+              team,
+              counts.get(team.id) ?? 0,
+              team.budget === null ? undefined : usage.get(`${team.id} ${periodKey(team.budget.period, nowMs)}`),
+              nowMs
+            )
+          )
+        })
       })
     })
   )
