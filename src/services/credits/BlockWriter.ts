@@ -192,8 +192,8 @@ export const makeBlockWriter = (options: {
   readonly spoolDir: string | undefined
   /** How long a settlement waits for a round that happens anyway; default SETTLE_DELAY_MS. */
   readonly settleDelayMs?: number | undefined
-  /** After each commit that counted credits against budgets: those rows as they now stand (alerts). */
-  readonly onBudgetUsage?: ((rows: BatchResult["budgetUsage"]) => void) | undefined
+  /** After each commit: the budget rows it raised and the pool's balance, as they now stand (alerts). */
+  readonly onCommitted?: ((result: Pick<BatchResult, "budgetUsage" | "balance">) => void) | undefined
 }): Effect.Effect<BlockWriter, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { owner, store } = options
@@ -391,7 +391,7 @@ export const makeBlockWriter = (options: {
         const now = tick()
         lastCommit = now
         settleBudgets(taken.budgets, result.checks)
-        if (result.budgetUsage.length > 0) options.onBudgetUsage?.(result.budgetUsage)
+        options.onCommitted?.(result)
         let dropped = 0
         const done = (entry: Entry) => {
           entries.delete(entry.request_id)

@@ -22,11 +22,12 @@ import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, Validation
 import { periodKey, resetsAt } from "../../domain/budget-periods.ts"
 import { fromMicros, MAX_MICROS } from "../../domain/money.ts"
 import type { BudgetLimits, CreditMovement, Principal, Reservation } from "../../domain/records.ts"
-import { type AlertObservation, Alerts, budgetObservation } from "../alerts/Alerts.ts"
+import { type AlertObservation, Alerts, budgetObservation, poolObservation } from "../alerts/Alerts.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
 import type { BudgetHold, BudgetRefusal } from "../store/credit-batches.ts"
 import type { BudgetUsageAfter } from "../store/credit-batches.ts"
+import { DEFAULT_WORKSPACE } from "../store/rows.ts"
 import { CreditsRepo } from "../store/CreditsRepo.ts"
 import { makeBlockWriter } from "./BlockWriter.ts"
 
@@ -181,6 +182,20 @@ export class Credits extends Context.Service<Credits, {
         const store = yield* CreditsRepo
         const audit = Option.getOrUndefined(yield* Effect.serviceOption(Audit))
         const alerts = Option.getOrUndefined(yield* Effect.serviceOption(Alerts))
+        /**
+         * The pool's last top-up (or its initial credits), what a pool alert measures against
+         * (Alerts.poolObservation): read at start and with each lease renewal, so another
+         * replica's top-up is seen within a third of a lease. Only with alerts configured.
+         */
+        let lastTopup: { readonly ts: string; readonly balance_after_micros: number } | undefined
+        const readLastTopup = alerts === undefined
+          ? Effect.void
+          : store.lastTopup.pipe(
+            Effect.tap((found) => Effect.sync(() => {
+              lastTopup = found
+            })),
+            Effect.ignore
+          )
         const replicaId = `rep_${randomBytes(8).toString("hex")}`
         const leaseMs = Math.max(300, Math.round((options.leaseSeconds ?? 30) * 1000))
         const replica = options.replica ?? true
@@ -267,6 +282,7 @@ export class Credits extends Context.Service<Credits, {
 
         if (replica) {
           yield* renew
+          yield* readLastTopup
           // Added before the writer, so it runs after the writer's finalizer has written (or
           // spooled) everything: gives the lease up only when nothing of ours is left pending, so
           // a live replica then refunds any leftover at once.
@@ -281,11 +297,12 @@ export class Credits extends Context.Service<Credits, {
             blockSize: Math.max(1, options.blockSize ?? 200_000_000),
             commitTimeout: inlineTimeout,
             spoolDir: options.dataDir,
-            onBudgetUsage: alerts === undefined ? undefined : (rows) => {
-              for (const row of rows) {
+            onCommitted: alerts === undefined ? undefined : (result) => {
+              for (const row of result.budgetUsage) {
                 const observation = budgetAlertOf(row)
                 if (observation !== undefined) alerts.observe(observation)
               }
+              if (lastTopup !== undefined) alerts.observe(poolObservation(DEFAULT_WORKSPACE, lastTopup, result.balance))
             }
           })
           : undefined
@@ -296,6 +313,7 @@ export class Credits extends Context.Service<Credits, {
               Effect.gen(function*() {
                 yield* renew
                 yield* sweep
+                yield* readLastTopup
                 yield* Effect.sleep(Duration.millis(Math.floor(leaseMs / 3)))
               })
             )
@@ -354,6 +372,7 @@ export class Credits extends Context.Service<Credits, {
               : Effect.ignore(store.addCredits("refund", { ...charge, actor: charge.key_id, note })),
           topup: (movement) =>
             store.addCredits("topup", movement).pipe(
+              Effect.tap(() => readLastTopup),
               Effect.mapError(storeUnavailable),
               Effect.flatMap((balance) =>
                 balance === undefined

@@ -78,6 +78,8 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   /** Creates the workspace with its opening ledger row on the first start; returns it either way. */
   readonly ensureWorkspace: (initialCredits: number) => Effect.Effect<WorkspaceRecord, StoreError>
   readonly getWorkspace: Effect.Effect<WorkspaceRecord, StoreError>
+  /** The pool's last top-up or initial credits: when, and the balance it left (micros); by the partial index of migration 17. */
+  readonly lastTopup: Effect.Effect<{ readonly ts: string; readonly balance_after_micros: number } | undefined, StoreError>
   /** The pool's balance and the part of it replicas' blocks hold (the metrics' gauges, read at scrape time). */
   readonly poolLevels: Effect.Effect<{ readonly workspace: string; readonly credits: number; readonly leased: number }, StoreError>
   /** The usage of each [holder, period] asked for (absent: nothing counted yet), keyed `${holder} ${period}`. */
@@ -278,6 +280,11 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
             }
             return out as ReadonlyMap<string, BudgetUsage>
           }).pipe(storeOp("CreditsRepo.budgetUsage")),
+        lastTopup: sql<{ ts: string; balance_after: unknown }>`SELECT ts, balance_after FROM credit_ledger
+          WHERE kind IN ('initial', 'topup') ORDER BY seq DESC LIMIT 1`.pipe(
+          Effect.map((rows) => rows.length === 0 ? undefined : { ts: String(rows[0]!.ts), balance_after_micros: Number(rows[0]!.balance_after) }),
+          storeOp("CreditsRepo.lastTopup")
+        ),
         resetBudget: (holder) => sql`DELETE FROM budget_usage WHERE holder = ${holder}`.pipe(Effect.asVoid, storeOp("CreditsRepo.resetBudget")),
         addCredits: (kind, movement) =>
           sql.withTransaction(

@@ -171,6 +171,8 @@ export interface BatchResult {
    * checks counted them against (issue 33: alerts watch them; no read of its own).
    */
   readonly budgetUsage: ReadonlyArray<BudgetUsageAfter>
+  /** The pool's balance after this commit (micros). */
+  readonly balance: number
 }
 
 /** A budget row after a commit counted against it. */
@@ -470,7 +472,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       const paid = yield* tx.writeAll(writes)
       if (paid.some((rows) => rows === 0)) return yield* new OptimisticMiss()
     }
-    return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live, budgetUsage: usage.raised() } satisfies BatchResult
+    return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live, budgetUsage: usage.raised(), balance: credits } satisfies BatchResult
   })
 
 /** The ledger note of a settlement's refund: what the request kept of what it reserved. */

@@ -485,6 +485,14 @@ const microCredits = (dialect: Dialect) =>
     ])
   })
 
+/**
+ * Pool alerts (issue 33) measure the pool against its last top-up: a partial index over the
+ * top-ups (and the initial credits) finds it without reading the charges after it. Built by one
+ * pass over the ledger, holding only the few top-up rows.
+ */
+const ledgerTopups = (_dialect: Dialect) =>
+  exec([`CREATE INDEX credit_ledger_topups ON credit_ledger (seq) WHERE kind IN ('initial', 'topup')`])
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -501,5 +509,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "13_micro_credits": microCredits(dialect),
   "14_teams": teams(dialect),
   "15_spend_reports": spendReports(dialect),
-  "16_alerts": alerts(dialect)
+  "16_alerts": alerts(dialect),
+  "17_ledger_topups": ledgerTopups(dialect)
 })

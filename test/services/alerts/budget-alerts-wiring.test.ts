@@ -25,7 +25,7 @@ describe("budget alerts from requests through the gateway", () => {
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
     const port = (server.address() as { port: number }).port
     gw = await startGateway(testConfig({
-      workspace: { credits: 100 },
+      workspace: { credits: 5 },
       providers: [{ name: "echo", kind: "echo" }],
       models: [{ alias: "half", id: "echo-half", provider: "echo", credits: 0.5 }],
       alerts: { webhook_url: `http://127.0.0.1:${port}/hook`, thresholds: [0.8, 1] }
@@ -59,5 +59,21 @@ describe("budget alerts from requests through the gateway", () => {
     expect(mine.map((a) => a.threshold).sort()).toEqual([0.8, 1])
     for (const alert of mine) expect(alert).toMatchObject({ kind: "key_budget", target: id, used: 1, limit: 1, period: "month" })
     expect(String(mine[0]!.period_start)).toMatch(/^\d{4}-\d{2}-01T00:00:00\.000Z$/)
+  })
+
+  it("the pool spent past 80 % and 100 % of what its last top-up left sends one POST for each", async () => {
+    // The pool had 5 credits (1 spent above); a top-up starts the thresholds over from the balance it leaves.
+    const topup = await gw.admin("POST", "/workspace/credits", { credits: 0.5, note: "alert test" })
+    expect(topup.status).toBe(200)
+    const balance = Number(((await (await gw.admin("GET", "/workspace")).json()) as { credits: number }).credits)
+    const { key } = (await (await gw.admin("POST", "/api-keys", { name: "spender", limits: { requests_per_minute: 10_000 } })).json()) as { key: string }
+    // Spend the pool down in 0.5 steps until a request is refused for credits.
+    let status = 200
+    for (let i = 0; status === 200 && i < 1_000; i++) status = (await post(key)).status
+    expect(status).toBe(402)
+    await waitFor("both pool alerts", () => received.filter((a) => a.kind === "pool").length >= 2)
+    const pool = received.filter((a) => a.kind === "pool")
+    expect(pool.map((a) => a.threshold).sort()).toEqual([0.8, 1])
+    for (const alert of pool) expect(alert).toMatchObject({ kind: "pool", limit: balance, period: "topup" })
   })
 })
