@@ -102,7 +102,7 @@ export interface KeyView {
   allowed_models: Array<string> | null
   tools_enabled: boolean
   mcp_servers: Array<string>
-  budget: { max_requests: number; used: number; remaining: number } | null
+  budget: BudgetView | null
   limits: { requests_per_minute?: number; concurrent_streams?: number } | null
   expires_at: string | null
   created_at: string
@@ -114,12 +114,24 @@ export interface KeyView {
   team_id?: string | null
 }
 
+/** A key's or team's budget in its current period (issue 33): amounts in credits. */
+export interface BudgetView {
+  max_requests: number | null
+  max_credits: number | null
+  period: "day" | "week" | "month" | null
+  used_requests: number
+  used_credits: number
+  remaining_requests: number | null
+  remaining_credits: number | null
+  resets_at: string | null
+}
+
 /** A team as the admin API shows it (issue 33); budget amounts in credits. */
 export interface TeamView {
   id: string
   name: string
   allowed_models: Array<string> | null
-  budget: { max_requests: number | null; max_credits: number | null; period: "day" | "week" | "month" | null } | null
+  budget: BudgetView | null
   limits: { requests_per_minute?: number; concurrent_streams?: number; tokens_per_minute?: number } | null
   key_count: number
   created_at: string

@@ -7,6 +7,7 @@
 import { useEffect, useRef, useState } from "preact/hooks"
 import { ALL_CONNECTIONS, ALL_TEAMS, api, type ConnectionView, type KeyView, type ModelView, query, type TeamView } from "./api.ts"
 import {
+  BudgetBars,
   Dialog,
   Empty,
   Field,
@@ -30,7 +31,9 @@ const keyStatus = (key: KeyView): { kind: "ok" | "bad" | "muted"; label: string 
     if (Number.isNaN(expiry)) return { kind: "bad", label: "invalid expiry" }
     if (expiry <= Date.now()) return { kind: "bad", label: "expired" }
   }
-  if (key.budget !== null && key.budget.used >= key.budget.max_requests) return { kind: "bad", label: "budget used up" }
+  if (key.budget !== null && ((key.budget.remaining_requests !== null && key.budget.remaining_requests <= 0) || (key.budget.remaining_credits !== null && key.budget.remaining_credits <= 0))) {
+    return { kind: "bad", label: "budget used up" }
+  }
   return { kind: "ok", label: "active" }
 }
 
@@ -44,12 +47,24 @@ interface FormState {
   tools: boolean
   mcpServers: string
   budget: string
+  budgetCredits: string
+  budgetPeriod: "" | "day" | "week" | "month"
   rpm: string
   streams: string
   expires: string
   grants: Record<number, "" | "read" | "edit">
   /** The team's id; "": none. */
   team: string
+}
+
+/** The form's budget as the admin API takes it (a change replaces the whole budget); null: none. */
+const budgetOfForm = (form: FormState): Record<string, unknown> | null => {
+  const budget: Record<string, unknown> = {}
+  if (form.budget.trim() !== "") budget.max_requests = numberOrText(form.budget)
+  if (form.budgetCredits.trim() !== "") budget.max_credits = numberOrText(form.budgetCredits)
+  if (Object.keys(budget).length === 0) return null
+  if (form.budgetPeriod !== "") budget.period = form.budgetPeriod
+  return budget
 }
 
 const initialForm = (key: KeyView | undefined, catalogue: ReadonlyArray<ModelView>): FormState => {
@@ -62,7 +77,9 @@ const initialForm = (key: KeyView | undefined, catalogue: ReadonlyArray<ModelVie
     otherModels: (allowed ?? []).filter((m) => !known.has(m)).join(", "),
     tools: key?.tools_enabled ?? false,
     mcpServers: (key?.mcp_servers ?? []).join(", "),
-    budget: key?.budget ? String(key.budget.max_requests) : "",
+    budget: key?.budget?.max_requests != null ? String(key.budget.max_requests) : "",
+    budgetCredits: key?.budget?.max_credits != null ? String(key.budget.max_credits) : "",
+    budgetPeriod: key?.budget?.period ?? "",
     rpm: key?.limits?.requests_per_minute ? String(key.limits.requests_per_minute) : "",
     streams: key?.limits?.concurrent_streams ? String(key.limits.concurrent_streams) : "",
     expires: toLocalInput(key?.expires_at),
@@ -95,7 +112,9 @@ const KeyForm = (props: {
     otherModels: ["allowed_models"],
     tools: ["tools_enabled"],
     mcpServers: ["mcp_servers"],
-    budget: ["budget"],
+    budget: ["budget.max_requests", "budget"],
+    budgetCredits: ["budget.max_credits"],
+    budgetPeriod: ["budget.period"],
     rpm: ["limits.requests_per_minute", "limits"],
     streams: ["limits.concurrent_streams", "limits"],
     expires: ["expires_at"],
@@ -125,7 +144,7 @@ const KeyForm = (props: {
       allowed_models: models,
       tools_enabled: form.tools,
       mcp_servers: form.mcpServers.split(",").map((m) => m.trim()).filter((m) => m !== ""),
-      budget: form.budget.trim() === "" ? null : { max_requests: numberOrText(form.budget) },
+      budget: budgetOfForm(form),
       limits: Object.keys(limits).length === 0 ? null : limits,
       expires_at: fromLocalInput(form.expires),
       team_id: form.team === "" ? null : form.team
@@ -194,8 +213,21 @@ const KeyForm = (props: {
         {(id, d) => <input id={id} aria-describedby={d} value={form.mcpServers} onInput={(e) => set("mcpServers", valueOf(e))} />}
       </Field>
       <div class="row">
-        <Field label="Request budget" hint="Empty: no budget" error={errors.budget}>
+        <Field label="Request budget" hint="Empty: no request limit" error={errors["budget.max_requests"] ?? errors.budget}>
           {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.budget} onInput={(e) => set("budget", valueOf(e))} />}
+        </Field>
+        <Field label="Credit budget" hint="Credits, up to 6 decimals; empty: no credit limit" error={errors["budget.max_credits"]}>
+          {(id, d) => <input id={id} inputMode="decimal" aria-describedby={d} value={form.budgetCredits} onInput={(e) => set("budgetCredits", valueOf(e))} />}
+        </Field>
+        <Field label="Budget period" hint="UTC; weeks from Monday" error={errors["budget.period"]}>
+          {(id, d) => (
+            <select id={id} aria-describedby={d} value={form.budgetPeriod} onChange={(e) => set("budgetPeriod", e.currentTarget.value as FormState["budgetPeriod"])}>
+              <option value="">never resets</option>
+              <option value="day">day</option>
+              <option value="week">week</option>
+              <option value="month">month</option>
+            </select>
+          )}
         </Field>
         <Field label="Requests per minute" hint="Empty: the gateway default" error={limitError}>
           {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.rpm} onInput={(e) => set("rpm", valueOf(e))} />}
@@ -490,7 +522,7 @@ export const KeysPage = () => {
                     <td data-label="Status"><Status kind={status.kind}>{status.label}</Status></td>
                     <td data-label="Models">{key.allowed_models === null ? <span class="muted">all</span> : key.allowed_models.join(", ") || <span class="muted">none</span>}</td>
                     <td data-label="Tools">{key.tools_enabled ? "on" : "off"}</td>
-                    <td data-label="Budget">{key.budget ? `${fmtNumber(key.budget.used)} / ${fmtNumber(key.budget.max_requests)}` : <span class="muted">none</span>}</td>
+                    <td data-label="Budget"><BudgetBars budget={key.budget} /></td>
                     {/* One column for both dates, each on one line: the table fits its card at 1024 px. */}
                     <td data-label="Last used, created">
                       <ShortTime iso={key.last_used_at} />
@@ -503,7 +535,7 @@ export const KeysPage = () => {
                       {key.is_active
                         ? <button type="button" onClick={() => act(`Revoked “${key.name}”.`, () => api("POST", `/api-keys/${key.id}/revoke`))} aria-label={`Revoke ${key.name}`}>Revoke</button>
                         : <button type="button" onClick={() => act(`Reactivated “${key.name}”.`, () => api("PATCH", `/api-keys/${key.id}`, { is_active: true }))} aria-label={`Reactivate ${key.name}`}>Reactivate</button>}
-                      {key.budget && key.budget.used > 0 && (
+                      {key.budget && (key.budget.used_requests > 0 || key.budget.used_credits > 0) && (
                         <button type="button" onClick={() => act(`Budget of “${key.name}” reset.`, () => api("POST", `/api-keys/${key.id}/budget/reset`))} aria-label={`Reset budget of ${key.name}`}>Reset budget</button>
                       )}
                       <button type="button" class="danger" onClick={() => setModal({ kind: "delete", key })} aria-label={`Delete ${key.name}`}>Delete</button>

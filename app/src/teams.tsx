@@ -1,11 +1,11 @@
 /**
  * Settings -> Teams (issue 33): the teams with their key counts, budgets and shared limits;
  * create, edit, delete (refused while keys are in the team: the API's message says so). Keys
- * join a team in the key form. Budget usage bars come with the budget usage of the admin API.
+ * join a team in the key form. Each team's budget shows as bars of what its keys used in the period.
  */
 import { useEffect, useState } from "preact/hooks"
 import { ALL_TEAMS, api, type TeamView } from "./api.ts"
-import { Dialog, Empty, Field, type FieldErrors, fieldErrors, FormError, fmtNumber, PageHead, valueOf } from "./ui.tsx"
+import { BudgetBars, Dialog, Empty, Field, type FieldErrors, fieldErrors, FormError, fmtNumber, PageHead, valueOf } from "./ui.tsx"
 
 const TEAM_FIELDS = [
   "name",
@@ -44,16 +44,6 @@ const initialForm = (team: TeamView | undefined): FormState => ({
 
 /** Numbers are sent as typed (a `0` or `1.5` reaches the API and comes back as its error). */
 const numberOrText = (text: string): number | string => (text.trim() !== "" && !Number.isNaN(Number(text)) ? Number(text) : text)
-
-const budgetText = (team: TeamView): string | undefined => {
-  const budget = team.budget
-  if (budget === null) return undefined
-  const parts = [
-    budget.max_credits !== null ? `${budget.max_credits.toLocaleString(undefined, { maximumFractionDigits: 6 })} credits` : undefined,
-    budget.max_requests !== null ? `${fmtNumber(budget.max_requests)} requests` : undefined
-  ].filter(Boolean)
-  return `${parts.join(", ")} ${budget.period === null ? "in total" : `per ${budget.period}`}`
-}
 
 const limitsText = (team: TeamView): string | undefined => {
   const limits = team.limits
@@ -235,7 +225,7 @@ export const TeamsPage = () => {
                   <th scope="row" data-label="Name">{team.name}<div class="muted mono small break">{team.id}</div></th>
                   <td data-label="Keys">{fmtNumber(team.key_count)}</td>
                   <td data-label="Models">{team.allowed_models === null ? <span class="muted">all</span> : team.allowed_models.join(", ")}</td>
-                  <td data-label="Budget">{budgetText(team) ?? <span class="muted">none</span>}</td>
+                  <td data-label="Budget"><BudgetBars budget={team.budget} /></td>
                   <td data-label="Limits">{limitsText(team) ?? <span class="muted">none</span>}</td>
                   <td class="row-actions">
                     <div class="action-grid">

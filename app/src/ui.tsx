@@ -124,3 +124,32 @@ export const fromLocalInput = (value: string): string | null => (value === "" ? 
 export const Status = (props: { kind: "ok" | "warn" | "bad" | "muted"; children: ComponentChildren }) => (
   <span class={`badge badge-${props.kind}`}>{props.children}</span>
 )
+
+/**
+ * A budget's use in its current period as bars (issue 33): credits and requests, whichever it
+ * limits, each with what is used of the maximum; when it resets. A bar near or at its end is
+ * marked, so a used-up budget stands out in a list.
+ */
+export const BudgetBars = (props: { budget: import("./api.ts").BudgetView | null }) => {
+  const budget = props.budget
+  if (budget === null) return <span class="muted">none</span>
+  const bar = (label: string, used: number, max: number, text: string) => {
+    const share = max > 0 ? Math.min(1, used / max) : 1
+    return (
+      <div class="budget-bar">
+        <meter min={0} max={1} low={0.8} high={0.99} optimum={0} value={share} aria-label={`${label}: ${text}`} />
+        <span class="small">{text}</span>
+      </div>
+    )
+  }
+  const credits = (n: number) => n.toLocaleString(undefined, { maximumFractionDigits: 6 })
+  return (
+    <div>
+      {budget.max_credits !== null && bar("Credits", budget.used_credits, budget.max_credits, `${credits(budget.used_credits)} / ${credits(budget.max_credits)} credits`)}
+      {budget.max_requests !== null && bar("Requests", budget.used_requests, budget.max_requests, `${fmtNumber(budget.used_requests)} / ${fmtNumber(budget.max_requests)} requests`)}
+      <div class="muted small" title={budget.resets_at === null ? undefined : `resets ${new Date(budget.resets_at).toLocaleString()}`}>
+        {budget.period === null ? "in total" : `per ${budget.period}`}
+      </div>
+    </div>
+  )
+}

@@ -84,7 +84,9 @@ describe.skipIf(!HAS_CHROMIUM)("teams page in Chromium", () => {
       allowed_models: ["free"]
     })
     await teamRow().waitFor()
-    expect(await teamRow().textContent()).toContain("250.5 credits per month")
+    // The budget as bars of what its keys used this period: none yet.
+    expect(await teamRow().textContent()).toContain("0 / 250.5 credits")
+    expect(await teamRow().textContent()).toContain("per month")
     expect(await teamRow().locator("[data-label='Keys']").textContent()).toBe("0")
   })
 
