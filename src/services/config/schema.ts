@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
 import { MAX_TRUSTED_PROXIES, MAX_TRUSTED_PROXY_CHARS } from "../../domain/trusted-proxies.ts"
+import { toMicros } from "../../domain/money.ts"
 const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
   schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
 
@@ -103,6 +104,24 @@ export const RoutingConfig = Schema.Struct({
 })
 export type RoutingConfig = typeof RoutingConfig.Type
 
+/** An amount of credits: a non-negative decimal of at most six fractional digits (src/domain/money.ts). */
+const CreditsDecimal = Schema.Finite.check(Schema.makeFilter((n: number) => toMicros(n) !== undefined, {
+  expected: "credits: a non-negative number with at most 6 decimal places"
+}))
+
+/**
+ * `models[].price` (issue 33): credits per 1,000,000 tokens of each kind. `cache_read` and
+ * `cache_write` (input read from or written to the provider's prompt cache) default to `input`;
+ * thinking and reasoning tokens are output. Added to the model's `credits` (src/domain/pricing.ts).
+ */
+export const PriceConfig = Schema.Struct({
+  input: CreditsDecimal,
+  output: CreditsDecimal,
+  cache_read: Schema.optional(CreditsDecimal),
+  cache_write: Schema.optional(CreditsDecimal)
+})
+export type PriceConfig = typeof PriceConfig.Type
+
 /**
  * One entry of `models:`. Either a model (`id`, optionally `alias` and `display_name`) or a
  * route (`match`, a pattern like `claude-*`) that serves every name it matches, passing the
@@ -129,6 +148,8 @@ export const ModelConfig = Schema.Struct({
    */
   allow_via_fallback: Schema.optional(Schema.Boolean),
   credits: def(NonNegativeInt, 1),
+  /** Token prices (issue 33): the request's cost is `credits` plus its tokens at these prices. */
+  price: Schema.optional(PriceConfig),
   max_tokens: def(PositiveInt, 4096),
   /**
    * What the model serves: `chat` (every generation format: chat completions, messages,

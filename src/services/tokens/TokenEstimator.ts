@@ -108,15 +108,34 @@ export const estimateWith = (count: Counter, body: Record<string, unknown>): num
   return tokens + messages * PER_MESSAGE + media * PER_IMAGE + documents * PER_DOCUMENT
 }
 
+/**
+ * Tokens of a text known by its first characters (`sample`, at most EXACT_CHARS of them are
+ * counted) and its whole length in characters: the sample is counted exactly, the rest
+ * extrapolated at the sample's ratio. The gateway's own count of a stream cut before the
+ * provider's usage (issue 33: the text relayed, and the request's text).
+ */
+export const textTokensWith = (count: Counter, sample: string, totalChars: number): number => {
+  const exact = sample.length <= EXACT_CHARS ? sample : sample.slice(0, EXACT_CHARS)
+  if (exact.length === 0) return 0
+  const tokens = countSliced(count, exact)
+  return totalChars <= exact.length ? tokens : Math.ceil(tokens * (totalChars / exact.length))
+}
+
+/** How many characters of a text `textTokens` counts exactly; a caller keeps no more than this of it. */
+export const TEXT_SAMPLE_CHARS = EXACT_CHARS
+
 export class TokenEstimator extends Context.Service<TokenEstimator, {
   /** Estimated input tokens of a Messages-format request body. */
   readonly messagesInput: (body: Record<string, unknown>) => Effect.Effect<number>
+  /** Estimated tokens of a text of `totalChars` characters whose first ones are `sample` (see textTokensWith). */
+  readonly textTokens: (sample: string, totalChars: number) => Effect.Effect<number>
 }>()("modelgate/TokenEstimator") {
   static readonly layer = Layer.sync(TokenEstimator, () => {
     let counter: Promise<Counter> | undefined
     const load = () => (counter ??= import("gpt-tokenizer/encoding/o200k_base").then((m) => m.countTokens as Counter))
     return TokenEstimator.of({
-      messagesInput: (body) => Effect.map(Effect.promise(load), (count) => estimateWith(count, body))
+      messagesInput: (body) => Effect.map(Effect.promise(load), (count) => estimateWith(count, body)),
+      textTokens: (sample, totalChars) => Effect.map(Effect.promise(load), (count) => textTokensWith(count, sample, totalChars))
     })
   })
 }
