@@ -16,7 +16,10 @@ import { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
 import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
-import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } from "./request.ts"
+import { boundFor, isTokenPriced, type Meter, meteredCost, meterOf, startMeter } from "./metering.ts"
+import type { ModelPricing } from "../domain/pricing.ts"
+import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody, type RequestState } from "./request.ts"
+import { TokenEstimator } from "../services/tokens/TokenEstimator.ts"
 
 const REFUND_NOTE = "the request failed with a server or provider error"
 
@@ -41,12 +44,25 @@ export const waiveCharge = (scope: Scope.Scope, note: string): void => {
  * without counting the budget again; only then is the old charge refunded. Fails with the
  * reservation's refusal (402, or the store's 503) and leaves the old charge in place.
  */
-export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly amount: number; readonly model: string }) =>
+export const repriceCharge = (options: {
+  readonly scope: Scope.Scope
+  readonly amount: number
+  readonly model: string
+  /** The answering model's price and output cap: a metered request's cost follows them (issue 33). */
+  readonly pricing?: ModelPricing | undefined
+  readonly cap?: number | undefined
+}) =>
   Effect.gen(function*() {
     const held = heldCharges.get(options.scope)
     if (held === undefined) return
+    const meter = meterOf(options.scope)
+    const reprice = () => {
+      if (meter === undefined || options.pricing === undefined) return
+      meter.pricing = options.pricing
+      meter.bound = boundFor(meter, options.pricing, options.cap ?? Number.MAX_SAFE_INTEGER)
+    }
     const current = held.charge?.amount ?? 0
-    if (current === options.amount) return
+    if (current === options.amount) return reprice()
     const state = yield* CurrentRequest
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
@@ -62,6 +78,7 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
     if (held.charge !== undefined) yield* credits.refund(held.charge, `the request was answered by model "${options.model}" at another price`)
     held.charge = next
     state.audit.credits += (next?.amount ?? 0) - current
+    reprice()
   })
 
 /**
@@ -124,6 +141,21 @@ export const admitCosts = (options: {
     })))
   }).pipe(Scope.provide(options.scope))
 
+/**
+ * When the request ends, its cost from the answering model's price and its tokens (metering.ts).
+ * Added after the charge, so it runs before the charge's finalizer, which settles to it.
+ */
+const meterUntilEnd = (state: RequestState, meter: Meter) =>
+  Effect.gen(function*() {
+    const estimator = yield* TokenEstimator
+    yield* Scope.addFinalizerExit(state.scope, (exit) =>
+      meteredCost(state, meter, outcomeOf(exit).status < 400, estimator).pipe(
+        Effect.map((cost) => {
+          meter.cost = cost
+        })
+      ))
+  })
+
 /** A chat-only model asked for embeddings, or the other way round: the client's mistake, named. */
 const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
   resolved.model.endpoints.includes(endpoint)
@@ -157,12 +189,19 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     yield* catalog.checkScope(key, resolved)
     // A route passes client-chosen names upstream: the metrics count it under its pattern.
     state.admittedModel = resolved.route !== undefined && resolved.route.id === undefined ? resolved.route.match : resolved.model.id
+    const repriceable = (resolved.model.fallbacks?.length ?? 0) > 0
+    // Token prices (issue 33): the request is metered when its model, or a fallback that may
+    // answer it, is priced by tokens; a price of its own (count_tokens) is flat.
+    const meter = options.credits === undefined && (isTokenPriced(resolved.model.pricing) || repriceable)
+      ? startMeter({ scope: state.scope, stream, body: raw, pricing: resolved.model.pricing, cap: resolved.model.max_tokens })
+      : undefined
     yield* admitCosts({
       scope: state.scope,
       stream,
       model: request.model,
       credits: options.credits ?? resolved.model.credits,
-      repriceable: (resolved.model.fallbacks?.length ?? 0) > 0
+      repriceable
     })
+    if (meter !== undefined) yield* meterUntilEnd(state, meter)
     return { raw, request, resolved }
   }).pipe(stageSpan("Admission.admitModelRequest"))

@@ -42,6 +42,8 @@ export interface Meter {
   relayedSample: string
   /** The stream reached its end as the provider ended it (the framer's end was sent). */
   completed: boolean
+  /** What the request cost, once it ended. */
+  cost?: MeteredCost | undefined
 }
 
 /** Whether a model's price depends on the request's tokens (a flat `credits` price does not). */
