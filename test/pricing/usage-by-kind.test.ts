@@ -8,6 +8,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startFakeAnthropic } from "../support/fake-anthropic.ts"
@@ -208,5 +209,56 @@ describe("OpenAI stream usage", () => {
   it("a client that asked gets the usage chunk last", async () => {
     const { chunks } = await chatStream(true)
     expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: 1000, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 300 } } })
+  })
+})
+
+describe("a stream cut before its usage", () => {
+  /** Reads a stream until `enough` holds for what arrived, then leaves; what arrived. */
+  const readThenLeave = async (path: string, body: Record<string, unknown>, enough: (text: string) => boolean) => {
+    const controller = new AbortController()
+    const response = await fetch(gateway.url + path, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify(body),
+      signal: controller.signal
+    })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ""
+    while (!enough(text)) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += decoder.decode(value, { stream: true })
+    }
+    controller.abort()
+    return { text, requestId: response.headers.get("x-request-id") }
+  }
+  const dataOf = (text: string) => text.split("\n").filter((line) => line.startsWith("data: {")).map((line) => JSON.parse(line.slice(6)))
+
+  it("by the client, from an OpenAI stream: the text relayed and the request's text, by the gateway's count", async () => {
+    openai.enqueue({ kind: "stall_after", chunks: 4, of: { kind: "text", text: "Photosynthesis converts sunlight into chemical energy stored in glucose" } })
+    const body = { model: "on-openai", stream: true, messages: [{ role: "user", content: "Say hello" }] }
+    const { text, requestId } = await readThenLeave("/v1/chat/completions", body, (received) => dataOf(received).length >= 4)
+    const relayed = dataOf(text).map((chunk) => chunk.choices?.[0]?.delta?.content ?? "").join("")
+    expect(relayed.length).toBeGreaterThan(0)
+    const record = await audit.recordOf(requestId)
+    expect(record.status).toBe(200)
+    expect(record.completion_tokens).toBe(countTokens(relayed))
+    // The request's text as the gateway reads it (its string values), by the same count.
+    expect(record.prompt_tokens).toBe(countTokens("on-openai\nuser\nSay hello\n"))
+    expect(record.cache_read_tokens).toBe(0)
+  })
+
+  it("by the client, from an Anthropic stream: the input message_start reported, the output relayed", async () => {
+    anthropic.enqueue({ kind: "stall_after", chunks: 6, of: { kind: "text", text: "Photosynthesis converts sunlight into chemical energy stored in glucose", usage: KINDS.anthropic.spec } })
+    const body = { model: "on-anthropic", stream: true, max_tokens: 500, messages: [{ role: "user", content: "Say hello" }] }
+    const deltas = (received: string) => dataOf(received).filter((event) => event.type === "content_block_delta")
+    const { text, requestId } = await readThenLeave("/v1/messages", body, (received) => deltas(received).length >= 3)
+    const relayed = deltas(text).map((event) => event.delta.text).join("")
+    const record = await audit.recordOf(requestId)
+    expect(record.status).toBe(200)
+    expect({ prompt: record.prompt_tokens, cacheRead: record.cache_read_tokens, cacheWrite: record.cache_write_tokens }).toEqual({ prompt: 1200, cacheRead: 300, cacheWrite: 200 })
+    expect(record.completion_tokens).toBe(countTokens(relayed))
   })
 })
