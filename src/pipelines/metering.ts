@@ -42,6 +42,8 @@ export interface Meter {
   relayedSample: string
   /** The stream reached its end as the provider ended it (the framer's end was sent). */
   completed: boolean
+  /** A continuation took over a cut stream (routing.stream_continuation): the cut part has no usage of its own. */
+  continued: boolean
   /** What the request cost, once it ended. */
   cost?: MeteredCost | undefined
 }
@@ -72,7 +74,8 @@ export const startMeter = (options: {
     bound: 0,
     relayedChars: 0,
     relayedSample: "",
-    completed: false
+    completed: false,
+    continued: false
   }
   meter.bound = boundFor(meter, options.pricing, options.cap)
   meters.set(options.scope, meter)
@@ -132,7 +135,7 @@ export const meteredCost = (
       if (reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
       return answered ? { micros: meter.bound, basis: "bound" } : { micros: capped(meter.pricing.credits_micros), basis: "credits" }
     }
-    if (meter.completed && reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
+    if (meter.completed && !meter.continued && reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
     if (!answered && meter.relayedChars === 0 && reported === null) return { micros: capped(meter.pricing.credits_micros), basis: "credits" }
     const relayed = yield* estimator.textTokens(meter.relayedSample, meter.relayedChars)
     const output = Math.max(state.audit.completion_tokens ?? 0, relayed)

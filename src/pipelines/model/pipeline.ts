@@ -77,6 +77,8 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
     const openContinuation = (target: Target, partial: string) => Effect.flatMap(clientOf(target), (client) => {
       const body = follower!.continueBody(raw, partial, client.kind)
+      const meter = meterOf(state.scope)
+      if (meter !== undefined) meter.continued = true
       // The continuation's usage is its own: its adapter records it on a copy, added to the first's when it ends.
       const before = {
         prompt: state.audit.prompt_tokens ?? 0,
