@@ -106,8 +106,9 @@ export const KINDS = {
   anthropic: { spec: { input: 700, cacheRead: 300, cacheWrite: 200, output: 40 }, counts: { prompt: 1200, cacheRead: 300, cacheWrite: 200, output: 40 } },
   bedrock: { spec: { input: 700, cacheRead: 300, cacheWrite: 200, output: 40 }, counts: { prompt: 1200, cacheRead: 300, cacheWrite: 200, output: 40 } },
   "vertex-claude": { spec: { input: 700, cacheRead: 300, cacheWrite: 200, output: 40 }, counts: { prompt: 1200, cacheRead: 300, cacheWrite: 200, output: 40 } },
-  "vertex-gemini": { spec: { input: 1000, cacheRead: 300, output: 40 }, counts: { prompt: 1000, cacheRead: 300, cacheWrite: 0, output: 40 } },
-  gemini: { spec: { input: 1000, cacheRead: 300, output: 40 }, counts: { prompt: 1000, cacheRead: 300, cacheWrite: 0, output: 40 } }
+  // Gemini reports thinking beside the answer (thoughtsTokenCount): output at the output price.
+  "vertex-gemini": { spec: { input: 1000, cacheRead: 300, output: 25, thoughts: 15 }, counts: { prompt: 1000, cacheRead: 300, cacheWrite: 0, output: 40 } },
+  gemini: { spec: { input: 1000, cacheRead: 300, output: 25, thoughts: 15 }, counts: { prompt: 1000, cacheRead: 300, cacheWrite: 0, output: 40 } }
 } satisfies Record<string, { spec: UsageSpec; counts: Counts }>
 type Kind = keyof typeof KINDS
 
