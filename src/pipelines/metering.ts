@@ -32,6 +32,7 @@ export interface Meter {
   readonly stream: boolean
   /** The request's body, as the client sent it (for the output limit of a fallback's cap). */
   readonly body: Readonly<Record<string, unknown>>
+  /** The input estimate: made once, when a token price first needs it (a flat model with fallbacks may never). */
   readonly input: InputEstimate
   /** The answering model's price; a fallback of another price replaces it (repriceCharge). */
   pricing: ModelPricing
@@ -55,7 +56,7 @@ const meters = new WeakMap<Scope.Scope, Meter>()
 
 /** The bound of a request on a model with this price and output cap. */
 export const boundFor = (meter: Pick<Meter, "body" | "input">, pricing: ModelPricing, cap: number): number =>
-  boundMicros(pricing, meter.input.tokens, effectiveMaxOutputTokens(meter.body, cap))
+  isTokenPriced(pricing) ? boundMicros(pricing, meter.input.tokens, effectiveMaxOutputTokens(meter.body, cap)) : pricing.credits_micros
 
 /** Starts the meter of a request to a token-priced model; the input estimate is made once, here. */
 export const startMeter = (options: {
@@ -65,11 +66,13 @@ export const startMeter = (options: {
   readonly pricing: ModelPricing
   readonly cap: number
 }): Meter => {
-  const input = estimateInput(options.body)
+  let input: InputEstimate | undefined
   const meter: Meter = {
     stream: options.stream,
     body: options.body,
-    input,
+    get input() {
+      return (input ??= estimateInput(options.body))
+    },
     pricing: options.pricing,
     bound: 0,
     relayedChars: 0,
