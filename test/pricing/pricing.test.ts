@@ -19,6 +19,7 @@ import {
   utf8Length
 } from "../../src/domain/pricing.ts"
 import { MAX_MICROS } from "../../src/domain/money.ts"
+import { chatOutputText, messagesOutputText, responsesOutputText } from "../../src/pipelines/model/output-text.ts"
 import { makeCatalog } from "../../src/services/catalog/ModelCatalog.ts"
 import { resolveConfig } from "../../src/services/config/load.ts"
 
@@ -156,5 +157,30 @@ describe("models[].price in the configuration", () => {
     const result = load(price)
     expect(Result.isFailure(result)).toBe(true)
     if (Result.isFailure(result)) expect(result.failure.message).toContain(field)
+  })
+})
+
+describe("the text a stream relayed, in each client format", () => {
+  it("Chat Completions: content, reasoning, refusals and tool calls", () => {
+    const chunk = { choices: [{ index: 0, delta: { content: "Hi", reasoning_content: " think", tool_calls: [{ index: 0, function: { name: "f", arguments: "{\"a\":1}" } }] } }] }
+    expect(chatOutputText({ data: JSON.stringify(chunk) })).toBe("Hi thinkf{\"a\":1}")
+    expect(chatOutputText({ data: JSON.stringify({ choices: [], usage: { prompt_tokens: 1 } }) })).toBe("")
+  })
+
+  it("Messages: text, thinking and tool input deltas, a tool's name", () => {
+    const delta = (d: Record<string, unknown>) => ({ event: "content_block_delta", data: JSON.stringify({ type: "content_block_delta", index: 0, delta: d }) })
+    expect(messagesOutputText(delta({ type: "text_delta", text: "Hello" }))).toBe("Hello")
+    expect(messagesOutputText(delta({ type: "thinking_delta", thinking: "hmm" }))).toBe("hmm")
+    expect(messagesOutputText(delta({ type: "input_json_delta", partial_json: "{\"q\":" }))).toBe("{\"q\":")
+    expect(messagesOutputText({ event: "content_block_start", data: JSON.stringify({ type: "content_block_start", index: 1, content_block: { type: "tool_use", id: "t", name: "search", input: {} } }) })).toBe("search")
+    expect(messagesOutputText({ event: "message_delta", data: JSON.stringify({ type: "message_delta", delta: {}, usage: { output_tokens: 3 } }) })).toBe("")
+  })
+
+  it("Responses: every delta event", () => {
+    const event = (type: string, delta: string) => ({ event: type, data: JSON.stringify({ type, delta }) })
+    expect(responsesOutputText(event("response.output_text.delta", "Hi"))).toBe("Hi")
+    expect(responsesOutputText(event("response.function_call_arguments.delta", "{}"))).toBe("{}")
+    expect(responsesOutputText(event("response.reasoning_text.delta", "so"))).toBe("so")
+    expect(responsesOutputText({ event: "response.completed", data: "{}" })).toBe("")
   })
 })
