@@ -11,6 +11,7 @@
  * Effect modules are imported one by one (`effect/Effect`, not the `effect` index) for the
  * same reason: the index loads every module of the library.
  */
+import { toMicros } from "./domain/money.ts"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
 import * as Argument from "effect/cli/Argument"
@@ -146,14 +147,39 @@ const keysCreate = Command.make(
       Flag.withDescription("Comma-separated upstream MCP servers (mcp.servers names) the key may use (default: none)"),
       Flag.optional
     ),
-    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key"), Flag.optional),
-    expires: Flag.String("expires").pipe(Flag.withDescription("Expiry, ISO-8601"), Flag.optional)
+    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests for this key (per --budget-period)"), Flag.optional),
+    budgetCredits: Flag.String("budget-credits").pipe(Flag.withDescription("Maximum credits this key may spend (per --budget-period; decimals allowed)"), Flag.optional),
+    budgetPeriod: Flag.String("budget-period").pipe(Flag.withDescription("day, week or month (UTC; weeks from Monday): when the budget resets; default never"), Flag.optional),
+    tokensPerMinute: Flag.Int("tokens-per-minute").pipe(
+      Flag.withDescription("Input + output tokens this key may use per minute (default: limits.tokens_per_minute)"),
+      Flag.optional
+    ),
+    expires: Flag.String("expires").pipe(Flag.withDescription("Expiry, ISO-8601"), Flag.optional),
+    team: Flag.String("team").pipe(Flag.withDescription("The team (its id or name) the key belongs to"), Flag.optional)
   },
   Effect.fn(function*(flags) {
     const config = yield* readConfig()
     return yield* (yield* keysModule).createKey(config, flags)
   })
 ).pipe(Command.withDescription("Create an API key and print it (the only time the full key is shown)"))
+
+const keysUpdate = Command.make(
+  "update",
+  {
+    id: idArgument,
+    name: Flag.String("name").pipe(Flag.withDescription("New name"), Flag.optional),
+    models: Flag.String("models").pipe(Flag.withDescription("Comma-separated allowed models; \"\" allows all"), Flag.optional),
+    team: Flag.String("team").pipe(Flag.withDescription("The team (id or name) to move the key to; \"\" takes it out of its team"), Flag.optional),
+    budget: Flag.Int("budget").pipe(Flag.withDescription("Maximum number of requests (per --budget-period)"), Flag.optional),
+    budgetCredits: Flag.String("budget-credits").pipe(Flag.withDescription("Maximum credits (per --budget-period; decimals allowed)"), Flag.optional),
+    budgetPeriod: Flag.String("budget-period").pipe(Flag.withDescription("day, week or month (UTC; weeks from Monday); default never"), Flag.optional),
+    noBudget: Flag.Boolean("no-budget").pipe(Flag.withDescription("Remove the key's budget"), Flag.withDefault(false))
+  },
+  Effect.fn(function*({ id, ...flags }) {
+    const config = yield* readConfig()
+    return yield* (yield* keysModule).updateKey(config, id, flags)
+  })
+).pipe(Command.withDescription("Change a key's name, models, team or budget (budget flags replace the whole budget, as PATCH /api-keys/:id)"))
 
 const keysList = Command.make(
   "list",
@@ -196,7 +222,76 @@ const keysDelete = Command.make(
 
 const keys = Command.make("keys").pipe(
   Command.withDescription("Manage API keys in the configured store"),
-  Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke, keysDelete])
+  Command.withSubcommands([keysCreate, keysList, keysUpdate, keysRotate, keysRevoke, keysDelete])
+)
+
+const teamsModule = load(() => import("./commands/teams.ts"))
+const teamIdArgument = Argument.String("id").pipe(Argument.withDescription("Team id (team_...)"))
+/** The fields of a team as flags: what POST /teams and PATCH /teams/:id take. */
+const teamFlags = {
+  models: Flag.String("models").pipe(Flag.withDescription("Comma-separated models the team's keys may use (narrows each key's); \"\" removes the list"), Flag.optional),
+  budgetRequests: Flag.Int("budget-requests").pipe(Flag.withDescription("Budget: at most this many requests per period"), Flag.optional),
+  budgetCredits: Flag.String("budget-credits").pipe(Flag.withDescription("Budget: at most this many credits per period (up to 6 decimals)"), Flag.optional),
+  period: Flag.String("period").pipe(Flag.withDescription("Budget period: day, week or month (UTC; default: never resets)"), Flag.optional),
+  rpm: Flag.Int("rpm").pipe(Flag.withDescription("Requests per minute shared by all the team's keys"), Flag.optional),
+  streams: Flag.Int("streams").pipe(Flag.withDescription("Concurrent streams shared by all the team's keys"), Flag.optional),
+  tpm: Flag.Int("tpm").pipe(Flag.withDescription("Tokens per minute shared by all the team's keys"), Flag.optional)
+}
+
+const teamsCreate = Command.make(
+  "create",
+  { name: Flag.String("name").pipe(Flag.withDescription("The team's name (unique)")), ...teamFlags },
+  Effect.fn(function*({ name, ...flags }) {
+    const config = yield* readConfig()
+    return yield* (yield* teamsModule).createTeam(config, { ...flags, name: Option.some(name) })
+  })
+).pipe(Command.withDescription("Create a team"))
+
+const teamsList = Command.make(
+  "list",
+  {},
+  Effect.fn(function*() {
+    const config = yield* readConfig()
+    return yield* (yield* teamsModule).listTeams(config)
+  })
+).pipe(Command.withDescription("List teams with their budgets, limits and key counts"))
+
+const teamsShow = Command.make(
+  "show",
+  { id: teamIdArgument },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* teamsModule).showTeam(config, id)
+  })
+).pipe(Command.withDescription("Show one team"))
+
+const teamsUpdate = Command.make(
+  "update",
+  {
+    id: teamIdArgument,
+    name: Flag.String("name").pipe(Flag.withDescription("New name"), Flag.optional),
+    ...teamFlags,
+    clearBudget: Flag.Boolean("clear-budget").pipe(Flag.withDescription("Remove the team's budget"), Flag.withDefault(false)),
+    clearLimits: Flag.Boolean("clear-limits").pipe(Flag.withDescription("Remove the team's limits"), Flag.withDefault(false))
+  },
+  Effect.fn(function*({ id, ...flags }) {
+    const config = yield* readConfig()
+    return yield* (yield* teamsModule).updateTeam(config, id, flags)
+  })
+).pipe(Command.withDescription("Change a team (a budget or limits flag replaces the whole budget or limits)"))
+
+const teamsDelete = Command.make(
+  "delete",
+  { id: teamIdArgument },
+  Effect.fn(function*({ id }) {
+    const config = yield* readConfig()
+    return yield* (yield* teamsModule).deleteTeam(config, id)
+  })
+).pipe(Command.withDescription("Delete a team (refused while keys are in it)"))
+
+const teams = Command.make("teams").pipe(
+  Command.withDescription("Manage teams (keys sharing models, a budget and limits) in the configured store"),
+  Command.withSubcommands([teamsList, teamsCreate, teamsShow, teamsUpdate, teamsDelete])
 )
 
 const creditsModule = load(() => import("./commands/credits.ts"))
@@ -204,11 +299,14 @@ const creditsModule = load(() => import("./commands/credits.ts"))
 const creditsAdd = Command.make(
   "add",
   {
-    amount: Argument.Int("credits").pipe(Argument.withDescription("Credits to add to the workspace pool")),
+    amount: Argument.String("credits").pipe(Argument.withDescription("Credits to add to the workspace pool (a decimal of at most 6 fractional digits)")),
     note: Flag.String("note").pipe(Flag.withDescription("Why (kept in the ledger)"), Flag.optional)
   },
-  Effect.fn(function*({ amount, note }) {
-    if (amount <= 0) return yield* new Refused({ message: "credits must be a positive integer" })
+  Effect.fn(function*({ amount: text, note }) {
+    const amount = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN
+    if (!(amount > 0) || toMicros(amount) === undefined) {
+      return yield* new Refused({ message: "credits must be a positive number with at most 6 fractional digits" })
+    }
     const config = yield* readConfig()
     return yield* (yield* creditsModule).addCredits(config, amount, note)
   })
@@ -350,7 +448,7 @@ const configCommand = Command.make("config").pipe(
   Command.withSubcommands([configCheck])
 )
 
-const cli = root.pipe(Command.withSubcommands([serve, keys, credits, connections, backupCommand, restoreCommand, configCommand]))
+const cli = root.pipe(Command.withSubcommands([serve, keys, teams, credits, connections, backupCommand, restoreCommand, configCommand]))
 
 /** A console that writes what would go to stdout to stderr (usage shown for a mistake). */
 const onStderr = (console: Console.Console): Console.Console =>

@@ -3,12 +3,14 @@
  * store commands (src/commands). Apart from gateway.ts so that `modelgate keys list` loads the
  * store and nothing of the server.
  */
+import { toMicros } from "./domain/money.ts"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { GatewayConfig } from "./services/config/schema.ts"
 import { KeyCache } from "./services/auth/KeyCache.ts"
 import { ApiKeys } from "./services/keys/ApiKeys.ts"
+import { Teams } from "./services/teams/Teams.ts"
 import { CreditsRepo } from "./services/store/CreditsRepo.ts"
 import { StoreDeadline } from "./services/store/StoreError.ts"
 import { StoreLayer } from "./services/store/StoreLayer.ts"
@@ -31,11 +33,11 @@ export const storeDeadlineLayer = (config: GatewayConfig) =>
 
 /** Store plus the services every entry point (server and CLI) shares. */
 export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) => {
-  const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(config.workspace.credits))).pipe(
+  const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(toMicros(config.workspace.credits) ?? 0))).pipe(
     Layer.provideMerge(
       overrides.store ??
         StoreLayer.fromUrl(config.store, config.store_timeouts, { key: config.secrets.key, previousKeys: config.secrets.previous_keys })
     )
   )
-  return ApiKeys.layer.pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
+  return Layer.mergeAll(ApiKeys.layer, Teams.layer).pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))
 }

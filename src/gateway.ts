@@ -2,6 +2,7 @@
  * Wiring: config in, a served gateway out. This file only composes layers; behaviour lives in
  * the services and pipelines it names.
  */
+import { MICROS_PER_CREDIT } from "./domain/money.ts"
 import { Clock, Effect, Layer, Logger, Option, References } from "effect"
 import { dirname } from "node:path"
 import { HttpServer } from "effect/http"
@@ -14,6 +15,7 @@ import { adminRoutes } from "./http/routes/admin.ts"
 import { makeAdminAuth } from "./http/routes/admin-auth.ts"
 import { adminOidcRoutes, START_PATH } from "./http/routes/admin-oidc.ts"
 import { adminSubjectRoutes } from "./http/routes/admin-subjects.ts"
+import { adminTeamRoutes } from "./http/routes/admin-teams.ts"
 import { appRoutes } from "./http/routes/app.ts"
 import { AdminThrottle } from "./services/limits/AdminThrottle.ts"
 import { healthRoutes, metricsRoute } from "./http/routes/health.ts"
@@ -26,6 +28,7 @@ import { Credits } from "./services/credits/Credits.ts"
 import { RateLimiter } from "./services/limits/RateLimiter.ts"
 import { RedisClient } from "./services/limits/RedisClient.ts"
 import { StreamSlots } from "./services/limits/StreamSlots.ts"
+import { TokenLimiter } from "./services/limits/TokenLimiter.ts"
 import { LiveLimits } from "./services/limits/LiveLimits.ts"
 import { McpSessions } from "./services/mcp/McpSessions.ts"
 import { McpUpstreams } from "./services/mcp/McpUpstreams.ts"
@@ -35,6 +38,7 @@ import { SqlDrivers } from "./services/sql/drivers/SqlDrivers.ts"
 import { SqlTools } from "./services/sql/SqlTools.ts"
 import { drainOnShutdown, layerNodeServer } from "./http/server.ts"
 import { Drain } from "./pipelines/drain.ts"
+import { Alerts } from "./services/alerts/Alerts.ts"
 import { Audit } from "./services/audit/Audit.ts"
 import { Metrics } from "./services/metrics/Metrics.ts"
 import { SERVER_INFO } from "./services/mcp/advertised.ts"
@@ -58,8 +62,8 @@ import { flatJsonLineLogger, prettyLineLogger } from "./services/logging/formats
 export interface GatewayOverrides extends CoreOverrides {
   /** The provider clients (for example `scriptedProviders` from services/providers/scripted.ts). */
   readonly providers?: Layer.Layer<Providers> | undefined
-  /** Rate limiter and stream slots together. */
-  readonly limits?: Layer.Layer<RateLimiter | StreamSlots> | undefined
+  /** Rate limiter, tokens-per-minute limiter and stream slots together. */
+  readonly limits?: Layer.Layer<RateLimiter | StreamSlots | TokenLimiter> | undefined
   /** The audit trail (for example `Audit.layerCollect()`); it may use the store. */
   readonly audit?: Layer.Layer<Audit, never, AuditRepo> | undefined
   /** The metrics registry (for example `Metrics.layerNoop`, the bench's ladder rung without metrics). */
@@ -134,6 +138,7 @@ export const httpLayer = (config: GatewayConfig) =>
       ...completionRoutes,
       ...adminRoutes({ auth }),
       ...adminSubjectRoutes({ auth }),
+      ...adminTeamRoutes({ auth }),
       ...adminReloadRoutes({ auth }),
       ...openApiRoutes(SERVER_INFO.version),
       ...changelogRoutes,
@@ -148,7 +153,7 @@ export const httpLayer = (config: GatewayConfig) =>
  * Redis fails requests closed), otherwise in this process.
  */
 export const limitsLayer = (config: GatewayConfig) => {
-  if (config.redis === undefined) return Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory)
+  if (config.redis === undefined) return Layer.mergeAll(RateLimiter.layerMemory, StreamSlots.layerMemory, TokenLimiter.layerMemory)
   // The lease is read at each acquire: a config reload's stream_lease_seconds applies to the next slot.
   const slots = Layer.unwrap(Effect.map(Effect.serviceOption(LiveLimits), (live) => {
     const fixed = `${config.limits.stream_lease_seconds} seconds` as const
@@ -156,7 +161,7 @@ export const limitsLayer = (config: GatewayConfig) => {
       lease: Option.isNone(live) ? fixed : () => `${live.value.current().stream_lease_seconds} seconds` as const
     })
   }))
-  return Layer.mergeAll(RateLimiter.layerRedis, slots).pipe(Layer.provideMerge(RedisClient.layer(config.redis)))
+  return Layer.mergeAll(RateLimiter.layerRedis, slots, TokenLimiter.layerRedis).pipe(Layer.provideMerge(RedisClient.layer(config.redis)))
 }
 
 /** Failed admin-token attempts per client address: shared through Redis when there is one. */
@@ -209,9 +214,12 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
     adminThrottleLayer(config),
-    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size, dataDir }),
+    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size * MICROS_PER_CREDIT, dataDir }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
-    McpSessions.layer(config.mcp.session_ttl_seconds),
+    // With Redis, a session's cancellation reaches the replica running the request it names.
+    config.redis === undefined
+      ? McpSessions.layer(config.mcp.session_ttl_seconds)
+      : McpSessions.layer(config.mcp.session_ttl_seconds).pipe(Layer.provide(RedisClient.layer(config.redis))),
     McpUpstreams.layer(config.mcp.servers, overrides.env ?? {}),
     Auth.layer,
     adminIdentityLayer(config),
@@ -221,6 +229,8 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     Layer.succeed(BodyLimits, { timeoutMs: config.server.body_timeout_ms, maxJsonDepth: config.limits.max_json_depth }),
     Drain.layer
   ).pipe(
+    // Under the rest: the credits' group commit tells it what budgets now hold.
+    Layer.provideMerge(Alerts.layer(config.alerts)),
     // Under the rest: admission, authentication and the limiter read what a reload replaces.
     Layer.provideMerge(reloadableLayer(config, overrides)),
     // Under the rest: the credit sweep records what it refunds, and the audit trail is flushed

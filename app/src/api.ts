@@ -110,7 +110,24 @@ export interface KeyView {
   last_used_at: string | null
   connections?: Array<{ connection_id: number; role: "read" | "edit" }>
   key?: string
+  /** The key's team (issue 33); null: none. */
+  team_id?: string | null
 }
+
+/** A team as the admin API shows it (issue 33); budget amounts in credits. */
+export interface TeamView {
+  id: string
+  name: string
+  allowed_models: Array<string> | null
+  budget: { max_requests: number | null; max_credits: number | null; period: "day" | "week" | "month" | null } | null
+  limits: { requests_per_minute?: number; concurrent_streams?: number; tokens_per_minute?: number } | null
+  key_count: number
+  created_at: string
+  updated_at: string
+}
+
+/** Teams are few (an operator makes each): one page of the largest size holds them. */
+export const ALL_TEAMS = "/teams?limit=1000"
 
 export interface ConnectionView {
   id: number
@@ -204,6 +221,11 @@ export interface AuditRecord {
   credits: number
   prompt_tokens: number | null
   completion_tokens: number | null
+  /** Issue 33: of prompt_tokens, cache reads and writes; the end user named; the key's team. */
+  cache_read_tokens: number | null
+  cache_write_tokens: number | null
+  end_user: string | null
+  team_id: string | null
   duration_ms: number
   stream: boolean
   client_addr: string | null
@@ -213,11 +235,30 @@ export interface AuditRecord {
 export interface UsageRow {
   day?: string
   key_id?: string | null
+  team_id?: string | null
   model?: string | null
   provider?: string | null
+  end_user?: string | null
   requests: number
   errors: number
   prompt_tokens: number
   completion_tokens: number
+  /** Issue 33: input split into uncached, cache reads and cache writes. */
+  input_tokens?: number
+  output_tokens?: number
+  cache_read_tokens?: number
+  cache_write_tokens?: number
+  /** Decimal credits (six fractional digits at most). */
   credits: number
+  /** Present when `credits.currency` is configured. */
+  cost?: { amount: number; currency: string }
+}
+
+/** `GET /usage`: the rows and what a credit is worth (null: no currency configured). */
+export interface UsageReport {
+  since: string | null
+  until: string | null
+  group_by: Array<string>
+  currency: { code: string; per_credit: string } | null
+  data: Array<UsageRow>
 }

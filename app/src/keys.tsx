@@ -5,7 +5,7 @@
  * page of rows as fast as one with ten.
  */
 import { useEffect, useRef, useState } from "preact/hooks"
-import { ALL_CONNECTIONS, api, type ConnectionView, type KeyView, type ModelView, query } from "./api.ts"
+import { ALL_CONNECTIONS, ALL_TEAMS, api, type ConnectionView, type KeyView, type ModelView, query, type TeamView } from "./api.ts"
 import {
   Dialog,
   Empty,
@@ -34,7 +34,7 @@ const keyStatus = (key: KeyView): { kind: "ok" | "bad" | "muted"; label: string 
   return { kind: "ok", label: "active" }
 }
 
-const KEY_FIELDS = ["name", "allowed_models", "tools_enabled", "mcp_servers", "budget", "limits.requests_per_minute", "limits.concurrent_streams", "limits", "expires_at", "connections"]
+const KEY_FIELDS = ["name", "allowed_models", "tools_enabled", "mcp_servers", "budget", "limits.requests_per_minute", "limits.concurrent_streams", "limits", "expires_at", "connections", "team_id"]
 
 interface FormState {
   name: string
@@ -48,6 +48,8 @@ interface FormState {
   streams: string
   expires: string
   grants: Record<number, "" | "read" | "edit">
+  /** The team's id; "": none. */
+  team: string
 }
 
 const initialForm = (key: KeyView | undefined, catalogue: ReadonlyArray<ModelView>): FormState => {
@@ -64,7 +66,8 @@ const initialForm = (key: KeyView | undefined, catalogue: ReadonlyArray<ModelVie
     rpm: key?.limits?.requests_per_minute ? String(key.limits.requests_per_minute) : "",
     streams: key?.limits?.concurrent_streams ? String(key.limits.concurrent_streams) : "",
     expires: toLocalInput(key?.expires_at),
-    grants: Object.fromEntries((key?.connections ?? []).map((g) => [g.connection_id, g.role]))
+    grants: Object.fromEntries((key?.connections ?? []).map((g) => [g.connection_id, g.role])),
+    team: key?.team_id ?? ""
   }
 }
 
@@ -75,6 +78,7 @@ const KeyForm = (props: {
   keyView?: KeyView
   catalogue: ReadonlyArray<ModelView>
   connections: ReadonlyArray<ConnectionView>
+  teams: ReadonlyArray<TeamView>
   onDone: (saved: KeyView) => void
   onCancel: () => void
 }) => {
@@ -95,7 +99,8 @@ const KeyForm = (props: {
     rpm: ["limits.requests_per_minute", "limits"],
     streams: ["limits.concurrent_streams", "limits"],
     expires: ["expires_at"],
-    grants: ["connections"]
+    grants: ["connections"],
+    team: ["team_id"]
   }
   const set = <K extends keyof FormState>(field: K, value: FormState[K]) => {
     setForm((f) => ({ ...f, [field]: value }))
@@ -122,10 +127,11 @@ const KeyForm = (props: {
       mcp_servers: form.mcpServers.split(",").map((m) => m.trim()).filter((m) => m !== ""),
       budget: form.budget.trim() === "" ? null : { max_requests: numberOrText(form.budget) },
       limits: Object.keys(limits).length === 0 ? null : limits,
-      expires_at: fromLocalInput(form.expires)
+      expires_at: fromLocalInput(form.expires),
+      team_id: form.team === "" ? null : form.team
     }
     if (!editing) {
-      for (const field of ["allowed_models", "budget", "limits", "expires_at"]) if (body[field] === null) delete body[field]
+      for (const field of ["allowed_models", "budget", "limits", "expires_at", "team_id"]) if (body[field] === null) delete body[field]
       body.connections = Object.entries(form.grants)
         .filter(([, role]) => role !== "")
         .map(([id, role]) => ({ connection_id: Number(id), role }))
@@ -198,6 +204,14 @@ const KeyForm = (props: {
           {(id, d) => <input id={id} inputMode="numeric" aria-describedby={d} value={form.streams} onInput={(e) => set("streams", valueOf(e))} />}
         </Field>
       </div>
+      <Field label="Team" hint="A team's models narrow the key's; its budget and limits are shared by its keys" error={errors.team_id}>
+        {(id, d) => (
+          <select id={id} aria-describedby={d} value={form.team} onChange={(e) => set("team", valueOf(e))}>
+            <option value="">No team</option>
+            {props.teams.map((t) => <option key={t.id} value={t.id}>{t.name}</option>)}
+          </select>
+        )}
+      </Field>
       <Field label="Expires" hint="Empty: never" error={errors.expires_at}>
         {(id, d) => <input id={id} type="datetime-local" aria-describedby={d} value={form.expires} onInput={(e) => set("expires", valueOf(e))} />}
       </Field>
@@ -336,6 +350,7 @@ export const KeysPage = () => {
   const [keys, setKeys] = useState<Array<KeyView>>()
   const [catalogue, setCatalogue] = useState<Array<ModelView>>([])
   const [connections, setConnections] = useState<Array<ConnectionView>>([])
+  const [teams, setTeams] = useState<Array<TeamView>>([])
   const [modal, setModal] = useState<Modal>()
   const [error, setError] = useState<string>()
   const [notice, setNotice] = useState<string>()
@@ -370,12 +385,14 @@ export const KeysPage = () => {
 
   const load = async () => {
     try {
-      const [m, c] = await Promise.all([
+      const [m, c, t] = await Promise.all([
         api<{ data: Array<ModelView> }>("GET", "/models"),
-        api<{ data: Array<ConnectionView> }>("GET", ALL_CONNECTIONS)
+        api<{ data: Array<ConnectionView> }>("GET", ALL_CONNECTIONS),
+        api<{ data: Array<TeamView> }>("GET", ALL_TEAMS)
       ])
       setCatalogue(m.data)
       setConnections(c.data)
+      setTeams(t.data)
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e))
     }
@@ -464,7 +481,11 @@ export const KeysPage = () => {
                 const status = keyStatus(key)
                 return (
                   <tr key={key.id} data-key-id={key.id}>
-                    <th scope="row" data-label="Name">{key.name}<div class="muted mono small break">{key.id}</div></th>
+                    <th scope="row" data-label="Name">
+                      {key.name}
+                      <div class="muted mono small break">{key.id}</div>
+                      {key.team_id && <div class="small">team {teams.find((t) => t.id === key.team_id)?.name ?? key.team_id}</div>}
+                    </th>
                     <td data-label="Key" class="mono nowrap">{key.key_hint}</td>
                     <td data-label="Status"><Status kind={status.kind}>{status.label}</Status></td>
                     <td data-label="Models">{key.allowed_models === null ? <span class="muted">all</span> : key.allowed_models.join(", ") || <span class="muted">none</span>}</td>
@@ -501,6 +522,7 @@ export const KeysPage = () => {
           <KeyForm
             catalogue={catalogue}
             connections={connections}
+            teams={teams}
             onCancel={() => setModal(undefined)}
             onDone={(created) => {
               setModal({ kind: "shown", key: created, title: "Key created" })
@@ -517,6 +539,7 @@ export const KeysPage = () => {
             keyView={modal.key}
             catalogue={catalogue}
             connections={connections}
+            teams={teams}
             onCancel={() => setModal(undefined)}
             onDone={(saved) => {
               setModal(undefined)

@@ -10,9 +10,11 @@ import { AuditPage } from "./audit.tsx"
 import { ConnectionsPage } from "./connections.tsx"
 import { CreditsPage } from "./credits.tsx"
 import { KeysPage } from "./keys.tsx"
+import { TeamsPage } from "./teams.tsx"
 import { McpPage } from "./mcp.tsx"
 import { ModelsPage } from "./models.tsx"
 import { FormError, valueOf } from "./ui.tsx"
+import { SpendPage } from "./spend.tsx"
 import { UsagePage } from "./usage.tsx"
 import "./styles.css"
 
@@ -56,10 +58,12 @@ const takeSignInError = (): string | undefined => {
 
 const pages = [
   { path: "keys", title: "API keys", Page: KeysPage },
+  { path: "teams", title: "Teams", Page: TeamsPage },
   { path: "connections", title: "Connections", Page: ConnectionsPage },
   { path: "mcp", title: "MCP servers", Page: McpPage },
   { path: "credits", title: "Credits", Page: CreditsPage },
   { path: "usage", title: "Usage", Page: UsagePage },
+  { path: "spend", title: "Spend", Page: SpendPage },
   { path: "audit", title: "Audit", Page: AuditPage },
   { path: "models", title: "Models", Page: ModelsPage }
 ] as const

@@ -15,16 +15,16 @@ import { parseArgs } from "node:util"
 import { startRecorder } from "./record.ts"
 import { makeScrubber } from "./scrub.ts"
 
-type ClientName = "claude-code" | "opencode" | "codex"
+export type ClientName = "claude-code" | "opencode" | "codex"
 
-interface Context {
+export interface Context {
   readonly baseUrl: string
   readonly apiKey: string
   readonly home: string
   readonly work: string
 }
 
-interface ScenarioSpec {
+export interface ScenarioSpec {
   readonly client: ClientName
   readonly scenario: string
   /** One line for the fixture README: what the scenario exercises. */
@@ -43,15 +43,15 @@ interface ScenarioSpec {
 const API_KEY = "sk-mg-0123456789abcdef0123456789abcdef"
 const ROOT = "/tmp/modelgate-capture"
 const PLAIN_PROMPT = "Say hello in five words."
-const TOOL_PROMPT = "Read the file hello.txt in the current directory and tell me the secret word it contains."
-const FILE_TEXT = "The secret word is pineapple.\n"
+export const TOOL_PROMPT = "Read the file hello.txt in the current directory and tell me the secret word it contains."
+export const FILE_TEXT = "The secret word is pineapple.\n"
 // A 1x1 PNG, for the scenarios that send an image.
-const PIXEL_PNG = Buffer.from(
+export const PIXEL_PNG = Buffer.from(
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
   "base64"
 )
 
-const BINARIES: Record<ClientName, string> = {
+export const BINARIES: Record<ClientName, string> = {
   "claude-code": "node_modules/.bin/claude",
   opencode: "node_modules/.bin/opencode",
   codex: "node_modules/.bin/codex"
@@ -111,14 +111,15 @@ const opencodeEnv = (ctx: Context): Record<string, string> => ({
   OPENCODE_DISABLE_MODELS_FETCH: "1"
 })
 
-// Codex CLI: a custom model provider speaking the Responses API at the recorder.
-const codexSetup = (ctx: Context): void => {
+// Codex CLI: a custom model provider speaking the Responses API at the recorder, with the model
+// given (none: Codex picks its own default model, which changes the tools it sends).
+export const codexSetupFor = (model: string | undefined) => (ctx: Context): void => {
   const dir = join(ctx.home, ".codex")
   mkdirSync(dir, { recursive: true })
   writeFileSync(
     join(dir, "config.toml"),
     [
-      `model = "gpt-5.5"`,
+      ...(model === undefined ? [] : [`model = "${model}"`]),
       `model_provider = "modelgate"`,
       `check_for_update_on_startup = false`,
       ``,
@@ -157,7 +158,8 @@ const mcpSetup = (ctx: Context): void => {
   )
 }
 
-const codexEnv = (ctx: Context): Record<string, string> => ({ MODELGATE_API_KEY: ctx.apiKey })
+const codexSetup = codexSetupFor("gpt-5.5")
+export const codexEnv = (ctx: Context): Record<string, string> => ({ MODELGATE_API_KEY: ctx.apiKey })
 
 export const SCENARIOS: ReadonlyArray<ScenarioSpec> = [
   {
@@ -374,7 +376,7 @@ export const SCENARIOS: ReadonlyArray<ScenarioSpec> = [
   }
 ]
 
-const clientVersion = (clients: string, client: ClientName, home: string): string => {
+export const clientVersion = (clients: string, client: ClientName, home: string): string => {
   const out = spawnSync(join(clients, BINARIES[client]), ["--version"], {
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home },
     encoding: "utf8",
@@ -386,18 +388,30 @@ const clientVersion = (clients: string, client: ClientName, home: string): strin
 }
 
 // Runs the client in its own process group so a timeout can end it and everything it started.
-const runClient = (command: string, args: ReadonlyArray<string>, env: Record<string, string>, cwd: string, timeoutMs: number) =>
+// `stop`, when it aborts, ends the client the same way (its reason is added to the output).
+export const runClient = (
+  command: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  cwd: string,
+  timeoutMs: number,
+  stop?: AbortSignal
+) =>
   new Promise<{ code: number | null; output: string }>((done) => {
     const child = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    const timer = setTimeout(() => {
-      output += `\n[capture: timed out after ${timeoutMs} ms]`
-      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
-    }, timeoutMs)
+    const end = (why: string) => {
+      output += `\n[capture: ${why}]`
+      if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, "SIGKILL")
+    }
+    const timer = setTimeout(() => end(`timed out after ${timeoutMs} ms`), timeoutMs)
+    const onStop = () => end(String(stop?.reason ?? "stopped"))
+    stop?.addEventListener("abort", onStop, { once: true })
     child.on("close", (code) => {
       clearTimeout(timer)
+      stop?.removeEventListener("abort", onStop)
       done({ code, output })
     })
   })

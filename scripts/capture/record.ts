@@ -102,7 +102,7 @@ export const startRecorder = async (options: RecorderOptions = {}): Promise<Reco
 }
 
 // Clients compress request bodies when they think the server takes it (Codex can send zstd).
-const parseBody = (raw: Buffer, encoding: string | undefined): unknown => {
+export const parseBody = (raw: Buffer, encoding: string | undefined): unknown => {
   if (raw.length === 0) return null
   let bytes = raw
   try {

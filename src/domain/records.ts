@@ -14,9 +14,17 @@ export interface ApiKeyRecord {
   readonly tools_enabled: boolean
   /** Upstream MCP servers (by their config name) this key reaches through /v1/mcp; empty is none. */
   readonly mcp_servers: ReadonlyArray<string>
-  readonly budget: { readonly max_requests: number } | null
+  /** Its budget (issue 33; amounts in micro-credits); null: none. */
+  readonly budget: BudgetLimits | null
+  /** Requests counted in the budget's current period (filled in from the store's budget usage where shown). */
   readonly budget_used: number
-  readonly limits: { readonly requests_per_minute?: number; readonly concurrent_streams?: number } | null
+  /** Micro-credits counted in the budget's current period (as `budget_used`); absent: not read. */
+  readonly budget_used_credits?: number | undefined
+  readonly limits: {
+    readonly requests_per_minute?: number
+    readonly concurrent_streams?: number
+    readonly tokens_per_minute?: number
+  } | null
   readonly expires_at: string | null
   readonly created_at: string
   readonly updated_at: string
@@ -24,6 +32,10 @@ export interface ApiKeyRecord {
   /** After a rotation with a grace period, the old hash keeps working until this instant. */
   readonly previous_key_hash: string | null
   readonly previous_key_expires_at: string | null
+  /** The key's team (issue 33); absent or null: none. */
+  readonly team_id?: string | null | undefined
+  /** The team itself, as authentication reads it with the key (KeysRepo.findKeyByHash); absent elsewhere. */
+  readonly team?: TeamScope | null | undefined
 }
 
 /**
@@ -61,6 +73,12 @@ export interface TeamScope {
   } | null
 }
 
+/** A team as the store keeps it (issue 33). */
+export interface TeamRecord extends TeamScope {
+  readonly created_at: string
+  readonly updated_at: string
+}
+
 interface PrincipalScope {
   /** A key id (`key_...`), or a subject id (`sub_` + a hash of issuer and subject). */
   readonly id: string
@@ -69,8 +87,13 @@ interface PrincipalScope {
   readonly tools_enabled: boolean
   /** Upstream MCP servers (by their config name) reachable through /v1/mcp; empty is none. */
   readonly mcp_servers: ReadonlyArray<string>
-  readonly budget: { readonly max_requests: number } | null
-  readonly limits: { readonly requests_per_minute?: number | undefined; readonly concurrent_streams?: number | undefined } | null
+  /** The key's or the subject's policy's budget (issue 33); null: none. */
+  readonly budget: BudgetLimits | null
+  readonly limits: {
+    readonly requests_per_minute?: number | undefined
+    readonly concurrent_streams?: number | undefined
+    readonly tokens_per_minute?: number | undefined
+  } | null
   /** The key's team (issue 33); absent or null: none. */
   readonly team?: TeamScope | null | undefined
 }

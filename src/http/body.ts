@@ -7,6 +7,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Context, Effect } from "effect"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { RequestTooLarge, UnsupportedMediaType, ValidationFailed } from "../domain/errors.ts"
+import { LARGE_BODY_BYTES, markLarge, turnIfLarge } from "../wire/turns.ts"
 
 /**
  * Limits on reading a body besides its size, set from `server.body_timeout_ms` and
@@ -138,12 +139,18 @@ export const readJsonObject = (
     if (raw.length === 0) return yield* new ValidationFailed({ message: "request body is empty; expected a JSON object" })
     const text = raw.toString("utf8")
     if (exceedsDepth(text, bodyLimits.maxJsonDepth)) return yield* tooDeep(bodyLimits.maxJsonDepth)
+    // A large body is parsed on a turn of its own, and decoded on the next (../wire/turns.ts).
+    yield* turnIfLarge(raw.length)
     const parsed: unknown = yield* Effect.try({
       try: () => JSON.parse(text),
       catch: (error) => new ValidationFailed({ message: `malformed JSON: ${(error as Error).message}` })
     })
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
       return yield* new ValidationFailed({ message: "request body must be a JSON object" })
+    }
+    if (raw.length >= LARGE_BODY_BYTES) {
+      markLarge(parsed)
+      yield* Effect.yieldNow
     }
     return parsed as Record<string, unknown>
   })

@@ -1,15 +1,17 @@
 /**
  * The stages every paid request shares after authentication, in the order of decisions
- * section 4: 400 validate -> 404 model -> 403 scope -> 429 stream slot -> 429 budget ->
+ * section 4: 400 validate -> 404 model -> 403 scope -> 429 tokens per minute -> 429 stream slot -> 429 budget ->
  * 402 credits -> provider or tool. The stream slot and the credit charge are resources of a
  * scope (the request's, or a narrower one such as one MCP tool call): the slot is given back
  * when it closes, the charge refunded when it closes with a server-side failure (`owesRefund`).
  */
 import { Effect, Scope } from "effect"
 import { ValidationFailed } from "../domain/errors.ts"
+import { toMicros } from "../domain/money.ts"
 import { decodedOrFail } from "../domain/validation.ts"
 import { ModelCatalog, type ResolvedModel } from "../services/catalog/ModelCatalog.ts"
 import type { ModelEndpoint } from "../services/config/schema.ts"
+import type { Principal } from "../domain/records.ts"
 import { type Charge, Credits } from "../services/credits/Credits.ts"
 import { streamLimitError } from "../services/limits/refusals.ts"
 import { StreamSlots } from "../services/limits/StreamSlots.ts"
@@ -18,13 +20,29 @@ import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
 import { boundFor, isTokenPriced, type Meter, meteredCost, meterOf, startMeter } from "./metering.ts"
 import type { ModelPricing } from "../domain/pricing.ts"
-import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody, type RequestState } from "./request.ts"
 import { TokenEstimator } from "../services/tokens/TokenEstimator.ts"
+import { endUserOf } from "./end-user.ts"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
+import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody, type RequestState } from "./request.ts"
+import { holdTokens } from "./token-admission.ts"
 
 const REFUND_NOTE = "the request failed with a server or provider error"
 
 /** The charge each admission scope holds; replaced when a fallback of another price answers. */
-const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string }>()
+const heldCharges = new WeakMap<Scope.Scope, { charge: Charge | undefined; reprices: number; waived?: string; cost?: number }>()
+
+/** Credits as configured (validated decimals) -> the micro-credits a charge holds (issue 33). */
+const micros = (credits: number) => toMicros(credits) ?? Math.round(credits * 1_000_000)
+
+/**
+ * What the request cost, in micro-credits, once known (issue 33): the scope's charge is settled
+ * to it (clamped to what was reserved) instead of the whole reservation, the rest returned to the
+ * pool and the budgets, and the audit record's `credits` is the cost.
+ */
+export const settleCost = (scope: Scope.Scope, costMicros: number): void => {
+  const held = heldCharges.get(scope)
+  if (held !== undefined) held.cost = Math.max(0, Math.floor(costMicros))
+}
 
 /**
  * The request ends without being served, for a reason that may be the gateway's own earlier
@@ -62,23 +80,50 @@ export const repriceCharge = (options: {
       meter.bound = boundFor(meter, options.pricing, options.cap ?? Number.MAX_SAFE_INTEGER)
     }
     const current = held.charge?.amount ?? 0
-    if (current === options.amount) return reprice()
+    // A metered request reserves the answering model's bound (its price, its output cap).
+    const amount = meter !== undefined && options.pricing !== undefined
+      ? boundFor(meter, options.pricing, options.cap ?? Number.MAX_SAFE_INTEGER)
+      : micros(options.amount)
+    if (current === amount) return reprice()
     const state = yield* CurrentRequest
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
     held.reprices++
+    // The budgets take the new price (the old one's goes back with its refund), not another request.
     const next = yield* credits.reserve({
-      amount: options.amount,
+      amount,
       key_id: key.id,
       request_id: `${state.requestId}.${held.reprices}`,
       model: options.model,
       method: state.method,
       endpoint: state.endpoint
-    }, { ...key, budget: null })
+    }, key, { countRequest: false })
     if (held.charge !== undefined) yield* credits.refund(held.charge, `the request was answered by model "${options.model}" at another price`)
     held.charge = next
     state.audit.credits += (next?.amount ?? 0) - current
     reprice()
+  })
+
+/**
+ * A slot of the key's team's shared `concurrent_streams` (issue 33), taken after the key's own,
+ * held by the same scope. Taken one after the other, never more than either cap is open; a
+ * request the team refuses gives its key's slot back when its scope closes.
+ */
+const acquireTeamStreamSlot = (key: Principal) =>
+  Effect.gen(function*() {
+    const team = key.team
+    const max = team?.limits?.concurrent_streams
+    if (team == null || max === undefined) return
+    const slot = yield* Effect.acquireRelease(
+      (yield* StreamSlots).acquire(team.id, max).pipe(
+        stageSpan("StreamSlots.acquire", {
+          attributes: { "modelgate.streams.limit": max, "modelgate.streams.team": team.id },
+          annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
+        })
+      ),
+      (slot) => slot?.release() ?? Effect.void
+    )
+    if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision, { id: team.id, name: team.name })
   })
 
 /**
@@ -91,13 +136,16 @@ export const admitCosts = (options: {
   readonly stream: boolean
   readonly model: string
   readonly credits: number
+  /** What to reserve, in micro-credits, when it is not `credits`: a token-priced request's bound (issue 33). */
+  readonly reserveMicros?: number | undefined
   readonly repriceable?: boolean
 }) =>
   Effect.gen(function*() {
     const key = yield* AuthenticatedKey
+    const amount = options.reserveMicros ?? micros(options.credits)
     // Nothing to hold: no slot, no budget to count, no price now or later. The reservation and
     // its finalizer are skipped whole (they were about 4% of a free request's CPU; issue 25).
-    if (!options.stream && options.credits <= 0 && key.budget === null && options.repriceable !== true) return
+    if (!options.stream && amount <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
     const state = yield* CurrentRequest
     const credits = yield* Credits
     if (options.stream) {
@@ -112,10 +160,11 @@ export const admitCosts = (options: {
         (slot) => slot?.release() ?? Effect.void
       )
       if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
+      yield* acquireTeamStreamSlot(key)
     }
     yield* Effect.acquireRelease(
       credits.reserve({
-        amount: options.credits,
+        amount,
         key_id: key.id,
         request_id: state.requestId,
         model: options.model,
@@ -129,7 +178,13 @@ export const admitCosts = (options: {
         if (charge === undefined) return Effect.void
         const outcome = outcomeOf(exit)
         const waived = held?.waived !== undefined && outcome.failure !== undefined
-        if (!owesRefund(outcome) && !waived) return credits.settle(charge)
+        if (!owesRefund(outcome) && !waived) {
+          if (held?.cost === undefined || held.cost >= charge.amount) return credits.settle(charge)
+          const cost = held.cost
+          return Effect.andThen(credits.settle(charge, cost), Effect.sync(() => {
+            state.audit.credits -= charge.amount - cost
+          }))
+        }
         const note = waived && !owesRefund(outcome) ? held!.waived! : outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`
         return Effect.andThen(credits.refund(charge, note), Effect.sync(() => {
           state.audit.credits -= charge.amount
@@ -152,6 +207,7 @@ const meterUntilEnd = (state: RequestState, meter: Meter) =>
       meteredCost(state, meter, outcomeOf(exit).status < 400, estimator).pipe(
         Effect.map((cost) => {
           meter.cost = cost
+          settleCost(state.scope, cost.micros)
         })
       ))
   })
@@ -168,17 +224,19 @@ const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
 /**
  * Body, model, scope and costs of a model request; what it admits is held by the request's scope.
  * `endpoint`: what the model must serve (default chat). `credits`: the price when it is not the
- * model's own (count_tokens has one of its own).
+ * model's own (count_tokens has one of its own). `countsTokens: false`: no tokens-per-minute hold
+ * (count_tokens generates nothing).
  */
 export const admitModelRequest = <A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
   decode: (body: unknown) => DecodeResult<A>,
-  options: { readonly endpoint?: ModelEndpoint; readonly credits?: number } = {}
+  options: { readonly endpoint?: ModelEndpoint; readonly credits?: number; readonly countsTokens?: boolean } = {}
 ) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
     const key = yield* AuthenticatedKey
     const raw = yield* (yield* RequestBody).jsonObject
     const request = yield* decodedOrFail(decode(raw))
+    state.audit.end_user = yield* endUserOf(raw, (yield* HttpServerRequest).headers)
     const stream = request.stream === true
     state.audit.stream = stream
     const catalog = yield* ModelCatalog
@@ -189,6 +247,9 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     yield* catalog.checkScope(key, resolved)
     // A route passes client-chosen names upstream: the metrics count it under its pattern.
     state.admittedModel = resolved.route !== undefined && resolved.route.id === undefined ? resolved.route.match : resolved.model.id
+    if (options.countsTokens !== false) {
+      yield* holdTokens({ scope: state.scope, body: raw, embeddings: options.endpoint === "embeddings", modelMaxTokens: resolved.model.max_tokens })
+    }
     const repriceable = (resolved.model.fallbacks?.length ?? 0) > 0
     // Token prices (issue 33): the request is metered when its model, or a fallback that may
     // answer it, is priced by tokens; a price of its own (count_tokens) is flat.
@@ -200,6 +261,7 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
       stream,
       model: request.model,
       credits: options.credits ?? resolved.model.credits,
+      reserveMicros: meter?.bound,
       repriceable
     })
     if (meter !== undefined) yield* meterUntilEnd(state, meter)

@@ -14,12 +14,12 @@
  */
 import { Context, Effect } from "effect"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { ScopeViolation } from "../domain/errors.ts"
+import { type DependencyUnavailable, ScopeViolation } from "../domain/errors.ts"
 import type { Principal } from "../domain/records.ts"
 import { Auth } from "../services/auth/Auth.ts"
 import type { RateDecision as Decision } from "../services/limits/gcra.ts"
 import { RateLimiter } from "../services/limits/RateLimiter.ts"
-import { rateLimitedError, rateLimitHeaders } from "../services/limits/refusals.ts"
+import { type LimitingTeam, rateLimitedError, rateLimitHeaders } from "../services/limits/refusals.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
 import { CurrentRequest, limitsInForce } from "./request.ts"
 
@@ -28,6 +28,22 @@ export class AuthenticatedKey extends Context.Service<AuthenticatedKey, Principa
 
 /** The rate limiter's answer for this request (an admitted one: refusals never reach the handler). */
 export class RateDecision extends Context.Service<RateDecision, Decision>()("modelgate/RateDecision") {}
+
+/**
+ * One request of the principal's rate and, when it is in a team with a rate of its own, of the
+ * team's (issue 33), both or neither (RateLimiter.consumeAll). The decision the answer carries is
+ * the refusing one, or when admitted the one with the fewest requests left; `team` when it is the team's.
+ */
+const consumeRate = (key: Principal, perMinute: number) =>
+  Effect.flatMap(RateLimiter, (limiter): Effect.Effect<Decision & { readonly team?: LimitingTeam }, DependencyUnavailable> => {
+    const team = key.team
+    const teamPerMinute = team?.limits?.requests_per_minute
+    if (team == null || teamPerMinute === undefined) return limiter.consume(key.id, perMinute)
+    return Effect.map(limiter.consumeAll([{ key: key.id, perMinute }, { key: team.id, perMinute: teamPerMinute }]), ([own, shared]) => {
+      const teamDecides = own!.allowed && (!shared!.allowed || shared!.remaining < own!.remaining)
+      return teamDecides ? { ...shared!, team: { id: team.id, name: team.name } } : own!
+    })
+  })
 
 const admitKey = Effect.gen(function*() {
   const request = yield* HttpServerRequest
@@ -42,9 +58,10 @@ const admitKey = Effect.gen(function*() {
     stageSpan("Auth.authenticate", { annotate: (key) => ({ "modelgate.key_id": key.id, "modelgate.auth.kind": key.kind }) })
   )
   state.audit.key_id = key.id
+  if (key.team) state.audit.team_id = key.team.id
   if (key.kind === "subject") state.identity = { issuer: key.issuer, subject: key.subject, policy: key.policy }
   const perMinute = key.limits?.requests_per_minute ?? (yield* limitsInForce).requests_per_minute
-  const decision = yield* (yield* RateLimiter).consume(key.id, perMinute).pipe(
+  const decision = yield* consumeRate(key, perMinute).pipe(
     stageSpan("RateLimiter.consume", {
       annotate: (decision) => ({
         "modelgate.rate.allowed": decision.allowed,
@@ -53,7 +70,7 @@ const admitKey = Effect.gen(function*() {
       })
     })
   )
-  if (!decision.allowed) return yield* rateLimitedError(decision)
+  if (!decision.allowed) return yield* rateLimitedError(decision, decision.team)
   Object.assign(state.headers, rateLimitHeaders(decision))
   if (key.kind === "subject" && key.policy === null) {
     return yield* new ScopeViolation({ message: `no policy of the identity provider ${key.issuer} admits this subject` })

@@ -20,7 +20,7 @@ import type { Principal } from "../domain/records.ts"
 import { CurrentRequest, RequestBody } from "./request.ts"
 import { json } from "./respond.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
-import { advertisedTools, SERVER_INFO, SERVER_INSTRUCTIONS } from "../services/mcp/advertised.ts"
+import { advertisedTools, FORWARDED_METHODS, LOGGING_LEVELS, SERVER_INFO, SERVER_INSTRUCTIONS, serverCapabilities } from "../services/mcp/advertised.ts"
 import type { Credits } from "../services/credits/Credits.ts"
 import type { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { CANCELLED, McpSessions } from "../services/mcp/McpSessions.ts"
@@ -92,10 +92,7 @@ const sessionHeader = Effect.gen(function*() {
  * What the gateway offers: its tools, and prompts and resources when upstream servers are
  * configured (their prompts and resources are forwarded; without any there is nothing to offer).
  */
-const capabilities = Effect.map(McpUpstreams, (upstreams) =>
-  upstreams.names.length === 0
-    ? { tools: { listChanged: false } }
-    : { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false } })
+const capabilities = Effect.map(McpUpstreams, (upstreams) => serverCapabilities(upstreams.names.length > 0))
 
 /** The upstream servers this principal may reach and the gateway has configured. */
 const reachable = (key: Principal, upstreams: McpUpstreams["Service"]) => upstreams.names.filter((name) => key.mcp_servers.includes(name))
@@ -112,7 +109,21 @@ const listTools = (key: Principal) =>
 const rpcRefusal = (code: number, message: string): UpstreamRpcError => ({ _tag: "UpstreamRpcError", code, message })
 
 /**
- * `prompts/list`, `prompts/get`, `resources/list` and `resources/read`, forwarded to the upstream
+ * The server a resource URI (or a template's own text, as `completion/complete` names it) belongs
+ * to. Not listed on this replica yet (another replica answered the listing, or the client never
+ * listed): both listings are taken, then routed.
+ */
+const resourceServerOf = (upstreams: McpUpstreams["Service"], servers: ReadonlyArray<string>, uri: string) =>
+  Effect.gen(function*() {
+    const known = upstreams.resourceServer(servers, uri)
+    if (known !== undefined) return known
+    yield* Effect.all([upstreams.list("resources", servers), upstreams.list("resourceTemplates", servers)], { concurrency: 2 })
+    return upstreams.resourceServer(servers, uri)
+  })
+
+/**
+ * `prompts/list`, `prompts/get`, `resources/list`, `resources/templates/list`, `resources/read`
+ * and `completion/complete`, forwarded to the upstream
  * servers the principal may use (issue 37): prompts named `<server>__<prompt>`, resource URIs as
  * the servers give them, a read routed back to the server that listed its URI. Audited by server,
  * never charged credits (the request still counts against rate limit and budget). A server's
@@ -140,6 +151,25 @@ const forwardUpstream = (key: Principal, method: string, params: Record<string, 
         return { prompts: yield* upstreams.list("prompts", servers) }
       case "resources/list":
         return { resources: yield* upstreams.list("resources", servers) }
+      case "resources/templates/list":
+        return { resourceTemplates: yield* upstreams.list("resourceTemplates", servers) }
+      case "completion/complete": {
+        const ref = typeof params.ref === "object" && params.ref !== null ? params.ref as Record<string, unknown> : {}
+        if (ref.type === "ref/prompt") {
+          const name = typeof ref.name === "string" ? ref.name : ""
+          const at = name.indexOf("__")
+          const server = at > 0 ? name.slice(0, at) : ""
+          if (!servers.includes(server)) return rpcRefusal(-32602, `unknown prompt: ${name.slice(0, 200)}`)
+          return yield* answer(server, upstreams.complete(server, { ...params, ref: { ...ref, name: name.slice(at + 2) } }))
+        }
+        if (ref.type === "ref/resource") {
+          const uri = typeof ref.uri === "string" ? ref.uri : ""
+          const server = yield* resourceServerOf(upstreams, servers, uri)
+          if (server === undefined) return rpcRefusal(-32602, `unknown resource: ${uri.slice(0, 200)}`)
+          return yield* answer(server, upstreams.complete(server, params))
+        }
+        return rpcRefusal(-32602, "completion/complete: ref.type must be ref/prompt or ref/resource")
+      }
       case "prompts/get": {
         const name = typeof params.name === "string" ? params.name : ""
         const at = name.indexOf("__")
@@ -154,12 +184,7 @@ const forwardUpstream = (key: Principal, method: string, params: Record<string, 
       }
       case "resources/read": {
         const uri = typeof params.uri === "string" ? params.uri : ""
-        let server = upstreams.resourceServer(servers, uri)
-        // Not listed on this replica yet (another replica answered the listing): list, then route.
-        if (server === undefined) {
-          yield* upstreams.list("resources", servers)
-          server = upstreams.resourceServer(servers, uri)
-        }
+        const server = yield* resourceServerOf(upstreams, servers, uri)
         if (server === undefined) return rpcRefusal(-32002, `unknown resource: ${uri.slice(0, 200)}`)
         return yield* answer(server, upstreams.readResource(server, uri))
       }
@@ -169,7 +194,7 @@ const forwardUpstream = (key: Principal, method: string, params: Record<string, 
   })
 
 /** The methods forwardUpstream answers. */
-const FORWARDED = new Set(["prompts/list", "prompts/get", "resources/list", "resources/read"])
+const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS)
 
 /**
  * A tools/call of an upstream server's tool (issue 37): one audit record naming server and tool
@@ -390,6 +415,13 @@ export const mcpPostPipeline = authenticated(Effect.gen(function*() {
     case "ping":
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:ping", credits: 0 })
       return rpcResult(id, {})
+    case "logging/setLevel": {
+      yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:logging/setLevel", credits: 0 })
+      const level = (message.params as { level?: unknown } | undefined)?.level
+      if (typeof level !== "string" || !LOGGING_LEVELS.has(level)) return rpcError(id, -32602, "logging/setLevel: level must be one of debug, info, notice, warning, error, critical, alert, emergency")
+      // Accepted: the gateway sends no log messages at any level (see serverCapabilities).
+      return rpcResult(id, {})
+    }
     case "tools/list":
       yield* admitCosts({ scope: state.scope, stream: false, model: "mcp:tools/list", credits: 0 })
       return rpcResult(id, { tools: yield* listTools(key) })

@@ -33,6 +33,10 @@ export interface AuditFields {
   cache_read_tokens: number | null
   cache_write_tokens: number | null
   completion_tokens: number | null
+  /** Who the request was for (end-user.ts); absent: none named. */
+  end_user?: string | null
+  /** The team of the principal when it was authenticated (issue 33). */
+  team_id?: string | null
   stream: boolean
   details: Record<string, unknown> | null
 }

@@ -20,7 +20,7 @@
  * an item reference. The strict decoder fills the type in before validating, so the decoded
  * items always carry it.
  */
-import { Predicate, Schema } from "effect"
+import { Effect, Predicate, Schema } from "effect"
 import {
   type DecodeResult,
   Int,
@@ -407,6 +407,50 @@ const decodeStrict = makeDecoder(ResponsesRequestSchema)
 /** Validates a `/v1/responses` body for translation; a failure names the offending field's path. */
 export const decodeResponsesRequest = (body: unknown): DecodeResult<ResponsesRequest> => decodeStrict(withItemTypes(body))
 
+/**
+ * Items or tools decoded per turn of the event loop by `decodeResponsesRequestInSlices`: a 1 MiB
+ * body holds up to about 20,000 items, which decoded at once held the loop 50-200 ms (issue 32).
+ */
+export const DECODE_SLICE = 256
+
+const decodeItemSlice = makeDecoder(Schema.Array(InputItem))
+const decodeToolSlice = makeDecoder(Schema.Array(Tool))
+
+/**
+ * `decodeResponsesRequest`, giving the event loop a turn every DECODE_SLICE items and tools. The
+ * same value and the same refusals (path and message), except which problem is named first when
+ * a body has several: the fields other than `input` and `tools` are checked first.
+ */
+export const decodeResponsesRequestInSlices = (body: unknown): Effect.Effect<DecodeResult<ResponsesRequest>> =>
+  Effect.gen(function*() {
+    const typed = withItemTypes(body)
+    if (!Predicate.isObject(typed) || Array.isArray(typed)) return decodeStrict(typed)
+    const sliced = (["input", "tools"] as const).filter((field) => Array.isArray(typed[field]) && (typed[field] as Array<unknown>).length > DECODE_SLICE)
+    if (sliced.length === 0) return decodeStrict(typed)
+    const rest: Record<string, unknown> = { ...typed }
+    for (const field of sliced) rest[field] = []
+    const head = decodeStrict(rest)
+    if (!head.ok) return head
+    const value: Record<string, unknown> = { ...head.value }
+    for (const field of sliced) {
+      const all = typed[field] as ReadonlyArray<unknown>
+      const decoded: Array<unknown> = []
+      for (let start = 0; start < all.length; start += DECODE_SLICE) {
+        yield* Effect.yieldNow
+        const slice = (field === "input" ? decodeItemSlice : decodeToolSlice)(all.slice(start, start + DECODE_SLICE))
+        if (!slice.ok) {
+          // The slice's path starts with the index in the slice: the body's is `field.(start + index)`.
+          const [index, ...inner] = slice.path.split(".")
+          const path = [field, String(start + Number(index)), ...inner].join(".")
+          return { ok: false, path, message: path + slice.message.slice(slice.path.length) }
+        }
+        for (const item of slice.value) decoded.push(item)
+      }
+      value[field] = decoded
+    }
+    return { ok: true, value: value as ResponsesRequest }
+  })
+
 const PassthroughSchema = Schema.StructWithRest(
   Schema.Struct({
     model: NonEmptyString,
@@ -426,8 +470,18 @@ const decodePassthrough = makeDecoder(PassthroughSchema)
  * Validates a `/v1/responses` body that will be forwarded to a provider serving `/responses`:
  * only `model`, `stream` and the shape of `input`; every other field is kept as sent.
  */
-export const decodeResponsesPassthrough = (body: unknown): DecodeResult<ResponsesPassthroughRequest> =>
-  decodePassthrough(body)
+export const decodeResponsesPassthrough = (body: unknown): DecodeResult<ResponsesPassthroughRequest> => {
+  // Input items are only checked to be objects: with a loop rather than the schema, which held the
+  // event loop for tens of milliseconds on the 20,000 items a 1 MiB body can hold (issue 32).
+  if (Predicate.isObject(body) && !Array.isArray(body) && Array.isArray(body["input"]) && (body["input"] as Array<unknown>).every(isJsonObject)) {
+    const { input, ...rest } = body as Record<string, unknown>
+    const decoded = decodePassthrough(rest)
+    return decoded.ok ? { ok: true, value: { ...decoded.value, input: input as ResponsesPassthroughRequest["input"] } } : decoded
+  }
+  return decodePassthrough(body)
+}
+
+const isJsonObject = (value: unknown): boolean => typeof value === "object" && value !== null && !Array.isArray(value)
 
 // --- response object ---------------------------------------------------------------------------
 

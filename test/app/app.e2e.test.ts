@@ -203,7 +203,11 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
   it("shows a used-up budget, an expiry past or not a date, and fits the keys table in its card at 1280 and 1024 px", async () => {
     const { Effect } = await import("effect")
     const spent = await gw.createKey({ name: "spent", budget: { max_requests: 1 } })
-    await Effect.runPromise(gw.store.keys.updateKey(spent.id, { budget_used: 1 }))
+    // Its one request counted, as a replica's group commit counts it (budget_usage, issue 33).
+    await Effect.runPromise(gw.store.credits.commitBatch({
+      owner: "rep_e2e", checks: [{ id: "c", holds: [{ holder: spent.id, period: "", max_requests: 1 }], amount: 0 }], releases: [], charges: [],
+      settles: [], partialSettles: [], refunds: [], returns: [], strays: undefined, lease: undefined, reclaim: false, now: Date.now()
+    }, () => "blk_e2e"))
     const lapsed = await gw.createKey({ name: "lapsed" })
     await Effect.runPromise(gw.store.keys.updateKey(lapsed.id, { expires_at: "2020-01-01T00:00:00.000Z" }))
     // What an old CLI stored: an expiry that is no date.
@@ -417,7 +421,7 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
 
   it("works at 375 px wide and by keyboard", async () => {
     await page.setViewportSize({ width: 375, height: 812 })
-    for (const [path, heading] of [["keys", "API keys"], ["connections", "Connections"], ["credits", "Credits"], ["usage", "Usage"], ["audit", "Audit"]] as const) {
+    for (const [path, heading] of [["keys", "API keys"], ["teams", "Teams"], ["connections", "Connections"], ["credits", "Credits"], ["usage", "Usage"], ["audit", "Audit"]] as const) {
       await go(path, heading)
       await page.waitForLoadState("networkidle")
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
@@ -448,6 +452,8 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await page.locator(".skip").focus()
     expect((await page.locator(".skip").boundingBox())!.x).toBeGreaterThanOrEqual(0)
     await page.keyboard.press("Tab")
+    await page.keyboard.press("Tab")
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Teams")
     await page.keyboard.press("Tab")
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Connections")
     const outline = await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)

@@ -12,15 +12,9 @@ import { scriptedProviders } from "../../src/services/providers/scripted.ts"
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import { HAS_CHROMIUM, openBrowser, prepareApp, SHOTS, type TestBrowser } from "../support/browser.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
-const completion = {
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("ok", { id: "chatcmpl-r", usage: [1, 1] })
 
 const PROVIDERS = ["east", "west", "north", "south"]
 

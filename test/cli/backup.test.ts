@@ -127,12 +127,14 @@ describe("modelgate backup and restore: a SQLite store while it serves", () => {
 
       // The balance at backup time, exactly: the initial pool less every charge in the snapshot, plus its refunds.
       const sent = new Set([...answered.map((a) => a.requestId)])
+      // The store holds micro-credits (issue 33): read in credits.
+      const c = (micros: unknown) => Number(micros) / 1_000_000
       const snapshot = readStore(restoredStore, (db) => ({
-        charges: all(db, "SELECT request_id, amount FROM credit_ledger WHERE kind = 'charge'"),
-        refunds: one(db, "SELECT COALESCE(SUM(amount), 0) AS n FROM credit_ledger WHERE kind = 'refund'").n as number,
-        reservations: all(db, "SELECT request_id, amount FROM credit_reservations"),
-        blocks: one(db, "SELECT COALESCE(SUM(remaining), 0) AS n FROM credit_blocks").n as number,
-        workspace: one(db, "SELECT credits, leased FROM workspaces")
+        charges: all(db, "SELECT request_id, amount FROM credit_ledger WHERE kind = 'charge'").map((r): Record<string, any> => ({ ...r, amount: c(r.amount) })),
+        refunds: c(one(db, "SELECT COALESCE(SUM(amount), 0) AS n FROM credit_ledger WHERE kind = 'refund'").n),
+        reservations: all(db, "SELECT request_id, amount FROM credit_reservations").map((r): Record<string, any> => ({ ...r, amount: c(r.amount) })),
+        blocks: c(one(db, "SELECT COALESCE(SUM(remaining), 0) AS n FROM credit_blocks").n),
+        workspace: Object.fromEntries(Object.entries(one(db, "SELECT credits, leased FROM workspaces")).map(([k, v]) => [k, c(v)]))
       }))
       expect(snapshot.workspace.credits).toBe(report.credits)
       expect(snapshot.workspace.credits).toBe(INITIAL - PRICE * snapshot.charges.length + snapshot.refunds)
@@ -310,9 +312,10 @@ describe("modelgate backup and restore: what they refuse", () => {
     expect((await runCli(["--config", config, "keys", "create", "--name", "after"])).code).toBe(0)
     readStore(join(dir, "store.db"), (db) => {
       expect(one(db, "SELECT MAX(migration_id) AS n FROM modelgate_migrations").n).toBe(KNOWN_SCHEMA_VERSION)
-      expect(one(db, "SELECT credits FROM workspaces").credits).toBe(70)
+      // In micro-credits since migration 13 (issue 33): the same 70 credits.
+      expect(one(db, "SELECT credits FROM workspaces").credits).toBe(70_000_000)
       // The ledger migration opened the ledger with the balance the store had.
-      expect(one(db, "SELECT SUM(amount) AS n FROM credit_ledger").n).toBe(70)
+      expect(one(db, "SELECT SUM(amount) AS n FROM credit_ledger").n).toBe(70_000_000)
     })
   })
 

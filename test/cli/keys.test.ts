@@ -60,15 +60,54 @@ describe("modelgate keys", () => {
     expect(refused.stderr).toContain('--mcp-servers: no MCP server named "github"')
   })
 
+  it("creates a key with its own tokens per minute (issue 33), refusing nonsense by the flag's name", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
+    const created = await runCli(["--config", config, "keys", "create", "--name", "tpm", "--tokens-per-minute", "20000"])
+    expect(created.code).toBe(0)
+    expect(JSON.parse(created.stdout)).toMatchObject({ name: "tpm", limits: { tokens_per_minute: 20000 } })
+    const refused = await runCli(["--config", config, "keys", "create", "--name", "tpm", "--tokens-per-minute", "0"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain("--tokens-per-minute")
+  })
+
   it("tops up the workspace credit pool, and refuses an amount that is not positive", async () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, workspace: { credits: 1000 } })
     const added = await runCli(["--config", config, "credits", "add", "250", "--note", "invoice 42"])
     expect(added.code).toBe(0)
     expect(JSON.parse(added.stdout)).toEqual({ credits: 1250 })
-    const refused = await runCli(["--config", config, "credits", "add", "0"])
-    expect(refused.code).toBe(1)
-    expect(refused.stderr).toContain("credits must be a positive integer")
+    // Decimals of at most six fractional digits (issue 33).
+    const decimal = await runCli(["--config", config, "credits", "add", "0.125"])
+    expect(decimal.code, decimal.stderr).toBe(0)
+    expect(JSON.parse(decimal.stdout)).toEqual({ credits: 1250.125 })
+    for (const amount of ["0", "0.0000001", "1e3", "-5"]) {
+      const refused = await runCli(["--config", config, "credits", "add", "--", amount])
+      expect(refused.code, amount).toBe(1)
+      expect(refused.stderr, amount).toContain("credits must be a positive number with at most 6 fractional digits")
+    }
+  })
+
+  it("sets a key's budget in requests and credits per period, and removes it (issue 33)", async () => {
+    const dir = tempDir()
+    const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
+    const created = await runCli(["--config", config, "keys", "create", "--name", "dev", "--budget-credits", "200.5", "--budget-period", "month"])
+    expect(created.code, created.stderr).toBe(0)
+    const key = JSON.parse(created.stdout)
+    expect(key.budget).toMatchObject({ max_requests: null, max_credits: 200.5, period: "month", used_credits: 0, remaining_credits: 200.5 })
+    const updated = await runCli(["--config", config, "keys", "update", key.id, "--budget", "10", "--budget-period", "day"])
+    expect(updated.code, updated.stderr).toBe(0)
+    expect(JSON.parse(updated.stdout).budget).toMatchObject({ max_requests: 10, max_credits: null, period: "day" })
+    const bad = await runCli(["--config", config, "keys", "update", key.id, "--budget-credits", "1.1234567"])
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toContain("--budget-credits")
+    const period = await runCli(["--config", config, "keys", "update", key.id, "--budget", "3", "--budget-period", "year"])
+    expect(period.code).toBe(1)
+    expect(period.stderr).toContain("--budget-period")
+    const removed = await runCli(["--config", config, "keys", "update", key.id, "--no-budget"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(JSON.parse(removed.stdout).budget).toBeNull()
+    expect((await runCli(["--config", config, "keys", "update", key.id])).code).toBe(1)
   })
 
   // A real process: main.ts turns the command line's status into the process's exit code.

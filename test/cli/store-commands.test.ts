@@ -112,9 +112,9 @@ describe("a word that names no command", () => {
       expect(result.stdout, args.join(" ")).toBe("")
       expect(result.stderr.split("\n")[0], args.join(" ")).toBe(
         `modelgate: unknown command "${word}" for "${parent}" (one of: ${
-          parent === "modelgate" ? "serve, keys, credits, connections, backup, restore, config"
+          parent === "modelgate" ? "serve, keys, teams, credits, connections, backup, restore, config"
           : parent === "modelgate credits" ? "balance, ledger, add"
-          : parent === "modelgate keys" ? "create, list, rotate, revoke, delete"
+          : parent === "modelgate keys" ? "create, list, update, rotate, revoke, delete"
           : "list, add, update, delete"
         })`
       )

@@ -36,10 +36,10 @@ afterAll(async () => {
   await fake?.close()
 })
 
-describe.each(listFixtures().filter((f) => f.client === "claude-code" || f.client === "codex"))("$client $scenario", ({ client, scenario }) => {
+describe.each(listFixtures().filter((f) => f.client === "claude-code" || f.client === "codex"))("$set $scenario", ({ client, set, scenario }) => {
   it("is answered 200 through a Bedrock-kind provider, every request signed and accepted", async () => {
     fake.reset()
-    const requests = modelRequests(loadFixture(client, scenario, { apiKey: key, model: "claude-bedrock" }))
+    const requests = modelRequests(loadFixture(set, scenario, { apiKey: key, model: "claude-bedrock" }))
     expect(requests.length).toBeGreaterThan(0)
     for (const request of requests) {
       const response = await fetch(replayUrl(gateway.url, request), replayInit(request))

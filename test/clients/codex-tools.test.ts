@@ -13,6 +13,7 @@ import { startFakeAnthropic } from "../support/fake-anthropic.ts"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { sseFrames } from "../support/sse.ts"
 
 const OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 const ANTHROPIC_KEY = "sk-ant-fake-0123456789abcdef"
@@ -56,11 +57,7 @@ interface Frame {
 }
 
 const frames = (text: string): Array<Frame> =>
-  text.split("\n\n").filter((block) => block.includes("data: ")).map((block) => {
-    const event = /^event: (.*)$/m.exec(block)?.[1] ?? ""
-    const data = JSON.parse(/^data: (.*)$/m.exec(block)![1]!) as JsonBody
-    return { event, data }
-  })
+  sseFrames(text).flatMap((frame) => (frame.data === undefined ? [] : [{ event: frame.event ?? "", data: JSON.parse(frame.data) as JsonBody }]))
 
 const PATCH = "*** Begin Patch\n*** Add File: greeting.txt\n+hello\n*** End Patch\n"
 

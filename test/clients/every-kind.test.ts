@@ -23,7 +23,7 @@ import type { FakeUpstream } from "../support/fake-common.ts"
 import { type FakeGemini, startFakeGemini } from "../support/fake-gemini.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
 import { type FakeVertex, startFakeVertex } from "../support/fake-vertex.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { awaitAuditOf, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 
 const OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 const ANTHROPIC_KEY = "sk-ant-fake-0123456789abcdef"
@@ -118,19 +118,14 @@ const replayAll = async (requests: ReadonlyArray<Replayed>): Promise<Response> =
 
 /** The audit record of one request, once written (a stream's is written as it ends). */
 const recordOf = async (requestId: string) => {
-  for (let i = 0; i < 100; i++) {
-    await Effect.runPromise(gateway.audit.flush)
-    const page = await Effect.runPromise(gateway.store.audit.queryAudit({ limit: 200 }))
-    const record = page.items.find((r) => r.request_id === requestId)
-    if (record !== undefined) return record
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`no audit record of ${requestId}`)
+  const [record] = await awaitAuditOf(gateway, requestId)
+  if (record === undefined) throw new Error(`no audit record of ${requestId}`)
+  return record
 }
 
-describe.each(listFixtures().filter((f) => CLIENTS.includes(f.client)))("$client $scenario", ({ client, scenario }) => {
+describe.each(listFixtures().filter((f) => CLIENTS.includes(f.client)))("$set $scenario", ({ set, scenario }) => {
   it.each(KINDS)("every request is served on a %s model", async (kind) => {
-    await replayAll(modelRequests(loadFixture(client, scenario, { apiKey: key, model: `on-${kind}` })))
+    await replayAll(modelRequests(loadFixture(set, scenario, { apiKey: key, model: `on-${kind}` })))
   })
 })
 

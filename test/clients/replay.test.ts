@@ -16,13 +16,13 @@ const fixture = useModelGateway()
 /** Each fixture's surface: Messages clients replay against both kinds, Chat clients too. */
 const FIXTURES = listFixtures().filter((f) => f.client === "claude-code" || (f.client === "opencode" && !f.scenario.startsWith("openai-")))
 
-describe.each(FIXTURES)("$client $scenario", ({ client, scenario }) => {
+describe.each(FIXTURES)("$set $scenario", ({ set, scenario }) => {
   it.each([
     { target: "an Anthropic-kind provider", model: "claude" },
     { target: "an OpenAI-kind provider", model: "gpt" }
   ])("is answered 200 through $target", async ({ model }) => {
     const { key } = await fixture.gateway().createKey()
-    const captured = loadFixture(client, scenario, { apiKey: key, model })
+    const captured = loadFixture(set, scenario, { apiKey: key, model })
     const requests = modelRequests(captured)
     expect(requests.length).toBeGreaterThan(0)
     for (const request of requests) {

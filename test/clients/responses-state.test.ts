@@ -16,6 +16,7 @@ import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
 import { startFakeOpenAIResponses } from "../support/fake-openai-responses.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 const ANTHROPIC_KEY = "sk-ant-fake-0123456789abcdef"
@@ -74,7 +75,7 @@ beforeEach(() => {
   anthropicFake.reset()
 })
 
-const openai = (gateway: TestGateway, apiKey = key) => new OpenAI({ apiKey, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
+const openai = (gateway: TestGateway, apiKey = key) => openaiFor(gateway.url, apiKey)
 /** What the AI SDK sent, to show it really referred to earlier answers by id. */
 const sentBodies: Array<JsonBody> = []
 const recordingFetch: typeof fetch = async (input, init) => {

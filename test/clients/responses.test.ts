@@ -18,6 +18,7 @@ import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
 import { startFakeOpenAIResponses } from "../support/fake-openai-responses.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 const ANTHROPIC_KEY = "sk-ant-fake-0123456789abcdef"
@@ -78,7 +79,7 @@ const ROUTES: ReadonlyArray<Route> = [
   { name: "translated to Messages", model: "claude", fake: () => anthropicFake, path: "/v1/messages" }
 ]
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
+const openai = () => openaiFor(gateway.url, key)
 const aiSdk = () => createOpenAI({ apiKey: key, baseURL: `${gateway.url}/v1` })
 
 const weatherTool = {

@@ -62,7 +62,14 @@ describe("README snippets run as printed on the embedded default", () => {
 
   beforeAll(async () => {
     const dir = tempDir()
-    configPath = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, admin: { token: ADMIN } })
+    configPath = writeConfig(dir, {
+      store: `sqlite:${join(dir, "store.db")}`,
+      admin: { token: ADMIN },
+      // The README's connection 1 (its YAML block), so its POST /connections gets id 2 as it says and
+      // the grants of the block after it find both: neither connects (a connection's pool opens on
+      // its first statement).
+      connections: [{ id: 1, name: "analytics", dialect: "postgres", default_schema: "public", url: "postgres://modelgate_edit:x@db.invalid:5432/app" }]
+    })
     gateway = await spawnGateway(configPath)
     const created = await fetch(`${gateway.url}/api-keys`, {
       method: "POST",

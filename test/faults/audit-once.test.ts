@@ -10,7 +10,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import * as Migrator from "effect/sql/Migrator"
 import { afterAll, describe, expect, it } from "vitest"
 import type { AuditRecord } from "../../src/domain/records.ts"
-import { AuditRepo } from "../../src/services/store/AuditRepo.ts"
+import { AUDIT_CREDIT_MICROS, AuditRepo } from "../../src/services/store/AuditRepo.ts"
 import { migrationsFor } from "../../src/services/store/migrations.ts"
 import { StoreLayer } from "../../src/services/store/StoreLayer.ts"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
@@ -70,7 +70,7 @@ describe.each(stores)("one audit record per request: %s", (_, makeLayer) => {
       expect(byId.get("req_plain")).toMatchObject({ status: 200, error: null, credits: 1 })
 
       const [usage] = await runtime.runPromise(audit.usage({ group_by: [] }))
-      expect(usage).toMatchObject({ requests: 5, errors: 4, credits: 1 })
+      expect(usage).toMatchObject({ requests: 5, errors: 4, credits_micros: AUDIT_CREDIT_MICROS })
     } finally {
       await runtime.dispose()
     }
@@ -106,7 +106,7 @@ describe("one audit record per request: a Postgres store migrated before", () =>
       }))
       const page = await runtime.runPromise(audit.queryAudit({ limit: 100 }))
       const rows = page.items.map((r) => [r.request_id, r.status, r.error, r.credits]).sort()
-      expect(rows).toEqual([["req_only", 503, "replica_lost", 0], ["req_pair", 200, "replica_lost", 0], ["req_twice", 200, null, 1]])
+      expect(rows).toEqual([["req_only", 503, "replica_lost", 0], ["req_pair", 200, "replica_lost", 0], ["req_twice", 200, null, 1_000_000]]) // migration 13: micro-credits
       // And from now on a second record for a request is merged, not added.
       await runtime.runPromise(audit.appendAudit([served("req_only")]))
       expect((await runtime.runPromise(audit.queryAudit({ limit: 100 }))).items).toHaveLength(3)

@@ -14,6 +14,7 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { tempDir } from "../support/process.ts"
 import { expectOpen, openStream, sleep } from "../limits/support.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const POOL = 1000
 const PRICE = 4
@@ -21,11 +22,7 @@ const GRACE_SECONDS = 1
 
 const chunk = (content: string): ChatChunk =>
   ({ id: "chatcmpl-d", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }] }) as ChatChunk
-const completion = {
-  id: "chatcmpl-d", object: "chat.completion", created: 1, model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("ok", { id: "chatcmpl-d", usage: [1, 1] })
 
 let dir: string
 let gw: TestGateway
@@ -125,7 +122,8 @@ describe("a graceful stop", () => {
 
     // The drain waited out the grace for the streams, then cut them, and did not hang on.
     expect(stopTook).toBeGreaterThanOrEqual(GRACE_SECONDS * 1000 - 50)
-    expect(stopTook).toBeLessThan(GRACE_SECONDS * 1000 + 3000)
+    // Not hung on the stuck request (it would hold the stop until the test timeout): slack for a machine at load 10.
+    expect(stopTook).toBeLessThan(GRACE_SECONDS * 1000 + 10_000)
     // No reset: a request either got an answer, or found the port closed (ECONNREFUSED) and
     // never reached the gateway. Answers given during the drain all said Connection: close.
     const errors = results.filter((r) => r.error !== undefined).map((r) => r.error)
@@ -164,7 +162,8 @@ describe("a graceful stop", () => {
       const { credits } = db.prepare("SELECT credits FROM workspaces").get() as { credits: number }
       const { total } = db.prepare("SELECT SUM(amount) AS total FROM credit_ledger").get() as { total: number }
       expect(total).toBe(credits)
-      expect(credits).toBe(POOL - PRICE * results.filter((r) => r.status === 200).length)
+      // The store holds micro-credits (issue 33).
+      expect(credits).toBe((POOL - PRICE * results.filter((r) => r.status === 200).length) * 1_000_000)
       expect((db.prepare("SELECT COUNT(*) AS n FROM credit_reservations").get() as { n: number }).n).toBe(0)
     } finally {
       db.close()

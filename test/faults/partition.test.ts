@@ -97,7 +97,8 @@ describe.skipIf(!canRunPostgres)("one replica partitioned inside its group commi
     expect(paid.status).toBe(503)
     expect(paid.body?.error).toBe("dependency_unavailable")
     expect(lookup.status).toBe(503)
-    expect(Date.now() - started).toBeLessThan(CALL_MS + 3000)
+    // Within the store call's deadline, not when TCP gives up (minutes): slack for a machine at load 10.
+    expect(Date.now() - started).toBeLessThan(CALL_MS + 10_000)
     await Promise.all(background)
     // The cut lasted well past the session timeout; the healthy replica never waited for the network.
     expect(Date.now() - cutAt).toBeGreaterThan(IDLE_IN_TRANSACTION_MS)

@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { scriptedProviders } from "../../src/services/providers/scripted.ts"
 import type { ChatChunk } from "../../src/wire/openai-chat.ts"
 import { expectOpen, openStream, sleep } from "../limits/support.ts"
+import { waitFor } from "../support/wait.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { canRunPostgres, canRunRedis, startPostgres, startRedis, type Throwaway } from "../support/throwaway.ts"
 import { VERSION } from "../../src/domain/version.ts"
@@ -101,6 +102,29 @@ const slowHeaders = async (port: number, path: string) => {
   return { finish: () => socket.write("\r\n"), ended }
 }
 
+/** One whole request on a connection of its own (Connection: close); resolves with the raw response. */
+const answeredOnNewConnection = (port: number) =>
+  new Promise<string>((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1")
+    let text = ""
+    socket.setEncoding("utf8")
+    socket.on("data", (piece: string) => (text += piece))
+    socket.once("error", reject)
+    socket.once("close", () => resolve(text))
+    socket.once("connect", () => socket.write("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
+  })
+
+/** True when a new connection to the port is refused (nothing listens there any more). */
+const refused = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, "127.0.0.1")
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.once("error", () => resolve(true))
+  })
+
 describe("/readyz during a drain", () => {
   it("answers 503 dependency_unavailable naming the draining gateway while open requests finish", async () => {
     const scripted = scriptedProviders([{ name: "up", kind: "openai" }], {
@@ -120,11 +144,15 @@ describe("/readyz during a drain", () => {
       expect((await get(`${gw.url}/readyz`)).status).toBe(200)
       const stream = await openStream(gw.url, key, { model: "held" })
       expectOpen(stream)
-      const probe = await slowHeaders(Number(new URL(gw.url).port), "/readyz")
-      await sleep(100)
+      const port = Number(new URL(gw.url).port)
+      const probe = await slowHeaders(port, "/readyz")
+      // The server accepts connections in order: one answered on a later connection proves the
+      // probe's was accepted (a state, where a 100 ms pause was a guess).
+      expect(await answeredOnNewConnection(port)).toMatch(/^HTTP\/1\.1 200 /)
 
       const closing = gw.close()
-      await sleep(200)
+      // The drain has begun once the listener refuses new connections (a state, not a 200 ms pause).
+      await waitFor("the drain begun: new connections refused", () => refused(port))
       probe.finish()
       const raw = await probe.ended
       const [head, body] = raw.split("\r\n\r\n", 2) as [string, string]

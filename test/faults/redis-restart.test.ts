@@ -15,6 +15,7 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { canRunRedis, startRedis, type Throwaway } from "../support/throwaway.ts"
 import { chat, expectOpen, type OpenStream, openStream, waitFor } from "../limits/support.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const CAP = 3
 const LEASE_SECONDS = 30
@@ -22,11 +23,7 @@ const LEASE_SECONDS = 30
 const chunk = (content: string): ChatChunk =>
   ({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }] }) as ChatChunk
 
-const completion = {
-  id: "chatcmpl-r", object: "chat.completion", created: 1, model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("ok", { id: "chatcmpl-r", usage: [1, 1] })
 
 let redis: Throwaway
 let gw: TestGateway
@@ -65,7 +62,7 @@ describe.skipIf(!canRunRedis)("a Redis restart without persistence", () => {
     await redis.kill()
     await redis.start()
     // The client reconnects, and each holder re-adds its slot at once.
-    await waitFor("Redis serving the gateway again", async () => (await chat(gw.url, key, { model: "paid" })).status === 200, 5000)
+    await waitFor("Redis serving the gateway again", async () => (await chat(gw.url, key, { model: "paid" })).status === 200)
     // Every holder put its slot back: read in the restarted Redis (a state), not given a fixed time.
     const inspector = createClient({ url: redis.url })
     await inspector.connect()

@@ -68,7 +68,7 @@ describe("a replica killed while it holds charges", () => {
     const ids = streams.map((s) => expectOpen(s).requestId)
     // One more, not streamed: charged, at the provider, never answered.
     const waiting = chatRequest(doomed.url, key, { model: "paid" }).catch(() => undefined)
-    await waitFor("the fourth request at the provider", () => fake.requests.length === 4, 5000)
+    await waitFor("the fourth request at the provider", () => fake.requests.length === 4)
     expect(await balanceOf()).toBe(before - 4 * PRICE)
 
     const killedAt = Date.now()

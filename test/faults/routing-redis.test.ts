@@ -10,20 +10,14 @@ import { scriptedProviders } from "../../src/services/providers/scripted.ts"
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { REDIS_URL } from "../limits/support.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 // Names of their own: the Redis is shared with other suites.
 const run = randomBytes(4).toString("hex")
 const BAD = `bad-${run}`
 const GOOD = `good-${run}`
 
-const completion = {
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("ok", { id: "chatcmpl-r", usage: [1, 1] })
 
 const replica = () => {
   const scripted = scriptedProviders([{ name: BAD, kind: "openai" }, { name: GOOD, kind: "openai" }], {

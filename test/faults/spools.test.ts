@@ -109,7 +109,7 @@ describe.skipIf(!canRunPostgres)("spools", () => {
         "SELECT COUNT(*) AS n FROM (SELECT request_id FROM audit_log GROUP BY request_id HAVING COUNT(*) > 1) d"
       )
       expect(Number(dupes!.n)).toBe(0)
-      await waitFor("the spools deleted once written", () => spools(dir).length === 0, 5000)
+      await waitFor("the spools deleted once written", () => spools(dir).length === 0)
     } finally {
       await next.stop()
     }

@@ -48,6 +48,18 @@ describe("admin API for the app", () => {
   })
 
   it("groups usage by day, key, model and provider as asked, keeping the old default", async () => {
+    // Three requests of `echo-paid` (3 tokens in, 3 out, 2 credits each); issue 33 added the tokens by kind.
+    const PAID = {
+      requests: 3,
+      errors: 0,
+      credits: 6,
+      input_tokens: 9,
+      output_tokens: 9,
+      cache_read_tokens: 0,
+      cache_write_tokens: 0,
+      prompt_tokens: 9,
+      completion_tokens: 9
+    }
     const today = new Date().toISOString().slice(0, 10)
     const byDay = await jsonOf(await gw.admin("GET", "/usage?group_by=day"))
     expect(byDay.group_by).toEqual(["day"])
@@ -58,11 +70,11 @@ describe("admin API for the app", () => {
 
     const byDayKeyModel = await jsonOf(await gw.admin("GET", `/usage?group_by=model,day,key&key_id=${key.id}`))
     expect(byDayKeyModel.data).toEqual([
-      { day: today, key_id: key.id, model: "echo-paid", requests: 3, errors: 0, prompt_tokens: 9, completion_tokens: 9, credits: 6 }
+      { day: today, key_id: key.id, model: "echo-paid", ...PAID }
     ])
     const defaults = await jsonOf(await gw.admin("GET", `/usage?key_id=${key.id}`))
     expect(defaults.group_by).toEqual(["key", "model"])
-    expect(defaults.data[0]).toEqual({ key_id: key.id, model: "echo-paid", requests: 3, errors: 0, prompt_tokens: 9, completion_tokens: 9, credits: 6 })
+    expect(defaults.data[0]).toEqual({ key_id: key.id, model: "echo-paid", ...PAID })
 
     const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)
     expect((await jsonOf(await gw.admin("GET", `/usage?group_by=day&since=${tomorrow}T00:00:00Z`))).data).toEqual([])
@@ -71,7 +83,7 @@ describe("admin API for the app", () => {
     const byProvider = await jsonOf(await gw.admin("GET", `/usage?group_by=provider,day&key_id=${key.id}`))
     expect(byProvider.group_by).toEqual(["provider", "day"])
     expect(byProvider.data).toEqual([
-      { day: today, provider: "echo", requests: 3, errors: 0, prompt_tokens: 9, completion_tokens: 9, credits: 6 }
+      { day: today, provider: "echo", ...PAID }
     ])
 
     const bad = await gw.admin("GET", "/usage?group_by=day,vendor")

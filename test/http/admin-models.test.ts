@@ -12,17 +12,11 @@ import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import { REDIS_URL, waitFor } from "../limits/support.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const SECRET = `sk-never-shown-${randomBytes(8).toString("hex")}`
 
-const completion = {
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("ok", { id: "chatcmpl-r", usage: [1, 1] })
 
 const failing = (provider: string, status: number, retryAfter?: string) =>
   new ProviderError({

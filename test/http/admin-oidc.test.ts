@@ -60,6 +60,17 @@ describe("admin API with identity-provider bearer tokens", () => {
       body: JSON.stringify({ name: "made by alice" })
     })
     expect(response.status).toBe(201)
+    const created = await response.json() as { id: string; key: string; name: string }
+    expect(created.name).toBe("made by alice")
+    // The key exists (read back with the admin token, another credential) and works.
+    const stored = await fetch(`${gw.url}/api-keys/${created.id}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    expect(stored.status).toBe(200)
+    expect(await stored.json()).toMatchObject({ id: created.id, name: "made by alice", is_active: true })
+    expect((await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${created.key}` } })).status).toBe(200)
+    // Attributed to the person signed in: the creation's audit record names alice and the key.
+    const [record] = await auditFor(gw, response.headers.get("x-request-id")!)
+    expect(record).toMatchObject({ method: "POST", endpoint: "/api-keys", status: 201 })
+    expect(record!.details).toMatchObject({ admin: { issuer: issuer.issuer, subject: "alice" }, target: { kind: "api_key", id: created.id } })
   })
 
   it("refuses a valid token of someone who is not an admin with 403 scope_violation", async () => {

@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import type { TestGateway } from "../support/gateway.ts"
 import { useModelGateway } from "../support/model-gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 
 /** Eleven concrete Claude models with aliases: 22 names, more than one default page of 20. */
@@ -46,8 +47,8 @@ beforeAll(async () => {
   openaiFake = fixture.openaiFake()
   anthropicFake = fixture.anthropicFake()
   ;({ key } = await gw.createKey())
-  openai = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-  anthropic = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+  openai = openaiFor(gw.url, key)
+  anthropic = anthropicFor(gw.url, key)
 })
 
 const get = async (path: string, headers: Record<string, string>) => {
@@ -197,8 +198,8 @@ describe("GET /v1/models for an Anthropic client", () => {
 describe("a key's allowed_models", () => {
   it("lists and retrieves only what the key may use, patterns included", async () => {
     const { key: scoped } = await gw.createKey({ allowed_models: ["claude-sonnet-*", "c1", "vendor/*"] })
-    const scopedOpenAI = new OpenAI({ apiKey: scoped, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-    const scopedAnthropic = new Anthropic({ apiKey: scoped, baseURL: gw.url, maxRetries: 0 })
+    const scopedOpenAI = openaiFor(gw.url, scoped)
+    const scopedAnthropic = anthropicFor(gw.url, scoped)
     const expected = ["smart", "claude-sonnet-4-5-20250929", "vendor/model-x", "c1", "claude-test-1-20250101"]
     const viaOpenAI = []
     for await (const model of scopedOpenAI.models.list()) viaOpenAI.push(model.id)
@@ -219,7 +220,7 @@ describe("a key's allowed_models", () => {
 
   it("admits requests by pattern and refuses the rest with 403 scope_violation before any upstream call", async () => {
     const { key: scoped } = await gw.createKey({ allowed_models: ["claude-*"] })
-    const client = new Anthropic({ apiKey: scoped, baseURL: gw.url, maxRetries: 0 })
+    const client = anthropicFor(gw.url, scoped)
     const ok = await client.messages.create({ model: "claude-opus-4-6", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
     expect(ok.type).toBe("message")
     // `smart` is served by a Claude id, so the pattern covers it.

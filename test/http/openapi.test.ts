@@ -5,6 +5,7 @@ import { adminRoutes } from "../../src/http/routes/admin.ts"
 import { makeAdminAuth } from "../../src/http/routes/admin-auth.ts"
 import { adminReloadRoutes } from "../../src/http/routes/admin-reload.ts"
 import { adminSubjectRoutes } from "../../src/http/routes/admin-subjects.ts"
+import { adminTeamRoutes } from "../../src/http/routes/admin-teams.ts"
 import { DESCRIBED_ROUTES } from "../../src/http/routes/openapi.ts"
 import { startGateway, type TestGateway } from "../support/gateway.ts"
 
@@ -28,7 +29,7 @@ describe("GET /openapi.json", () => {
 
   it("describes every admin route, and nothing the router does not serve", () => {
     const auth = makeAdminAuth({ token: "t".repeat(32), secure: false })
-    const served = [...adminRoutes({ auth }), ...adminSubjectRoutes({ auth }), ...adminReloadRoutes({ auth })]
+    const served = [...adminRoutes({ auth }), ...adminSubjectRoutes({ auth }), ...adminTeamRoutes({ auth }), ...adminReloadRoutes({ auth })]
       .map((r) => `${r.method} ${r.path}`)
     expect([...DESCRIBED_ROUTES].sort()).toEqual([...served].sort())
   })

@@ -13,6 +13,7 @@ import type { TestGateway } from "../support/gateway.ts"
 import { type ConfigFile, type Reload, reloadableGateway } from "../support/reloadable.ts"
 import { startTestIssuer, type TestIssuer } from "../support/oidc-issuer.ts"
 import { REDIS_URL } from "../limits/support.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
 const echoFile = (extra: ConfigFile = {}): ConfigFile => ({
   providers: [{ name: "echo", kind: "echo" }],
@@ -117,14 +118,7 @@ describe("reload: limits kept in Redis", () => {
   })
 })
 
-const completion = {
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "slow answer" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse
+const completion = chatCompletion("slow answer", { id: "chatcmpl-r", usage: [3, 2] })
 
 const chunk = (content: string, finish: string | null = null): ChatChunk =>
   ({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: finish }] }) as ChatChunk

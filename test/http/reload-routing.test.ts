@@ -17,15 +17,9 @@ import { type ScriptedCall, scriptedProviders } from "../../src/services/provide
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { TestGateway } from "../support/gateway.ts"
 import { type ConfigFile, type Reload, reloadableGateway } from "../support/reloadable.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
-const completion = (text: string): ChatResponse => ({
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse)
+const completion = (text: string) => chatCompletion(text, { id: "chatcmpl-r", usage: [3, 2] })
 
 const unavailable = (provider: string) =>
   new ProviderError({
@@ -207,7 +201,7 @@ describe("reload: count_tokens, responses and mcp", () => {
   })
   afterAll(() => gw?.close())
 
-  const balance = async () => (await Effect.runPromise(gw.store.credits.getWorkspace)).credits
+  const balance = async () => (await Effect.runPromise(gw.store.credits.getWorkspace)).credits / 1_000_000 // credits (the store holds micro-credits, issue 33)
 
   it("a count is free until a reload prices it, and priced from the next request on", async () => {
     const { key } = await gw.createKey()

@@ -23,6 +23,7 @@ import {
 } from "../support/oidc-issuer.ts"
 import { movableClock } from "../support/movable-clock.ts"
 import { Client as PgClient } from "../support/pg-admin.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 let idp: TestIssuer
 let db: TempDatabase
@@ -36,7 +37,7 @@ const policies = [
     tools_enabled: true,
     connections: [{ connection: "analytics", role: "read" }],
     budget: { max_requests: 3 },
-    limits: { requests_per_minute: 20 }
+    limits: { requests_per_minute: 20, tokens_per_minute: 100_000 }
   },
   {
     name: "dba",
@@ -96,6 +97,8 @@ describe("identity-provider tokens", () => {
     expect(response.status, JSON.stringify(body)).toBe(200)
     expect(body.choices[0]!.message.content).toContain("hello")
     expect(response.headers.get("x-ratelimit-limit")).toBe("20")
+    // The policy's tokens per minute (issue 33) applies to the subject.
+    expect(response.headers.get("x-ratelimit-limit-tokens")).toBe("100000")
     const requestId = response.headers.get("x-request-id")!
     const [record] = await auditFor(gw, requestId)
     const id = subjectId(idp.issuer, "alice")
@@ -104,7 +107,7 @@ describe("identity-provider tokens", () => {
       key_id: id,
       status: 200,
       model: "echo-1",
-      credits: 1,
+      credits: 1_000_000, // the store holds micro-credits (issue 33)
       details: { identity: { issuer: idp.issuer, subject: "alice", policy: "ml-team" } }
     })
     expect(JSON.stringify(record)).not.toContain(token.split(".")[2]!)
@@ -128,7 +131,7 @@ describe("identity-provider tokens", () => {
 
   it("works with the official SDKs as their key or auth token, streaming included", async () => {
     const token = await mlToken("olga")
-    const openai = new OpenAI({ apiKey: token, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+    const openai = openaiFor(gw.url, token)
     const completion = await openai.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "hi" }] })
     expect(completion.choices[0]!.message.content).toContain("hi")
     const chunks: Array<string> = []

@@ -123,7 +123,7 @@ describe.each(backends)("$name", ({ postgres }) => {
     next = { openai: () => ({ respond: completion("fine now") }) }
     const retried = await chat(url, key, { model: "upstream" })
     expect(retried.status, retried.text).toBe(200)
-    expect(await audit.recordOf(retried.requestId)).toMatchObject({ status: 200, error: null, credits: PRICES.upstream })
+    expect(await audit.recordOf(retried.requestId)).toMatchObject({ status: 200, error: null, credits: PRICES.upstream * 1_000_000 })
     expect(await balance(url)).toBe(before - PRICES.upstream)
   })
 
@@ -189,7 +189,7 @@ describe.each(backends)("$name", ({ postgres }) => {
     next = { openai: () => ({ events: [{ event: chunk("first") }, { delay: "30 seconds" }, { event: chunk("never", "stop") }] }) }
     const stream = expectOpen(await openStream(url, key, { model: "held" }))
     stream.abandon()
-    expect(await audit.recordOf(stream.requestId)).toMatchObject({ status: 200, error: "client_closed_request", stream: true, credits: PRICES.held })
+    expect(await audit.recordOf(stream.requestId)).toMatchObject({ status: 200, error: "client_closed_request", stream: true, credits: PRICES.held * 1_000_000 })
     // The record is written after the slot went back: the key's one slot is free now.
     next = { openai: () => ({ events: [{ event: chunk("next", "stop") }] }) }
     const reply = await chat(url, key, { model: "held", stream: true })
@@ -217,7 +217,7 @@ describe.each(backends)("$name", ({ postgres }) => {
     controller.abort()
     expect(await pending).toBeInstanceOf(Error)
     const record = await recorded
-    expect(record).toMatchObject({ key_id: id, status: 499, error: "client_closed_request", credits: PRICES.held })
+    expect(record).toMatchObject({ key_id: id, status: 499, error: "client_closed_request", credits: PRICES.held * 1_000_000 })
     const rows = await ledgerOf(url, record.request_id)
     expect(rows.map((r) => [r.kind, r.amount, r.key_id])).toEqual([["charge", -PRICES.held, id]])
     expect(await balance(url)).toBe(before - PRICES.held)

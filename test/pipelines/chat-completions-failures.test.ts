@@ -13,8 +13,10 @@ import { randomBytes } from "node:crypto"
 import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
-import { auditFor, type TestGateway } from "../support/gateway.ts"
+import { auditFor, awaitAuditOf, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { waitFor } from "../support/wait.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const UPSTREAM_KEY = OPENAI_KEY
 const WRONG_KEY = `sk-wrong-${randomBytes(12).toString("hex")}`
@@ -102,7 +104,7 @@ beforeAll(async () => {
   gw = fixture.gateway()
   fake = fixture.openaiFake()
   ;({ key } = await gw.createKey())
-  client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0, fetch: clientFetch })
+  client = openaiFor(gw.url, key, { fetch: clientFetch })
 })
 
 // Runs before the fixture closes the gateway (after-hooks run in reverse): the clients'
@@ -142,23 +144,9 @@ const dataFrames = (text: string): Array<string> => {
   return text.split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
 }
 
-const waitFor = async (what: string, check: () => boolean, ms = 2000) => {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not in time: ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
-
 /** The one audit record of a request; a stream's is written when it ends, so it is waited for. */
 const auditOf = async (requestId: string) => {
-  let records: Awaited<ReturnType<typeof auditFor>> = []
-  const deadline = Date.now() + 2000
-  while (Date.now() < deadline) {
-    records = await auditFor(gw, requestId)
-    if (records.length > 0) break
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  const records = await awaitAuditOf(gw, requestId)
   seen.push(JSON.stringify(records))
   expect(records).toHaveLength(1)
   return records[0]!

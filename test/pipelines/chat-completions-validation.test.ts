@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import { auditFor, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const MODEL_ID = "gpt-4o-mini-2024-07-18"
 const OTHER_ID = "gpt-4o-2024-08-06"
@@ -30,7 +31,7 @@ beforeAll(async () => {
   gw = fixture.gateway()
   fake = fixture.openaiFake()
   ;({ key } = await gw.createKey())
-  client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+  client = openaiFor(gw.url, key)
 })
 
 const post = async (body: unknown, apiKey = key) => {
@@ -188,7 +189,7 @@ describe("model resolution and scope", () => {
       const records = await auditFor(gw, response.body.request_id)
       expect(records).toMatchObject([{ status: 403, error: "scope_violation", key_id: id, model: OTHER_ID }])
     }
-    const limitedClient = new OpenAI({ apiKey: limited, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+    const limitedClient = openaiFor(gw.url, limited)
     const error = await limitedClient.chat.completions.create({ model: "big", messages: [user as never] }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError)
     expect(fake.requests).toHaveLength(2)

@@ -8,8 +8,9 @@ import OpenAI from "openai"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "../support/fake-common.ts"
-import { auditFor, startGateway, type TestGateway } from "../support/gateway.ts"
+import { auditFor, awaitAuditOf, startGateway, type TestGateway } from "../support/gateway.ts"
 import { OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 /** The fixture's upstream key, given to the gateway through the environment. */
 const UPSTREAM_KEY = OPENAI_KEY
@@ -48,22 +49,16 @@ beforeAll(async () => {
   gw = fixture.gateway()
   fake = fixture.openaiFake()
   ;({ key, id: keyId } = await gw.createKey())
-  client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+  client = openaiFor(gw.url, key)
 })
 
 const upstreamBody = (i = 0) => fake.requests[i]!.body!
 
 /** A stream's audit record is written when the stream ends, which may be just after the client saw [DONE]. */
 const auditOf = async (requestId: string, gateway: TestGateway = gw) => {
-  const deadline = Date.now() + 2000
-  for (;;) {
-    const records = await auditFor(gateway, requestId)
-    if (records.length > 0 || Date.now() > deadline) {
-      seen.push(JSON.stringify(records))
-      return records
-    }
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  const records = await awaitAuditOf(gateway, requestId)
+  seen.push(JSON.stringify(records))
+  return records
 }
 
 /** POSTs with fetch so framing, headers and bytes are visible exactly as sent. */
@@ -420,7 +415,7 @@ describe("the built-in echo model", () => {
     const bare = await startGateway()
     try {
       const { key: bareKey } = await bare.createKey()
-      const echo = new OpenAI({ apiKey: bareKey, baseURL: `${bare.url}/v1`, maxRetries: 0 })
+      const echo = openaiFor(bare.url, bareKey)
       const completion = await echo.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "ping pong ball" }] })
       expect(completion.id).toMatch(/^chatcmpl-/)
       expect(completion.choices[0]!.message.content).toBe("ping pong ball")

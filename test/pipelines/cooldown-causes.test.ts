@@ -12,15 +12,9 @@ import { ProviderError, UpstreamTimeout } from "../../src/domain/errors.ts"
 import { scriptedProviders, type ScriptedAnswer, type ScriptedCall } from "../../src/services/providers/scripted.ts"
 import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
 
-const completion = (text: string): ChatResponse => ({
-  id: "chatcmpl-c",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse)
+const completion = (text: string) => chatCompletion(text, { id: "chatcmpl-c", usage: [3, 2] })
 
 const failure = (provider: string, status: number | null, message = "boom", retryAfter?: string) =>
   new ProviderError({

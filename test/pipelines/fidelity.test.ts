@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
 import type { TestGateway } from "../support/gateway.ts"
 import { CLAUDE_ID, GPT_ID, useModelGateway } from "../support/model-gateway.ts"
+import { waitFor } from "../support/wait.ts"
 
 const fixture = useModelGateway({
   openaiModels: "any",
@@ -167,14 +168,6 @@ describe("models[].reasoning", () => {
 })
 
 describe("a client that leaves a non-streaming request", () => {
-  const waitFor = async (what: string, check: () => boolean, ms = 3000) => {
-    const deadline = Date.now() + ms
-    while (!check()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-  }
-
   it.each(["gpt", "claude"])("aborts the upstream call and keeps the charge (%s, Messages client)", async (model) => {
     const fake = model === "gpt" ? fixture.openaiFake() : fixture.anthropicFake()
     fake.enqueue({ kind: "hang" })

@@ -10,6 +10,7 @@ import { startFakeAnthropic } from "../support/fake-anthropic.ts"
 import type { FakeUpstream } from "../support/fake-common.ts"
 import { type FakeLegacy, startFakeOpenAILegacy } from "../support/fake-openai-legacy.ts"
 import { auditFor, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { openaiFor } from "../support/sdk-clients.ts"
 
 const OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 const ANTHROPIC_KEY = "sk-ant-fake-0123456789abcdef"
@@ -45,7 +46,7 @@ beforeEach(() => {
   legacy.requests.length = 0
 })
 
-const client = (apiKey = key, url = gateway.url) => new OpenAI({ apiKey, baseURL: `${url}/v1`, maxRetries: 0 })
+const client = (apiKey = key, url = gateway.url) => openaiFor(url, apiKey)
 
 const post = (path: string, body: unknown, url = gateway.url, apiKey = key) =>
   fetch(`${url}${path}`, { method: "POST", headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" }, body: JSON.stringify(body) })
@@ -62,7 +63,7 @@ describe("POST /v1/completions", () => {
       body: { model: "gpt-3.5-turbo-instruct", prompt: "def add(a, b):", suffix: "\n", max_tokens: 100, temperature: 0 }
     })
     const [record] = await auditFor(gateway, response.headers.get("x-request-id")!)
-    expect(record).toMatchObject({ endpoint: "/v1/completions", status: 200, credits: 2, model: "gpt-3.5-turbo-instruct", provider: "openai", prompt_tokens: 3, completion_tokens: 2 })
+    expect(record).toMatchObject({ endpoint: "/v1/completions", status: 200, credits: 2_000_000, model: "gpt-3.5-turbo-instruct", provider: "openai", prompt_tokens: 3, completion_tokens: 2 })
   })
 
   it("streams the provider's chunks, then [DONE]", async () => {
@@ -117,7 +118,7 @@ describe("POST /v1/moderations", () => {
     expect(data.results.map((result) => result.flagged)).toEqual([false, true])
     expect(legacy.requests[0]).toMatchObject({ path: "/v1/moderations", body: { input: ["a nice day", "I will kill the process"] } })
     const [record] = await auditFor(gateway, response.headers.get("x-request-id")!)
-    expect(record).toMatchObject({ endpoint: "/v1/moderations", status: 200, credits: 1, provider: "openai" })
+    expect(record).toMatchObject({ endpoint: "/v1/moderations", status: 200, credits: 1_000_000, provider: "openai" })
   })
 
   it("refuses a body without input, by name", async () => {

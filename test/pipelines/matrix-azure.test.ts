@@ -11,6 +11,8 @@ import OpenAI, { AzureOpenAI } from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type FakeAzure, startFakeAzure } from "../support/fake-azure.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { sseData } from "../support/sse.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const AZURE_KEY = "3f9a1c0e7b2d4a6f8e1c3b5d7f9a2c4e"
 const VERSION = "2025-04-01-preview"
@@ -53,8 +55,8 @@ beforeEach(async () => {
   ;({ key } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 const WEATHER = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
 
 const expectAzureCall = (index: number, path: string) => {
@@ -113,7 +115,7 @@ describe("openai SDK on /v1/chat/completions -> Azure", () => {
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: "gpt-az", messages: [{ role: "user", content: "go" }], stream: true })
     })
-    const frames = (await response.text()).split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
+    const frames = sseData(await response.text())
     expect(frames.at(-1)).toBe("[DONE]")
     const chunks = frames.slice(0, -1).map((frame) => JSON.parse(frame) as OpenAI.Chat.ChatCompletionChunk)
     expect(chunks.every((chunk) => chunk.choices.length === 1)).toBe(true)

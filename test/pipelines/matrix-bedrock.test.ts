@@ -15,7 +15,9 @@ import type { ChatCompletionStreamParams } from "openai/lib/ChatCompletionStream
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
 import { type FakeBedrock, startFakeBedrock } from "../support/fake-bedrock.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { awaitKeyAudit, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { sseData } from "../support/sse.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const REGION = "eu-central-1"
 const KEY_ID = "AKIAGATEWAYTEST00042"
@@ -90,18 +92,10 @@ beforeEach(async () => {
   ;({ key, id: keyId } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 
-const auditRecords = async (count: number) => {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 100 }))
-    if (page.items.length >= count || Date.now() > deadline) return [...page.items].reverse()
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+const auditRecords = (count: number) => awaitKeyAudit(gw, keyId, count)
 
 const sentBody = (index = 0): JsonBody => fake.requests[index]!.body!
 
@@ -235,7 +229,7 @@ describe("openai SDK on /v1/chat/completions -> Bedrock", () => {
       body: JSON.stringify({ model: "claude-br", messages: [{ role: "user", content: "hi" }], stream: true })
     })
     expect(response.status).toBe(200)
-    const frames = (await response.text()).split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
+    const frames = sseData(await response.text())
     expect(frames.at(-1)).toBe("[DONE]")
     expect(JSON.parse(frames.at(-2)!)).toMatchObject({
       error: "provider_error",

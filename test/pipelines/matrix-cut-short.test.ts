@@ -13,7 +13,8 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { JsonBody } from "../support/fake-common.ts"
-import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { awaitAuditOf, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const chunk = (delta: JsonBody) => {
   const choices = [{ index: 0, delta, logprobs: null, finish_reason: null }]
@@ -78,16 +79,7 @@ afterAll(async () => {
 })
 
 /** A stream's audit record is written as it ends, which may be just after the client read the last byte. */
-const auditOf = async (requestId: string) => {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 100 }))
-    const record = page.items.find((r) => r.request_id === requestId)
-    if (record !== undefined || Date.now() > deadline) return record
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+const auditOf = async (requestId: string) => (await awaitAuditOf(gw, requestId, keyId))[0]
 
 const PAIRS = [
   { client: "openai", path: "/v1/chat/completions", label: "openai SDK on /v1/chat/completions" },
@@ -134,12 +126,12 @@ describe("a stream the upstream ended early", () => {
 
   it.each(PAIRS)("$label <- $provider: the SDK's stream helper rejects", async ({ client, alias }) => {
     if (client === "openai") {
-      const sdk = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+      const sdk = openaiFor(gw.url, key)
       const outcome = await sdk.chat.completions.stream({ model: alias, messages: [{ role: "user", content: "What is the answer?" }] })
         .finalChatCompletion().then(() => "completed", (e: unknown) => e)
       expect(outcome).toBeInstanceOf(OpenAI.APIError)
     } else {
-      const sdk = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+      const sdk = anthropicFor(gw.url, key)
       const outcome = await sdk.messages.stream({ model: alias, max_tokens: 50, messages: [{ role: "user", content: "What is the answer?" }] })
         .finalMessage().then(() => "completed", (e: unknown) => e)
       expect(outcome).toBeInstanceOf(Anthropic.APIError)

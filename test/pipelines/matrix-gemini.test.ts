@@ -12,6 +12,8 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type FakeGemini, startFakeGemini } from "../support/fake-gemini.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { sseData } from "../support/sse.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const GEMINI_KEY = "AIzaSyFAKE-gemini-key-0123456789abcdef"
 const FLASH = "gemini-2.5-flash"
@@ -55,8 +57,8 @@ beforeEach(async () => {
   ;({ key } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 const post = (path: string, body: unknown) =>
   fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) })
 const sent = (index = 0) => fake.requests[index]!.body!
@@ -157,7 +159,7 @@ describe("openai SDK on /v1/chat/completions -> Gemini", () => {
     fake.enqueue({ kind: "text", text: "alpha beta gamma", usage: { input: 7, output: 3 } })
     const response = await post("/v1/chat/completions", { model: "flash", messages: [{ role: "user", content: "go" }], stream: true, stream_options: { include_usage: true } })
     expect(response.status).toBe(200)
-    const frames = (await response.text()).split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
+    const frames = sseData(await response.text())
     expect(frames.at(-1)).toBe("[DONE]")
     const chunks = frames.slice(0, -1).map((frame) => JSON.parse(frame) as OpenAI.Chat.ChatCompletionChunk)
     expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")).toBe("alpha beta gamma")
@@ -224,7 +226,7 @@ describe("openai SDK on /v1/chat/completions -> Gemini", () => {
   it("an error inside the stream: the envelope in-band, then [DONE]", async () => {
     fake.enqueue({ kind: "mid_stream_error", text: "alpha beta gamma", afterChunks: 2, message: "The model is overloaded." })
     const response = await post("/v1/chat/completions", { model: "flash", messages: [{ role: "user", content: "hi" }], stream: true })
-    const frames = (await response.text()).split("\n\n").filter((frame) => frame !== "").map((frame) => frame.slice("data: ".length))
+    const frames = sseData(await response.text())
     expect(frames.at(-1)).toBe("[DONE]")
     expect(JSON.parse(frames.at(-2)!)).toMatchObject({ error: "provider_error", details: { upstream_error: { type: "UNAVAILABLE", message: "The model is overloaded." } } })
   })

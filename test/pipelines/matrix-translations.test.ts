@@ -12,6 +12,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
 import type { TestGateway } from "../support/gateway.ts"
 import { useModelGateway } from "../support/model-gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const GPT_ID = "gpt-4.1-2025-04-14"
 const CLAUDE_ID = "claude-opus-4-1-20250805"
@@ -30,8 +31,8 @@ beforeAll(async () => {
   openaiFake = fixture.openaiFake()
   anthropicFake = fixture.anthropicFake()
   const { key } = await gw.createKey()
-  chat = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-  messages = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+  chat = openaiFor(gw.url, key)
+  messages = anthropicFor(gw.url, key)
 })
 
 const MODES = ["non-streaming", "streaming"] as const

@@ -14,6 +14,7 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type FakeVertex, startFakeVertex } from "../support/fake-vertex.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const PROJECT = "gateway-test-1"
 const LOCATION = "us-east5"
@@ -62,8 +63,8 @@ beforeEach(async () => {
   ;({ key } = await gw.createKey())
 })
 
-const openai = () => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-const anthropic = () => new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+const openai = () => openaiFor(gw.url, key)
+const anthropic = () => anthropicFor(gw.url, key)
 const WEATHER = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false }
 const predictions = () => fake.requests.filter((request) => request.path !== "/token")
 

@@ -26,8 +26,9 @@ import type { ChatCompletionStreamParams } from "openai/lib/ChatCompletionStream
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody, Scenario, UsageSpec } from "../support/fake-common.ts"
-import type { TestGateway } from "../support/gateway.ts"
+import { awaitKeyAudit, type TestGateway } from "../support/gateway.ts"
 import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 type OpenAIApiError = InstanceType<typeof OpenAI.APIError>
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
@@ -389,8 +390,8 @@ const openCell = async (client: ClientKind, provider: ProviderAxis): Promise<Cel
     provider,
     keyId: id,
     sent,
-    openai: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0, fetch: recordingFetch }),
-    anthropic: new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0, fetch: recordingFetch })
+    openai: openaiFor(gw.url, key, { fetch: recordingFetch }),
+    anthropic: anthropicFor(gw.url, key, { fetch: recordingFetch })
   }
 }
 
@@ -610,15 +611,7 @@ const checkUpstream = (cell: Cell, script: Script, mode: Mode) => {
 }
 
 /** The cell's audit records, oldest first, once all of them (streams write theirs at the end) are in. */
-const auditRecords = async (keyId: string, count: number) => {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 100 }))
-    if (page.items.length >= count || Date.now() > deadline) return [...page.items].reverse()
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+const auditRecords = (keyId: string, count: number) => awaitKeyAudit(gw, keyId, count)
 
 const checkAudit = async (cell: Cell, script: Script, mode: Mode) => {
   const records = await auditRecords(cell.keyId, script.turns.length)

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { Client as PgClient } from "../support/pg-admin.ts"
+import { waitFor } from "../support/wait.ts"
 
 describe("a client that leaves an MCP tool call", () => {
   let db: TempDatabase
@@ -48,14 +49,6 @@ describe("a client that leaves an MCP tool call", () => {
           AND (query LIKE $1 OR query LIKE 'FETCH % FROM modelgate_cursor')`,
       [`%${token}%`]
     ))[0]!.n
-
-  const waitFor = async (what: string, check: () => Promise<boolean>, ms: number) => {
-    const deadline = Date.now() + ms
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-  }
 
   it("cancels the statement on the database at once and audits 499", async () => {
     const transport = new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), {

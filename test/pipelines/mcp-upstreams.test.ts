@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { ADMIN_TOKEN, startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { type McpUpstream, startHangingServer, startMcpUpstream } from "../support/mcp-upstream.ts"
+import { waitFor } from "../support/wait.ts"
 
 const TOKEN = "upstream-secret-7f3a9c"
 
@@ -26,14 +27,6 @@ const TOOLS = [
   { name: "fail", description: "Reports a failure", inputSchema: { type: "object" } },
   { name: "secret", description: "Not on the allow-list", inputSchema: { type: "object" } }
 ]
-
-const waitFor = async (what: string, check: () => boolean | Promise<boolean>, ms = 10_000) => {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
 
 describe("MCP servers behind /v1/mcp", () => {
   let upstream: McpUpstream

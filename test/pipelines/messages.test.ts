@@ -8,8 +8,9 @@ import Anthropic from "@anthropic-ai/sdk"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream, JsonBody } from "../support/fake-common.ts"
-import type { TestGateway } from "../support/gateway.ts"
+import { awaitAuditOf, type TestGateway } from "../support/gateway.ts"
 import { ANTHROPIC_KEY, OPENAI_KEY, useModelGateway } from "../support/model-gateway.ts"
+import { anthropicFor } from "../support/sdk-clients.ts"
 
 type AnthropicApiError = InstanceType<typeof Anthropic.APIError>
 
@@ -36,7 +37,7 @@ beforeAll(async () => {
   openaiFake = fixture.openaiFake()
   anthropicFake = fixture.anthropicFake()
   ;({ key, id: keyId } = await gw.createKey())
-  client = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 })
+  client = anthropicFor(gw.url, key)
 })
 
 const PROVIDERS = [
@@ -73,16 +74,7 @@ const framesOf = (text: string): Array<Frame> => {
 /** The exact event grammar of wire-formats 2.4, as a regular expression over event names. */
 const STREAM_GRAMMAR = /^message_start( ping)*( content_block_start( ping)*( content_block_delta( ping)*)* content_block_stop( ping)*)* message_delta message_stop$/
 
-const auditOf = async (requestId: string) => {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    await Effect.runPromise(gw.audit.flush)
-    const page = await Effect.runPromise(gw.store.audit.queryAudit({ key_id: keyId, limit: 200 }))
-    const records = page.items.filter((r) => r.request_id === requestId)
-    if (records.length > 0 || Date.now() > deadline) return records
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+const auditOf = (requestId: string) => awaitAuditOf(gw, requestId, keyId)
 
 describe("authentication and Anthropic headers", () => {
   it.each(PROVIDERS)("accepts x-api-key or Bearer, with anthropic-version, anthropic-beta and ?beta=true ($kind-kind provider)", async (provider) => {
@@ -126,7 +118,7 @@ describe("authentication and Anthropic headers", () => {
       expect(response.status).toBe(401)
       expect(response.json()).toMatchObject({ status: 401, error: "unauthorized", request_id: response.headers.get("request-id") })
     }
-    const sdk = new Anthropic({ apiKey: `sk-mg-${"1".repeat(32)}`, baseURL: gw.url, maxRetries: 0 })
+    const sdk = anthropicFor(gw.url, `sk-mg-${"1".repeat(32)}`)
     const error = await sdk.messages.create(body as Anthropic.MessageCreateParamsNonStreaming).then(() => undefined, (e: unknown) => e)
     expect(error).toBeInstanceOf(Anthropic.AuthenticationError)
     expect((error as AnthropicApiError).error).toMatchObject({ status: 401, error: "unauthorized" })

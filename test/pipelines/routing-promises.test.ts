@@ -13,18 +13,13 @@ import { makeRouter } from "../../src/services/routing/Router.ts"
 import { scriptedProviders, type ScriptedCall } from "../../src/services/providers/scripted.ts"
 import type { ChatResponse } from "../../src/wire/openai-chat.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor } from "../support/sdk-clients.ts"
 
 const failure = (provider: string, status: number) =>
   new ProviderError({ message: `provider "${provider}" answered ${status}`, details: { provider, upstream_status: status, upstream_error: { message: "boom" } } })
 
-const completion: ChatResponse = {
-  id: "chatcmpl-p",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "fallback answered" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
-} as ChatResponse
+const completion = chatCompletion("fallback answered", { id: "chatcmpl-p", usage: [1, 1] })
 
 const SLOW = ["s1", "s2", "s3", "s4", "s5", "s6"]
 let gateway: TestGateway
@@ -80,7 +75,7 @@ describe("routing promises", () => {
   })
 
   it("never counts tokens on a fallback: every deployment of the model failing is the answer, whatever its fallbacks", async () => {
-    const anthropic = new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+    const anthropic = anthropicFor(gateway.url, key)
     await expect(anthropic.messages.countTokens({ model: "counted", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({ status: 502 })
     expect(calls.filter((call) => call.provider === "c1")).not.toHaveLength(0)
     expect(calls.filter((call) => call.provider === "cfb")).toHaveLength(0)

@@ -16,18 +16,13 @@ import type { ChatChunk, ChatResponse } from "../../src/wire/openai-chat.ts"
 import type { EmbeddingsResponse } from "../../src/wire/openai-embeddings.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const chunk = (delta: Record<string, unknown>, finish: string | null = null, id = "chatcmpl-r"): ChatChunk =>
   ({ id, object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
 
-const completion = (text: string): ChatResponse => ({
-  id: "chatcmpl-r",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse)
+const completion = (text: string) => chatCompletion(text, { id: "chatcmpl-r", usage: [3, 2] })
 
 const answered = (provider: string) => ({ respond: completion(`from ${provider}`) })
 
@@ -120,9 +115,10 @@ beforeAll(async () => {
 
 afterAll(() => gateway.close())
 
-const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
-const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
-const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+/** The pool in credits (the store holds micro-credits, issue 33). */
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits / 1_000_000
+const openai = (key: string) => openaiFor(gateway.url, key)
+const anthropic = (key: string) => anthropicFor(gateway.url, key)
 const callsTo = (provider: string) => calls.filter((c) => c.provider === provider).length
 
 const chat = (key: string, model: string) =>
@@ -175,7 +171,7 @@ describe("deployments, retries and cooldowns", () => {
     expect(await balance()).toBe(before - 100 * PRICE)
     const records = (await Promise.all(responses.map((r) => audit.recordsOf(r.id)))).flat()
     expect(records).toHaveLength(100)
-    expect(records.every((r) => r.credits === PRICE && r.provider === "b1" && r.status === 200)).toBe(true)
+    expect(records.every((r) => r.credits === PRICE * 1_000_000 && r.provider === "b1" && r.status === 200)).toBe(true)
     const retried = records.find((r) => (r.details?.attempts as Array<unknown>).length === 2)!
     expect(retried.details!.attempts).toMatchObject([
       { deployment: "a1", model: "m503-model", status: 502, error: "provider_error", upstream_status: 503 },
@@ -239,7 +235,7 @@ describe("deployments, retries and cooldowns", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(950)
     expect(callsTo("w1")).toBe(2)
     const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, provider: "w1", credits: PRICE })
+    expect(record).toMatchObject({ status: 200, provider: "w1", credits: PRICE * 1_000_000 })
     expect(record!.details!.attempts).toMatchObject([
       { deployment: "w1", status: 502, error: "provider_error", upstream_status: 429 },
       { deployment: "w1", status: 200, error: null }
@@ -270,7 +266,7 @@ describe("deployments, retries and cooldowns", () => {
     expect(callsTo("cw1")).toBe(1)
     expect(await balance()).toBe(before - FALLBACK_PRICE)
     const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, model: "big-model", provider: "cwfb", credits: FALLBACK_PRICE })
+    expect(record).toMatchObject({ status: 200, model: "big-model", provider: "cwfb", credits: FALLBACK_PRICE * 1_000_000 })
     expect(record!.details!.attempts).toMatchObject([
       { deployment: "cw1", status: 400, error: "validation_failed", upstream_status: 400 },
       { deployment: "cwfb", status: 200, error: null, fallback_of: "small-window" }
@@ -317,7 +313,7 @@ describe("deployments, retries and cooldowns", () => {
     expect(callsTo(healthy)).toBe(5)
     expect(await balance()).toBe(before - 5 * PRICE)
     const records = (await Promise.all(ids.map((id) => audit.recordsOf(id)))).flat()
-    expect(records.every((r) => r.provider === healthy && r.prompt_tokens === 4 && r.credits === PRICE)).toBe(true)
+    expect(records.every((r) => r.provider === healthy && r.prompt_tokens === 4 && r.credits === PRICE * 1_000_000)).toBe(true)
     expect(records[0]!.details!.attempts).toMatchObject([
       { deployment: broken, status: 502, error: "provider_error", upstream_status: 503 },
       { deployment: healthy, status: 200, error: null }
@@ -385,7 +381,7 @@ describe("fallbacks across vendors", () => {
     expect(data.choices[0]!.message.content).toBe("from gptfb")
     expect(await balance()).toBe(before - FALLBACK_PRICE)
     const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, credits: FALLBACK_PRICE, model: "gpt-fb-model", provider: "gptfb" })
+    expect(record).toMatchObject({ status: 200, credits: FALLBACK_PRICE * 1_000_000, model: "gpt-fb-model", provider: "gptfb" })
     expect(record!.details!.attempts).toMatchObject([
       { deployment: "claude-down", model: "claude-main-model", error: "provider_error", upstream_status: 529 },
       { deployment: "gptfb", model: "gpt-fb-model", status: 200, fallback_of: "claude-main" }
@@ -511,15 +507,15 @@ describe("stream continuation", () => {
       { role: "user", content: expect.stringContaining("Continue") }
     ])
     const [record] = await audit.recordsOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, error: null, credits: PRICE })
+    expect(record).toMatchObject({ status: 200, error: null, credits: PRICE * 1_000_000 })
     expect((record!.details!.attempts as Array<{ continuation?: boolean }>).map((a) => a.continuation ?? false)).toEqual([false, true])
-    expect((await Effect.runPromise(continuing.store.credits.getWorkspace)).credits).toBe(before - PRICE)
+    expect((await Effect.runPromise(continuing.store.credits.getWorkspace)).credits).toBe(before - PRICE * 1_000_000)
   })
 
   it("a Messages stream cut on Anthropic is continued on an OpenAI-kind deployment as one message", async () => {
     served = 0
     const { key } = await continuing.createKey()
-    const stream = new Anthropic({ apiKey: key, baseURL: continuing.url, maxRetries: 0 }).messages.stream({
+    const stream = anthropicFor(continuing.url, key).messages.stream({
       model: "claude-cont",
       max_tokens: 50,
       messages: [{ role: "user", content: "hi" }]

@@ -16,6 +16,8 @@ import type { AnthropicStreamEvent } from "../../src/wire/anthropic-messages.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { movableClock } from "../support/movable-clock.ts"
+import { chatCompletion } from "../support/chat-answers.ts"
+import { anthropicFor, openaiFor } from "../support/sdk-clients.ts"
 
 const POOL = 1000
 const PRICE = 7
@@ -23,14 +25,7 @@ const PRICE = 7
 const chunk = (delta: Record<string, unknown>, finish: string | null = null): ChatChunk =>
   ({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatChunk
 
-const completion: ChatResponse = {
-  id: "chatcmpl-s",
-  object: "chat.completion",
-  created: 1,
-  model: "up",
-  choices: [{ index: 0, message: { role: "assistant", content: "hi there" }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
-} as ChatResponse
+const completion = chatCompletion("hi there", { id: "chatcmpl-s", usage: [3, 2] })
 
 const upstreamDown = new ProviderError({
   message: "provider \"up\" answered 500: boom",
@@ -86,11 +81,11 @@ beforeEach(() => {
   time.reset()
 })
 
-const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits
+const balance = async () => (await Effect.runPromise(gateway.store.credits.getWorkspace)).credits / 1_000_000 // credits (the store holds micro-credits, issue 33)
 // The record is the request scope's last finalizer: written when the answer or the stream ended.
 const recordOf = (requestId: string | null) => audit.recordsOf(requestId)
-const openai = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gateway.url}/v1`, maxRetries: 0 })
-const anthropic = (key: string) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 })
+const openai = (key: string) => openaiFor(gateway.url, key)
+const anthropic = (key: string) => anthropicFor(gateway.url, key)
 
 describe("refunds, slots and audit around a scripted provider", () => {
   it("a plain answer is charged once and audited with its tokens", async () => {
@@ -101,7 +96,7 @@ describe("refunds, slots and audit around a scripted provider", () => {
     expect(data.choices[0]!.message.content).toBe("hi there")
     expect(await balance()).toBe(before - PRICE)
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
+    expect(record).toMatchObject({ key_id: id, status: 200, error: null, credits: PRICE * 1_000_000, prompt_tokens: 3, completion_tokens: 2, model: "up-model", provider: "up" })
     expect(calls.at(-1)!.body.model).toBe("up-model")
   })
 
@@ -194,7 +189,7 @@ describe("refunds, slots and audit around a scripted provider", () => {
     await reader.read()
     controller.abort()
     const [record] = await recordOf(response.headers.get("x-request-id"))
-    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE })
+    expect(record).toMatchObject({ status: 200, error: "client_closed_request", credits: PRICE * 1_000_000 })
     expect(await balance()).toBe(before - PRICE)
     next = { openai: () => ({ events: [{ event: chunk({ role: "assistant", content: "ok" }, "stop") }] }) }
     const again = await openai(key).chat.completions.create({ model: "paid", stream: true, messages: [{ role: "user", content: "hi" }] })

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { costMicros, priceMicros } from "../../src/domain/pricing.ts"
 import { collectedAudit } from "../support/collected-audit.ts"
 import { startFakeAnthropic } from "../support/fake-anthropic.ts"
 import { type FakeBedrock, startFakeBedrock } from "../support/fake-bedrock.ts"
@@ -112,6 +113,15 @@ export const KINDS = {
 } satisfies Record<string, { spec: UsageSpec; counts: Counts }>
 type Kind = keyof typeof KINDS
 
+/** The exact cost of counts at PRICE, in micro-credits (credits: 0). */
+const costOf = (counts: Counts) =>
+  costMicros({ credits_micros: 0, price: priceMicros(PRICE)! }, {
+    input: counts.prompt - counts.cacheRead - counts.cacheWrite,
+    cache_read: counts.cacheRead,
+    cache_write: counts.cacheWrite,
+    output: counts.output
+  })
+
 const fakeOf = (kind: Kind): FakeUpstream => {
   switch (kind) {
     case "openai":
@@ -177,6 +187,8 @@ describe("token counts by kind in the audit record", () => {
       cacheWrite: record.cache_write_tokens,
       output: record.completion_tokens
     }).toEqual(expected)
+    // The audit record's credits are the cost: each kind at its own price, in micro-credits.
+    expect(record.credits).toBe(costOf(expected))
   })
 })
 
@@ -249,6 +261,7 @@ describe("a stream cut before its usage", () => {
     // The request's text as the gateway reads it (its string values), by the same count.
     expect(record.prompt_tokens).toBe(countTokens("on-openai\nuser\nSay hello\n"))
     expect(record.cache_read_tokens).toBe(0)
+    expect(record.credits).toBe(costOf({ prompt: record.prompt_tokens!, cacheRead: 0, cacheWrite: 0, output: record.completion_tokens! }))
   })
 
   it("by the client, from an Anthropic stream: the input message_start reported, the output relayed", async () => {
@@ -261,5 +274,6 @@ describe("a stream cut before its usage", () => {
     expect(record.status).toBe(200)
     expect({ prompt: record.prompt_tokens, cacheRead: record.cache_read_tokens, cacheWrite: record.cache_write_tokens }).toEqual({ prompt: 1200, cacheRead: 300, cacheWrite: 200 })
     expect(record.completion_tokens).toBe(countTokens(relayed))
+    expect(record.credits).toBe(costOf({ prompt: 1200, cacheRead: 300, cacheWrite: 200, output: record.completion_tokens! }))
   })
 })

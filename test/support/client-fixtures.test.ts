@@ -20,6 +20,7 @@ import {
   replayUrl
 } from "./client-fixtures.ts"
 import type { ClientFixture, FixtureRequest } from "./client-fixtures.ts"
+import { anthropicFor, openaiFor } from "./sdk-clients.ts"
 
 const fixtures = listFixtures()
 
@@ -43,13 +44,17 @@ describe("client fixtures", () => {
     expect(new Set(fixtures.map((f) => f.client))).toEqual(new Set(["claude-code", "opencode", "codex"]))
   })
 
-  describe.each(fixtures)("$client/$scenario", ({ client, scenario }) => {
-    const file = join(FIXTURES_DIR, client, `${scenario}.json`)
+  it("hold a versioned capture of each client, taken through the gateway (scripts/live-clis.ts)", () => {
+    expect(new Set(fixtures.filter((f) => f.set !== f.client).map((f) => f.client))).toEqual(new Set(["claude-code", "opencode", "codex"]))
+  })
+
+  describe.each(fixtures)("$set/$scenario", ({ client, set, scenario }) => {
+    const file = join(FIXTURES_DIR, set, `${scenario}.json`)
     const raw = readFileSync(file, "utf8")
     let fixture: ClientFixture
 
     beforeAll(() => {
-      fixture = loadFixture(client, scenario)
+      fixture = loadFixture(set, scenario)
     })
 
     it("has the fixture shape and names itself after its file", () => {
@@ -120,7 +125,7 @@ describe("recorder answers in formats the official SDKs accept", () => {
   afterAll(() => recorder.close())
 
   it("Anthropic Messages: a streamed tool_use turn with thinking, then text after the tool result", async () => {
-    const client = new Anthropic({ apiKey: "k", baseURL: recorder.url, maxRetries: 0 })
+    const client = anthropicFor(recorder.url, "k")
     const first = await client.messages
       .stream({
         model: "claude-x",
@@ -153,7 +158,7 @@ describe("recorder answers in formats the official SDKs accept", () => {
   })
 
   it("OpenAI Responses: a streamed function_call turn with reasoning, then text after the output", async () => {
-    const client = new OpenAI({ apiKey: "k", baseURL: `${recorder.url}/v1`, maxRetries: 0 })
+    const client = openaiFor(recorder.url, "k")
     const tools = [{ type: "function" as const, name: "lookup", parameters: { type: "object", properties: {} }, strict: false }]
     const stream = client.responses.stream({ model: "gpt-x", input: "look it up", tools, reasoning: { effort: "low" } })
     const first = await stream.finalResponse()
@@ -171,7 +176,7 @@ describe("recorder answers in formats the official SDKs accept", () => {
   })
 
   it("OpenAI Chat Completions: a streamed tool call, then text after the tool message", async () => {
-    const client = new OpenAI({ apiKey: "k", baseURL: `${recorder.url}/v1`, maxRetries: 0 })
+    const client = openaiFor(recorder.url, "k")
     const tools = [{ type: "function" as const, function: { name: "lookup", parameters: { type: "object", properties: {} } } }]
     const first = await client.chat.completions
       .stream({ model: "gpt-x", messages: [{ role: "user", content: "look it up" }], tools, stream_options: { include_usage: true } })

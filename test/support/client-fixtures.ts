@@ -1,6 +1,8 @@
-// Requests captured from real coding clients (Claude Code, opencode, Codex CLI) by
-// scripts/capture/capture.ts, kept under test/fixtures/clients/<client>/<scenario>.json so tests
-// can replay exactly what those clients send through the gateway. See
+// Requests captured from real coding clients (Claude Code, opencode, Codex CLI), kept under
+// test/fixtures/clients/<set>/<scenario>.json so tests can replay exactly what those clients send
+// through the gateway. A set is a client's name (captured by scripts/capture/capture.ts against
+// the recording fake upstream) or `<client>-<version>` (captured by scripts/live-clis.ts through
+// the recording proxy in front of the gateway, one directory per client version). See
 // test/fixtures/clients/README.md for how each was captured.
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -40,10 +42,19 @@ export interface ClientFixture {
   readonly requests: ReadonlyArray<FixtureRequest>
 }
 
+/** A directory of fixtures: the client's name, or `<client>-<version>` for a versioned capture. */
+export type FixtureSet = ClientName | `${ClientName}-${string}`
+
 export interface FixtureId {
   readonly client: ClientName
+  /** The directory it is in (the client's name, or `<client>-<version>`). */
+  readonly set: FixtureSet
   readonly scenario: string
 }
+
+/** The client a set's fixtures come from; undefined for a directory that is not a set. */
+export const clientOfSet = (set: string): ClientName | undefined =>
+  CLIENTS.find((client) => set === client || new RegExp(`^${client}-\\d+\\.\\d+\\.\\d+[\\w.-]*$`).test(set))
 
 export interface LoadOptions {
   /** Replaces `{{API_KEY}}` everywhere (headers and bodies). */
@@ -56,27 +67,31 @@ export interface LoadOptions {
   readonly model?: string | ((requested: string, request: FixtureRequest) => string)
 }
 
-/** Every fixture on disk, sorted by client then scenario. */
+/** Every fixture on disk, sorted by set (unversioned sets first: `claude-code` < `claude-code-2...`) then scenario. */
 export const listFixtures = (): Array<FixtureId> =>
-  CLIENTS.flatMap((client) => {
-    let files: Array<string>
-    try {
-      files = readdirSync(join(FIXTURES_DIR, client))
-    } catch {
-      return []
-    }
-    return files
-      .filter((file) => file.endsWith(".json"))
-      .sort()
-      .map((file) => ({ client, scenario: file.slice(0, -".json".length) }))
-  })
+  readdirSync(FIXTURES_DIR, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && clientOfSet(entry.name) !== undefined)
+    .map((entry) => entry.name as FixtureSet)
+    .sort()
+    .flatMap((set) =>
+      readdirSync(join(FIXTURES_DIR, set))
+        .filter((file) => file.endsWith(".json"))
+        .sort()
+        .map((file) => ({ client: clientOfSet(set)!, set, scenario: file.slice(0, -".json".length) }))
+    )
 
-/** Reads and checks one fixture; throws naming the file and the first thing that is wrong. */
-export const loadFixture = (client: ClientName, scenario: string, options: LoadOptions = {}): ClientFixture => {
-  const file = join(FIXTURES_DIR, client, `${scenario}.json`)
+/**
+ * Reads and checks one fixture of a set (a client's name, or `<client>-<version>`); throws naming
+ * the file and the first thing that is wrong.
+ */
+export const loadFixture = (set: FixtureSet, scenario: string, options: LoadOptions = {}): ClientFixture => {
+  const file = join(FIXTURES_DIR, set, `${scenario}.json`)
   const fixture = parseFixture(JSON.parse(readFileSync(file, "utf8")), file)
-  if (fixture.client !== client || fixture.scenario !== scenario) {
+  if (fixture.client !== clientOfSet(set) || fixture.scenario !== scenario) {
     throw new Error(`${file}: says it is ${fixture.client}/${fixture.scenario}`)
+  }
+  if (set !== fixture.client && set !== `${fixture.client}-${fixture.version}`) {
+    throw new Error(`${file}: is version ${fixture.version}, its directory says otherwise`)
   }
   return substitute(fixture, options)
 }

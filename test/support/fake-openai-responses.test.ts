@@ -67,6 +67,28 @@ describe("fake OpenAI Responses and embeddings", () => {
       .toEqual(["{\"city\":\"Oslo\"}", "{\"city\":\"Rome\"}"])
   })
 
+  it("calls a free-form tool with a custom_tool_call, streamed as the SDK assembles it", async () => {
+    fake.enqueue({ kind: "tool_calls", calls: [{ name: "apply_patch", arguments: { input: "*** Begin Patch\n*** End Patch\n" } }] })
+    const final = await client.responses.stream({ model: "gpt-5", input: "x", tools: [{ type: "custom", name: "apply_patch" }] }).finalResponse()
+    expect(final.output).toEqual([expect.objectContaining({ type: "custom_tool_call", name: "apply_patch", input: "*** Begin Patch\n*** End Patch\n", status: "completed" })])
+    expect(final.output[0]).not.toHaveProperty("namespace")
+  })
+
+  it("calls a tool of Codex's additional_tools namespaces under its own name and namespace", async () => {
+    fake.enqueue({ kind: "tool_calls", calls: [{ name: "exec", arguments: { input: "text(1)" } }] })
+    const additional = { type: "additional_tools", role: "developer", tools: [{ type: "namespace", name: "functions", description: "", tools: [{ type: "custom", name: "exec" }] }] }
+    const response = await fetch(`${fake.url}/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-5", stream: true, input: [additional, { role: "user", content: "x" }] })
+    })
+    const text = await response.text()
+    expect(response.status, text).toBe(200)
+    const events = text.split("\n\n").filter((frame) => frame.includes("data: ")).map((frame) => JSON.parse(frame.slice(frame.indexOf("data: ") + 6)))
+    expect(events.filter((e) => e.type === "response.custom_tool_call_input.delta").map((e) => e.delta).join("")).toBe("text(1)")
+    expect(events.find((e) => e.type === "response.output_item.done").item).toMatchObject({ type: "custom_tool_call", name: "exec", namespace: "functions", input: "text(1)" })
+  })
+
   it("keeps stored responses for previous_response_id, and refuses ids it does not hold", async () => {
     const first = await client.responses.create({ model: "gpt-5", input: "remember me" })
     const next = await client.responses.create({ model: "gpt-5", previous_response_id: first.id, input: [{ type: "message", role: "assistant", content: "ok" }] })

@@ -446,6 +446,26 @@ interface Built {
   readonly items: ReadonlyArray<JsonBody>
 }
 
+/**
+ * The request's free-form (`custom`) tools by name, with the namespace that holds them: in
+ * `tools`, in namespaces there, or in an `additional_tools` input item (as Codex sends them for
+ * its own default models). A call to one comes back as a `custom_tool_call` item.
+ */
+const customTools = (body: JsonBody): Map<string, { readonly namespace?: string }> => {
+  const found = new Map<string, { readonly namespace?: string }>()
+  const visit = (tools: unknown, namespace: string | undefined): void => {
+    if (!Array.isArray(tools)) return
+    for (const tool of tools) {
+      if (!isRecord(tool)) continue
+      if (tool.type === "namespace" && typeof tool.name === "string") visit(tool.tools, tool.name)
+      else if (tool.type === "custom" && typeof tool.name === "string") found.set(tool.name, namespace === undefined ? {} : { namespace })
+    }
+  }
+  visit(body.tools, undefined)
+  if (Array.isArray(body.input)) for (const item of body.input) if (isRecord(item) && item.type === "additional_tools") visit(item.tools, undefined)
+  return found
+}
+
 const buildResponse = (body: JsonBody, answer: Answer, scenario: TextScenario | ToolCallsScenario): Built => {
   const itemStatus = answer.incomplete ? "incomplete" : "completed"
   const items: Array<JsonBody> = []
@@ -458,7 +478,24 @@ const buildResponse = (body: JsonBody, answer: Answer, scenario: TextScenario | 
       role: "assistant"
     })
   }
+  const custom = customTools(body)
   for (const call of answer.calls) {
+    const free = custom.get(call.name)
+    if (free !== undefined) {
+      // A free-form tool is called with its raw text (a scenario names it as `{ input: "..." }`).
+      const parsed: unknown = JSON.parse(call.arguments)
+      const input = isRecord(parsed) && typeof parsed.input === "string" ? parsed.input : call.arguments
+      items.push({
+        id: `ctc_${randomHex(24)}`,
+        type: "custom_tool_call",
+        status: "completed",
+        call_id: call.callId,
+        name: call.name,
+        input,
+        ...(free.namespace !== undefined ? { namespace: free.namespace } : {})
+      })
+      continue
+    }
     items.push({ id: `fc_${randomHex(24)}`, type: "function_call", status: "completed", arguments: call.arguments, call_id: call.callId, name: call.name })
   }
   const cached = scenario.usage?.cacheRead ?? 0
@@ -523,6 +560,11 @@ const streamFrames = (built: Built): Array<string> => {
       for (const word of splitWords(text)) events.push({ type: "response.output_text.delta", ...base, delta: word, logprobs: [], obfuscation: randomId(4) })
       events.push({ type: "response.output_text.done", ...base, text, logprobs: [] })
       events.push({ type: "response.content_part.done", ...base, part: item.content[0] })
+    } else if (item.type === "custom_tool_call") {
+      events.push({ type: "response.output_item.added", output_index: outputIndex, item: { ...item, status: "in_progress", input: "" } })
+      const base = { item_id: item.id, output_index: outputIndex }
+      for (const fragment of splitFragments(item.input)) events.push({ type: "response.custom_tool_call_input.delta", ...base, delta: fragment, obfuscation: randomId(4) })
+      events.push({ type: "response.custom_tool_call_input.done", ...base, input: item.input })
     } else {
       events.push({ type: "response.output_item.added", output_index: outputIndex, item: { ...item, status: "in_progress", arguments: "" } })
       const base = { item_id: item.id, output_index: outputIndex }

@@ -6,6 +6,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { startFakeAnthropic } from "./fake-anthropic.ts"
 import type { FakeUpstream, JsonBody } from "./fake-common.ts"
 import { startFakeOpenAI } from "./fake-openai.ts"
+import { waitFor } from "./wait.ts"
+import { sseFrames } from "./sse.ts"
+import { anthropicFor } from "./sdk-clients.ts"
 
 const KEY = "sk-test-upstream"
 
@@ -32,29 +35,7 @@ const post = async (url: string, body: unknown, headers: Record<string, string>)
   return { status: response.status, headers: response.headers, text, json }
 }
 
-/** Splits an SSE body into its events, comments included as `{ comment }`. */
-const sseEvents = (text: string): Array<{ event?: string; data?: string; comment?: string; lines: Array<string> }> =>
-  text
-    .split("\n\n")
-    .filter((block) => block.length > 0)
-    .map((block) => {
-      const lines = block.split("\n")
-      const out: { event?: string; data?: string; comment?: string; lines: Array<string> } = { lines }
-      for (const line of lines) {
-        if (line.startsWith(":")) out.comment = line
-        else if (line.startsWith("event: ")) out.event = line.slice(7)
-        else if (line.startsWith("data: ")) out.data = line.slice(6)
-      }
-      return out
-    })
-
-const waitFor = async (check: () => boolean, ms = 1000): Promise<void> => {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time")
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
+const sseEvents = sseFrames
 
 const weatherTool = {
   type: "function" as const,
@@ -301,10 +282,10 @@ describe("fake OpenAI", () => {
       body: JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: "x" }] }),
       signal: controller.signal
     }).catch((e: unknown) => e)
-    await waitFor(() => fake.openStreams() === 1)
+    await waitFor("the fake's state", () => fake.openStreams() === 1)
     controller.abort()
     await pending
-    await waitFor(() => fake.openStreams() === 0 && fake.aborted === 1)
+    await waitFor("the fake's state", () => fake.openStreams() === 0 && fake.aborted === 1)
 
     fake.enqueue({ kind: "delay", ms: 60, then: { kind: "text", text: "late" } })
     const started = Date.now()
@@ -334,7 +315,7 @@ describe("fake OpenAI", () => {
     expect(received).toContain('"content":"word0"')
     expect(fake.openStreams()).toBe(1)
     stalled.abort()
-    await waitFor(() => fake.openStreams() === 0 && fake.aborted === 2)
+    await waitFor("the fake's state", () => fake.openStreams() === 0 && fake.aborted === 2)
   })
 
   it("setDefault replaces the echo", async () => {
@@ -421,7 +402,7 @@ describe("fake Anthropic", () => {
 
   beforeAll(async () => {
     fake = await startFakeAnthropic({ apiKey: KEY })
-    client = new Anthropic({ apiKey: KEY, baseURL: fake.url, maxRetries: 0 })
+    client = anthropicFor(fake.url, KEY)
   })
   afterAll(() => fake.close())
   beforeEach(() => fake.reset())
@@ -583,7 +564,7 @@ describe("fake Anthropic", () => {
     expect(fake.openStreams()).toBe(1)
     controller.abort()
     await stream.done().catch(() => undefined)
-    await waitFor(() => fake.openStreams() === 0 && fake.aborted === 1)
+    await waitFor("the fake's state", () => fake.openStreams() === 0 && fake.aborted === 1)
 
     fake.enqueue({ kind: "stall_after", chunks: 2, then: "destroy" })
     const broken = await client.messages

@@ -19,6 +19,7 @@ import { McpSessionsRepo } from "../../src/services/store/McpSessionsRepo.ts"
 import { SqlHistoryRepo } from "../../src/services/store/SqlHistoryRepo.ts"
 import { SubjectsRepo } from "../../src/services/store/SubjectsRepo.ts"
 import { stringify } from "yaml"
+import { sleep, WAIT_MS } from "./wait.ts"
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789"
 
@@ -107,4 +108,32 @@ export const auditFor = async (gateway: TestGateway, requestId: string) => {
   await Effect.runPromise(gateway.audit.flush)
   const page = await Effect.runPromise(gateway.store.audit.queryAudit({ limit: 1000 }))
   return page.items.filter((r) => r.request_id === requestId)
+}
+
+/**
+ * The audit records of one request once it has one (a stream's is written when the stream ends,
+ * after the client read its last byte): polled, the buffer flushed each time. At the deadline it
+ * returns what is there (none), for the test's own assertion to say what is missing. `keyId`
+ * narrows the read to that key's records, for a gateway with more than a page of them.
+ */
+export const awaitAuditOf = async (gateway: TestGateway, requestId: string, keyId?: string, ms = WAIT_MS) => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    await Effect.runPromise(gateway.audit.flush)
+    const page = await Effect.runPromise(gateway.store.audit.queryAudit({ limit: 1000, ...(keyId === undefined ? {} : { key_id: keyId }) }))
+    const records = page.items.filter((r) => r.request_id === requestId)
+    if (records.length > 0 || Date.now() > deadline) return records
+    await sleep(20)
+  }
+}
+
+/** A key's audit records, oldest first, once there are at least `count` (or what is there at the deadline). */
+export const awaitKeyAudit = async (gateway: TestGateway, keyId: string, count: number, ms = WAIT_MS) => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    await Effect.runPromise(gateway.audit.flush)
+    const page = await Effect.runPromise(gateway.store.audit.queryAudit({ key_id: keyId, limit: 1000 }))
+    if (page.items.length >= count || Date.now() > deadline) return [...page.items].reverse()
+    await sleep(20)
+  }
 }

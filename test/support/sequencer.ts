@@ -13,6 +13,8 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 export const LONG_FIRST = [
   // Mostly waits (leases lapsing, a frozen store): first whatever its length; then by wall time.
   "test/faults/lease-clock.test.ts",
+  // Issue 33: a replica gone with a request in flight waits for a live one's sweep (a lease of contact first).
+  "test/limits/money-replicas.test.ts",
   // Issue 32: the amplification table, about 75 s on a two-core machine at a load of 12 (one
   // request after another by design: each is measured alone).
   "test/hardening/amplification.test.ts",
@@ -51,6 +53,9 @@ export const LONG_FIRST = [
   "test/http/traces.test.ts",
   "test/http/reload-live.test.ts",
   "test/limits/replicas.test.ts",
+  // Issue 33: teams on SQLite and on Postgres with two gateways and Redis (about 10 s each alone).
+  "test/limits/teams.test.ts",
+  "test/http/admin-teams.test.ts",
   "test/pipelines/chat-completions-failures.test.ts",
   "test/pipelines/routing.test.ts",
   "test/http/admin-models.test.ts",

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest"
 import { decodeMessagesRequest } from "../../src/wire/index.ts"
 import { SERVER_BLOCK_TYPES, SERVER_TOOL_TYPES } from "../../src/wire/anthropic-messages.ts"
 import { anthropicBody } from "./sdk.ts"
+import { expectDecodesUnchanged } from "../support/decoded.ts"
 
 const base = { model: "claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "Hello" }] }
 const withContent = (content: unknown, role = "user") => ({ ...base, messages: [{ role, content }] })
@@ -210,11 +211,11 @@ describe("decodeMessagesRequest accepts", () => {
       metadata: { user_id: "u-1" },
       thinking: { type: "enabled", budget_tokens: 1024 }
     })
-    expect(decodeMessagesRequest(body)).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeMessagesRequest, body)
   })
 
   it("response content replayed as history (citations, caller, redacted thinking)", () => {
-    const result = decodeMessagesRequest({
+    expectDecodesUnchanged(decodeMessagesRequest, {
       ...base,
       messages: [
         base.messages[0],
@@ -229,13 +230,12 @@ describe("decodeMessagesRequest accepts", () => {
         { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_01", content: "sunny" }] }
       ]
     })
-    expect(result.ok).toBe(true)
   })
 
   it("string system, string contents, every tool_choice and thinking shape", () => {
     for (const tool_choice of [{ type: "auto" }, { type: "any" }, { type: "tool", name: "f" }, { type: "none" }]) {
       for (const thinking of [{ type: "disabled" }, { type: "adaptive" }]) {
-        const result = decodeMessagesRequest({
+        expectDecodesUnchanged(decodeMessagesRequest, {
           ...base,
           system: "Be kind.",
           tools: [{ name: "f", input_schema: { type: "object" } }],
@@ -243,7 +243,6 @@ describe("decodeMessagesRequest accepts", () => {
           thinking,
           stream: true
         })
-        expect(result.ok).toBe(true)
       }
     }
   })

@@ -25,10 +25,10 @@ import { startFakeOpenAI } from "../support/fake-openai.ts"
 const KEY = "sk-upstream"
 const CAP = 8192
 
-const captured = listFixtures().flatMap(({ client, scenario }) =>
-  modelRequests(loadFixture(client, scenario)).flatMap((request, index) =>
+const captured = listFixtures().flatMap(({ set, scenario }) =>
+  modelRequests(loadFixture(set, scenario)).flatMap((request, index) =>
     request.path === "/v1/messages" || request.path === "/v1/chat/completions"
-      ? [{ name: `${client}/${scenario} #${index} ${request.path}`, path: request.path, body: request.body }]
+      ? [{ name: `${set}/${scenario} #${index} ${request.path}`, path: request.path, body: request.body }]
       : []
   )
 )

@@ -17,6 +17,7 @@ import {
   messagesRequestToChat
 } from "../../src/wire/index.ts"
 import { claudeCodeBody } from "./client-bodies.ts"
+import { expectDecodesUnchanged } from "../support/decoded.ts"
 
 const expectOk = <A>(result: { ok: true; value: A } | { ok: false; message: string }): A => {
   if (!result.ok) throw new Error(result.message)
@@ -57,7 +58,7 @@ const refusedAnthropic = (body: Record<string, unknown>) => {
 
 describe("today's client bodies decode strictly", () => {
   it("Claude Code's request on /v1/messages", () => {
-    expect(decodeMessagesRequest(claudeCodeBody).ok).toBe(true)
+    expectDecodesUnchanged(decodeMessagesRequest, claudeCodeBody)
   })
 
   it("the Anthropic SDK's newer fields: service_tier, documents, search results, server tools with max_uses", () => {
@@ -76,7 +77,7 @@ describe("today's client bodies decode strictly", () => {
       tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 3 }],
       output_config: { format: { type: "json_schema", schema: { type: "object", properties: {} } } }
     }
-    expect(decodeMessagesRequest(body)).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeMessagesRequest, body)
   })
 
   it("the openai SDK's and LangChain's fields on /v1/chat/completions", () => {
@@ -98,7 +99,7 @@ describe("today's client bodies decode strictly", () => {
       verbosity: "low",
       safety_identifier: "u1"
     }
-    expect(decodeChatRequest(body)).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeChatRequest, body)
   })
 
   it("still refuses a field that is not part of the format, naming it", () => {

@@ -13,6 +13,7 @@ import {
   MAX_EMBEDDING_INPUTS
 } from "../../src/wire/openai-embeddings.ts"
 import { embeddingsThroughSdk } from "./responses-sdk.ts"
+import { expectDecodesUnchanged } from "../support/decoded.ts"
 
 const decoded = (body: unknown): EmbeddingsRequest => {
   const result = decodeEmbeddingsRequest(body)
@@ -30,7 +31,7 @@ describe("decodeEmbeddingsRequest", () => {
   it("accepts every input shape and the SDK's default body", async () => {
     const long = Array.from({ length: 5000 }, (_, i) => i)
     for (const input of ["hello", ["a", "b"], [1, 2, 3], [[1, 2], [3]], long, [long, long]]) {
-      expect(decodeEmbeddingsRequest({ model: "m", input }), JSON.stringify(input)).toMatchObject({ ok: true })
+      expectDecodesUnchanged(decodeEmbeddingsRequest, { model: "m", input }, JSON.stringify(input))
     }
     const { sent } = await embeddingsThroughSdk(
       { model: "text-embedding-3-small", input: ["a"], dimensions: 8, user: "u" },
@@ -38,7 +39,7 @@ describe("decodeEmbeddingsRequest", () => {
     )
     // openai-node asks for base64 unless told otherwise.
     expect(sent).toEqual({ model: "text-embedding-3-small", input: ["a"], dimensions: 8, user: "u", encoding_format: "base64" })
-    expect(decodeEmbeddingsRequest(sent)).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeEmbeddingsRequest, sent)
   })
 
   const cases: ReadonlyArray<readonly [string, unknown, string]> = [

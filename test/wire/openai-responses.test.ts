@@ -1,13 +1,17 @@
 import type { ResponseCreateParamsBase, ResponseInputItem, Tool } from "openai/resources/responses/responses"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import {
+  DECODE_SLICE,
   decodeResponsesPassthrough,
   decodeResponsesRequest,
+  decodeResponsesRequestInSlices,
   OPAQUE_ITEM_TYPES,
   OPAQUE_TOOL_TYPES,
   RESPONSES_REQUEST_FIELDS
 } from "../../src/wire/openai-responses.ts"
 import { responsesBody } from "./responses-sdk.ts"
+import { expectDecodesUnchanged } from "../support/decoded.ts"
 
 /**
  * Every top-level field of the SDK's `ResponseCreateParamsBase`, typed by the SDK: the type
@@ -92,9 +96,10 @@ describe("decodeResponsesRequest", () => {
 
   it("accepts a body the SDK sends with every field", async () => {
     const body = await responsesBody({ ...everyField, stream: false })
-    const result = decodeResponsesRequest(body)
-    expect(result).toMatchObject({ ok: true })
-    expect(decodeResponsesPassthrough(body)).toEqual({ ok: true, value: body })
+    // Field for field, with the one normalisation: an input item without `type` is a message (the API's default).
+    const sent = body as { input: ReadonlyArray<Record<string, unknown>> }
+    expect(decodeResponsesRequest(body)).toEqual({ ok: true, value: { ...sent, input: sent.input.map((item) => ({ type: "message", ...item })) } })
+    expectDecodesUnchanged(decodeResponsesPassthrough, body)
   })
 
   it("accepts every input item and tool shape, filling in the type of bare items", async () => {
@@ -116,7 +121,7 @@ describe("decodeResponsesRequest", () => {
       "computer_call_output",
       "custom_tool_call"
     ])
-    expect(decodeResponsesPassthrough(body)).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeResponsesPassthrough, body)
   })
 
   it("accepts a plain string input and nulls where the SDK allows them", () => {
@@ -124,7 +129,7 @@ describe("decodeResponsesRequest", () => {
       ["background", "include", "instructions", "max_output_tokens", "metadata", "previous_response_id", "reasoning", "store", "temperature", "top_p", "truncation"]
         .map((key) => [key, null])
     )
-    expect(decodeResponsesRequest({ model: "m", input: "Hi", ...nulls })).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input: "Hi", ...nulls })
   })
 
   it("accepts absent optionals sent as null, as clients in other languages replay items", () => {
@@ -133,15 +138,15 @@ describe("decodeResponsesRequest", () => {
       { type: "function_call", id: null, status: null, call_id: "c", name: "shell", arguments: "{}" },
       { type: "function_call_output", call_id: "c", output: "ok", id: null, status: null }
     ]
-    expect(decodeResponsesRequest({ model: "m", input })).toMatchObject({ ok: true })
+    expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input })
   })
 
   it("accepts every opaque item and tool type", () => {
     for (const type of OPAQUE_ITEM_TYPES) {
-      expect(decodeResponsesRequest({ model: "m", input: [{ type, anything: 1 }] }), type).toMatchObject({ ok: true })
+      expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input: [{ type, anything: 1 }] }, type)
     }
     for (const type of OPAQUE_TOOL_TYPES) {
-      expect(decodeResponsesRequest({ model: "m", input: "x", tools: [{ type, anything: 1 }] }), type).toMatchObject({ ok: true })
+      expectDecodesUnchanged(decodeResponsesRequest, { model: "m", input: "x", tools: [{ type, anything: 1 }] }, type)
     }
   })
 
@@ -218,4 +223,50 @@ describe("decodeResponsesPassthrough", () => {
       if (!result.ok) expect(result.message).toBe(message)
     })
   }
+})
+
+describe("decodeResponsesRequestInSlices (issue 32: a turn of the event loop every DECODE_SLICE items)", () => {
+  const many = DECODE_SLICE * 3 + 7
+  const items = Array.from({ length: many }, (_, i) =>
+    i % 3 === 0
+      ? { role: "user", content: `m${i}` }
+      : i % 3 === 1
+      ? { type: "function_call", call_id: `c${i}`, name: "t0", arguments: "{}" }
+      : { type: "function_call_output", call_id: `c${i - 1}`, output: "r" })
+  const tools = Array.from({ length: many }, (_, i) => ({ type: "function", name: `t${i}`, parameters: { type: "object" } }))
+  const body = { model: "m", instructions: "be brief", input: items, tools, stream: false }
+  const sliced = (value: unknown) => Effect.runSync(decodeResponsesRequestInSlices(value))
+
+  it("decodes what decodeResponsesRequest decodes", () => {
+    expect(sliced(body)).toEqual(decodeResponsesRequest(body))
+    expect(sliced({ model: "m", input: items.slice(0, 5) })).toEqual(decodeResponsesRequest({ model: "m", input: items.slice(0, 5) }))
+    expect(sliced({ model: "m", input: "hi" })).toEqual(decodeResponsesRequest({ model: "m", input: "hi" }))
+  })
+
+  it("names the item or tool at fault by its index in the body, as the whole decode does", () => {
+    const badItem = { ...body, input: items.map((item, i) => (i === DECODE_SLICE * 2 + 3 ? { ...item, role: "robot" } : item)) }
+    const badTool = { ...body, tools: tools.map((tool, i) => (i === DECODE_SLICE + 1 ? { ...tool, name: 5 } : tool)) }
+    const unknownField = { ...body, tools: tools.map((tool, i) => (i === many - 1 ? { ...tool, extra: true } : tool)) }
+    for (const bad of [badItem, badTool, unknownField]) {
+      const result = sliced(bad)
+      expect(result.ok).toBe(false)
+      expect(result).toEqual(decodeResponsesRequest(bad))
+    }
+    const result = sliced(badItem)
+    if (!result.ok) expect(result.path).toBe(`input.${DECODE_SLICE * 2 + 3}.role`)
+  })
+
+  it("checks the other fields first", () => {
+    expect(sliced({ ...body, model: "" })).toMatchObject({ ok: false, path: "model" })
+  })
+})
+
+describe("decodeResponsesPassthrough on many items", () => {
+  it("keeps every item as sent and refuses a non-object item by its index", () => {
+    const input = Array.from({ length: 5_000 }, (_, i) => ({ type: "item_reference", id: `msg_${i}` }))
+    expect(decodeResponsesPassthrough({ model: "m", input, extra: 1 })).toEqual({ ok: true, value: { model: "m", input, extra: 1 } })
+    const bad = decodeResponsesPassthrough({ model: "m", input: [...input, [1]] })
+    expect(bad).toMatchObject({ ok: false, message: "input.5000: expected an object" })
+    expect(decodeResponsesPassthrough({ input })).toMatchObject({ ok: false, message: "model: required field missing" })
+  })
 })

@@ -11,7 +11,7 @@
 import { Effect } from "effect"
 import { CurrentRequest } from "../../pipelines/request.ts"
 
-export type TargetKind = "api_key" | "connection" | "key_grant" | "workspace" | "subject" | "config" | "mcp_server"
+export type TargetKind = "api_key" | "connection" | "key_grant" | "workspace" | "subject" | "config" | "mcp_server" | "team"
 
 export interface AuditTarget {
   readonly kind: TargetKind

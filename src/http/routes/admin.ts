@@ -3,12 +3,14 @@
  * guarded by the operator's bearer token. Same envelope as every other route.
  */
 import { McpUpstreams } from "../../services/mcp/McpUpstreams.ts"
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
+import { DecimalCredits } from "../../domain/budget-input.ts"
+import { fromMicros, toMicros } from "../../domain/money.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { HttpServerResponse } from "effect/http"
 import { NotFound, ValidationFailed } from "../../domain/errors.ts"
 import { ModelCatalog } from "../../services/catalog/ModelCatalog.ts"
-import type { UsageDimension } from "../../services/store/AuditRepo.ts"
+import { usageReport } from "./usage-report.ts"
 import { testConnection } from "./connection-test.ts"
 import { modelsRouting } from "./admin-models.ts"
 import { auditChange, auditTarget } from "./admin-audit.ts"
@@ -58,21 +60,18 @@ export const KeysQuery = Schema.Struct({
   status: Schema.optional(Schema.Literals(["active", "inactive", "expired"])),
   model: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
   last_used_before: Schema.optional(Schema.String.check(Schema.isMaxLength(40))),
-  last_used_after: Schema.optional(Schema.String.check(Schema.isMaxLength(40)))
+  last_used_after: Schema.optional(Schema.String.check(Schema.isMaxLength(40))),
+  team_id: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64)))
 })
 
 /** GET /connections: a page at a time by id (paging.ts). */
 export const ConnectionsQuery = Schema.Struct({ limit: Schema.optional(Schema.String), cursor: Schema.optional(Schema.String) })
 
-export const UsageQuery = Schema.Struct({
-  key_id: Schema.optional(Schema.String),
-  group_by: Schema.optional(Schema.String),
-  since: Schema.optional(Schema.String),
-  until: Schema.optional(Schema.String)
-})
+export { UsageQuery } from "./usage-report.ts"
 
 export const TopUp = Schema.Struct({
-  credits: Schema.Int.check(Schema.isGreaterThan(0)),
+  /** Credits to add: a decimal of at most six fractional digits (issue 33). */
+  credits: DecimalCredits.check(Schema.makeFilter((n: number) => n > 0, { expected: "more than 0 credits" })),
   note: Schema.optional(Schema.String.check(Schema.isMaxLength(500)))
 })
 
@@ -129,17 +128,6 @@ export const adminRoutes = (options: AdminOptions) => {
 
 
 
-  /** `group_by=day,key,model,provider` (any subset, any order); the default is key and model. */
-  const groupByParam = (value: string | undefined) => {
-    if (value === undefined) return Effect.succeed(undefined)
-    const parts = value.split(",").map((p) => p.trim()).filter((p) => p !== "")
-    const bad = parts.find((p) => p !== "day" && p !== "key" && p !== "model" && p !== "provider")
-    return bad !== undefined
-      ? Effect.fail(new ValidationFailed({ message: `group_by: expected a comma-separated list of day, key, model, provider; got "${bad.slice(0, 50)}"`, details: { field: "group_by" } }))
-      : Effect.succeed(parts as ReadonlyArray<UsageDimension>)
-  }
-
-
   /**
    * A connection as its audit record shows it: the redacted view, plus a marker when only the
    * credentials of a URL changed (the redacted URLs are then equal, and the change would vanish).
@@ -180,8 +168,8 @@ export const adminRoutes = (options: AdminOptions) => {
     Effect.gen(function*() {
       yield* auditTarget(keyTarget(id))
       const keys = yield* ApiKeys
-      const before = toKeyView(yield* keys.get(id))
-      const after = toKeyView(yield* change(keys))
+      const before = toKeyView(yield* keys.get(id), yield* Clock.currentTimeMillis)
+      const after = toKeyView(yield* change(keys), yield* Clock.currentTimeMillis)
       yield* auditChange({ target: keyTarget(id), before, after })
       return after
     })
@@ -201,8 +189,8 @@ export const adminRoutes = (options: AdminOptions) => {
 
   /** A key as the admin API shows it: the record plus its connection grants. */
   const keyWithGrants = (record: ApiKeyRecord) =>
-    Effect.map(Effect.flatMap(Connections, (c) => c.grantsOf(record.id)), (grants) => ({
-      ...toKeyView(record),
+    Effect.map(Effect.flatMap(Connections, (c) => Effect.zip(c.grantsOf(record.id), Clock.currentTimeMillis)), ([grants, nowMs]) => ({
+      ...toKeyView(record, nowMs),
       connections: grants.map((g) => ({ connection_id: g.connection_id, role: g.role }))
     }))
 
@@ -346,13 +334,15 @@ export const adminRoutes = (options: AdminOptions) => {
         status: params.status,
         model: params.model,
         last_used_before: yield* isoParam("last_used_before", params.last_used_before),
-        last_used_after: yield* isoParam("last_used_after", params.last_used_after)
+        last_used_after: yield* isoParam("last_used_after", params.last_used_after),
+        team_id: params.team_id
       })
       // One query for the grants of the whole page, not one per key.
       const grants = yield* (yield* Connections).grantsOfKeys(page.items.map((k) => k.id))
+      const nowMs = yield* Clock.currentTimeMillis
       return json({
         data: page.items.map((record) => ({
-          ...toKeyView(record),
+          ...toKeyView(record, nowMs),
           connections: (grants.get(record.id) ?? []).map((g) => ({ connection_id: g.connection_id, role: g.role }))
         })),
         next_cursor: page.next === undefined ? null : encodeCursor([page.next.created_at, page.next.id])
@@ -399,7 +389,7 @@ export const adminRoutes = (options: AdminOptions) => {
     }))),
     route("GET", "/workspace", admin(Effect.gen(function*() {
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
-      return json(workspace)
+      return json({ ...workspace, credits: fromMicros(workspace.credits) })
     }))),
     route("POST", "/workspace/credits", Effect.flatMap(requireAdmin, (acting) => Effect.gen(function*() {
       const input = yield* body(TopUp)
@@ -407,15 +397,16 @@ export const adminRoutes = (options: AdminOptions) => {
       const actor = acting === undefined ? "admin" : `admin:${acting.subject}`
       const before = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       yield* auditTarget({ kind: "workspace", id: before.id })
-      const balance = yield* (yield* Credits).topup({ amount: input.credits, actor, note: input.note ?? null })
+      const amount = toMicros(input.credits)!
+      const balance = yield* (yield* Credits).topup({ amount, actor, note: input.note ?? null })
       const workspace = yield* Effect.orDie((yield* CreditsRepo).getWorkspace)
       // Other replicas' charges move the balance too: before/after are the pool around this top-up as this replica saw it.
       yield* auditChange({
         target: { kind: "workspace", id: workspace.id },
-        before: { credits: balance - input.credits },
-        after: { credits: balance, added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
+        before: { credits: fromMicros(balance - amount) },
+        after: { credits: fromMicros(balance), added: input.credits, ...(input.note === undefined ? {} : { note: input.note }) }
       })
-      return json({ ...workspace, credits: balance })
+      return json({ ...workspace, credits: fromMicros(balance) })
     }))),
     route("GET", "/workspace/ledger", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
@@ -429,19 +420,13 @@ export const adminRoutes = (options: AdminOptions) => {
         key_id: params.key_id,
         kind: params.kind
       }))
-      return json({ data: items, next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null })
+      return json({
+        data: items.map((item) => ({ ...item, amount: fromMicros(item.amount), balance_after: fromMicros(item.balance_after) })),
+        next_cursor: items.length === limit ? String(items[items.length - 1]!.seq) : null
+      })
     }))),
-    route("GET", "/usage", admin(Effect.gen(function*() {
-      const request = yield* HttpServerRequest
-      const url = new URL(request.url, "http://local")
-      const params = yield* decodeStrict(UsageQuery)(Object.fromEntries(url.searchParams))
-      const since = yield* isoParam("since", params.since)
-      const until = yield* isoParam("until", params.until)
-      const groupBy = yield* groupByParam(params.group_by)
-      yield* (yield* Audit).flush
-      const rows = yield* Effect.orDie((yield* AuditRepo).usage({ since, until, key_id: params.key_id, group_by: groupBy }))
-      return json({ since: since ?? null, until: until ?? null, group_by: groupBy ?? ["key", "model"], data: rows })
-    }))),
+    // Spend reports (issue 33): usage-report.ts.
+    route("GET", "/usage", admin(usageReport)),
     route("GET", "/audit", admin(Effect.gen(function*() {
       const request = yield* HttpServerRequest
       const url = new URL(request.url, "http://local")
@@ -469,14 +454,15 @@ export const adminRoutes = (options: AdminOptions) => {
         target_id: params.target_id
       }))
       const next_cursor = page.next_seq === null ? null : String(page.next_seq)
+      const items = page.items.map((item) => ({ ...item, credits: fromMicros(item.credits) }))
       if (params.format === "jsonl") {
-        const lines = page.items.map((item) => JSON.stringify(item)).join("\n")
+        const lines = items.map((item) => JSON.stringify(item)).join("\n")
         return HttpServerResponse.text(lines.length > 0 ? lines + "\n" : "", {
           contentType: "application/x-ndjson",
           headers: next_cursor === null ? {} : { "x-next-cursor": next_cursor }
         })
       }
-      return json({ data: page.items, next_cursor })
+      return json({ data: items, next_cursor })
     })))
   ]
 }

@@ -14,6 +14,8 @@ import { json } from "../../pipelines/respond.ts"
 import { route } from "../router.ts"
 import { ApproveToolsInput, AuditQuery, ConnectionsQuery, GrantInput, KeysQuery, LedgerQuery, TopUp, UsageQuery } from "./admin.ts"
 import { SubjectsQuery } from "./admin-subjects.ts"
+import { TeamsQuery } from "./admin-teams.ts"
+import { CreateTeamInput, UpdateTeamInput } from "../../services/teams/Teams.ts"
 
 type Json = Record<string, unknown>
 
@@ -36,7 +38,7 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "delete", path: "/api-keys/{id}", summary: "Delete a key", status: 204 },
   { method: "post", path: "/api-keys/{id}/rotate", summary: "Replace a key's secret (optional grace for the old one)", body: RotateKeyInput },
   { method: "post", path: "/api-keys/{id}/revoke", summary: "Deactivate a key" },
-  { method: "post", path: "/api-keys/{id}/budget/reset", summary: "Set a key's used request budget back to 0" },
+  { method: "post", path: "/api-keys/{id}/budget/reset", summary: "Forget what a key used of its budget (requests and credits, every period)" },
   { method: "put", path: "/api-keys/{id}/connections/{connection_id}", summary: "Grant a key a role on a connection (roles only go up)", body: GrantInput },
   { method: "delete", path: "/api-keys/{id}/connections/{connection_id}", summary: "Revoke a key's grant on a connection", status: 204 },
   { method: "get", path: "/connections", summary: "Database connections (passwords masked), by id, a page at a time", query: ConnectionsQuery },
@@ -51,11 +53,16 @@ const OPERATIONS: ReadonlyArray<Operation> = [
   { method: "get", path: "/workspace", summary: "The workspace and its credit pool" },
   { method: "post", path: "/workspace/credits", summary: "Top up the credit pool", body: TopUp },
   { method: "get", path: "/workspace/ledger", summary: "Credit movements, newest first", query: LedgerQuery },
-  { method: "get", path: "/usage", summary: "Request, token and credit totals from the audit trail", query: UsageQuery },
+  { method: "get", path: "/usage", summary: "Spend reports: requests, tokens by kind, credits and (with credits.currency) cost from the audit trail, grouped by any of day, key, team, model, provider, end_user; JSON, or CSV for Accept: text/csv or format=csv", query: UsageQuery },
   { method: "get", path: "/audit", summary: "The audit trail, newest first, filtered", query: AuditQuery },
   { method: "get", path: "/subjects", summary: "Identity-provider subjects seen, the newest first, a page at a time", query: SubjectsQuery },
   { method: "get", path: "/subjects/{id}", summary: "One identity-provider subject" },
-  { method: "post", path: "/subjects/{id}/budget/reset", summary: "Set a subject's used request budget back to 0" },
+  { method: "post", path: "/subjects/{id}/budget/reset", summary: "Forget what a subject used of its budget (every period)" },
+  { method: "get", path: "/teams", summary: "Teams with their budgets, limits and key counts, newest first, a page at a time", query: TeamsQuery },
+  { method: "post", path: "/teams", summary: "Create a team (budget in credits, shared limits, model list narrowing its keys')", body: CreateTeamInput, status: 201 },
+  { method: "get", path: "/teams/{id}", summary: "One team" },
+  { method: "patch", path: "/teams/{id}", summary: "Change a team's name, models, budget or limits (null removes one)", body: UpdateTeamInput },
+  { method: "delete", path: "/teams/{id}", summary: "Delete a team without keys (409 while keys are in it)", status: 204 },
   { method: "post", path: "/admin/reload", summary: "Reload models, providers, limits, identity-provider policies, routing, count_tokens, moderations, responses and per-request MCP settings from the configuration (as SIGHUP does)" }
 ]
 

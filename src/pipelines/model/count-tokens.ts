@@ -24,11 +24,12 @@ import { clientOfTarget, makePlan } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiCountTokens } from "./messages/gemini-count-tokens.ts"
 import { isVertexClaude } from "./vertex.ts"
+import { turnIfLargeBody } from "../../wire/turns.ts"
 
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
   const credits = (yield* AppConfig).count_tokens.credits
-  const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits })
+  const { raw, resolved } = yield* admitModelRequest(decodeCountTokensRequest, { credits, countsTokens: false })
   state.audit.details = { operation: "count_tokens" }
   const providers = yield* Providers
   const estimator = yield* TokenEstimator
@@ -37,6 +38,8 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   // its fallbacks: a count is priced `count_tokens.credits`, not a model's credits, and another
   // model's count would not be this model's.
   const plan = yield* makePlan({ ...resolved, model: { ...resolved.model, fallbacks: [] } }, "chat")
+  // A large body was decoded and admitted on this turn: it is translated on the next.
+  yield* turnIfLargeBody(raw)
   const answered = yield* plan.run((target) =>
     Effect.gen(function*() {
       const client = yield* clientOfTarget(providers, target)

@@ -19,6 +19,7 @@ import { clientOfTarget, makePlan, routedEvents, type Target } from "./route.ts"
 import { withFirstChunk } from "./stream-chunks.ts"
 import { meterOf, relayOutput } from "../metering.ts"
 import { mergedDeprecationHeaders } from "../../domain/deprecation.ts"
+import { turnIfLargeBody } from "../../wire/turns.ts"
 
 /**
  * What a format with state around its answers (Responses: stored conversations) puts between
@@ -44,6 +45,8 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const headers = (yield* HttpServerRequest).headers
     const tokens = yield* TokenEstimator
     const plan = yield* makePlan(resolved, "chat")
+    // A large body was decoded and admitted on this turn: it is translated on the next.
+    yield* turnIfLargeBody(raw)
     const clientOf = (target: Target) => clientOfTarget(providers, target)
     // The table is keyed by the client's own kind, so the pair always matches.
     const adapterOf = (client: ProviderClient) => format.adapters[client.kind] as Adapter<Request, typeof client>

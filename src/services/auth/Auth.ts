@@ -62,7 +62,8 @@ const keyPrincipal = (record: ApiKeyRecord): Principal => ({
   tools_enabled: record.tools_enabled,
   mcp_servers: record.mcp_servers,
   budget: record.budget,
-  limits: record.limits
+  limits: record.limits,
+  team: record.team ?? null
 })
 
 export class Auth extends Context.Service<Auth, AuthShape>()("modelgate/Auth") {

@@ -92,9 +92,17 @@ export interface ModelCatalogShape {
   /** What a name resolves to, without failing; undefined for an unknown name. */
   readonly lookup: (name: string) => ResolvedModel | undefined
   readonly resolve: (name: string) => Effect.Effect<ResolvedModel, NotFound>
-  /** 403 unless the key's allow-list covers the model (absent list = every model). */
-  readonly checkScope: (key: Pick<Principal, "allowed_models"> & { readonly kind?: Principal["kind"] }, resolved: ResolvedModel) => Effect.Effect<void, ScopeViolation>
-  readonly isAllowed: (key: Pick<Principal, "allowed_models">, model: CatalogModel) => boolean
+  /**
+   * 403 unless the key's allow-list covers the model (absent list = every model), and its team's
+   * too when it is in a team with one (issue 33: the team's list narrows its keys').
+   */
+  readonly checkScope: (key: ScopeHolder & { readonly kind?: Principal["kind"] }, resolved: ResolvedModel) => Effect.Effect<void, ScopeViolation>
+  readonly isAllowed: (key: ScopeHolder, model: CatalogModel) => boolean
+}
+
+/** What a model is allowed by: the principal's list and, when it is in one, its team's. */
+export type ScopeHolder = Pick<Principal, "allowed_models"> & {
+  readonly team?: { readonly allowed_models: ReadonlyArray<string> | null } | null | undefined
 }
 
 /** Whether an allow-list covers a model: any entry equal to, or a pattern fitting, its alias or id. */
@@ -212,7 +220,8 @@ export const makeCatalog = (
     return undefined
   }
 
-  const isAllowed = (key: Pick<Principal, "allowed_models">, model: CatalogModel) => allowListCovers(key.allowed_models, model)
+  const isAllowed = (key: ScopeHolder, model: CatalogModel) =>
+    allowListCovers(key.allowed_models, model) && (key.team == null || allowListCovers(key.team.allowed_models, model))
 
   return {
     models,
@@ -228,7 +237,9 @@ export const makeCatalog = (
       isAllowed(key, resolved.model)
         ? Effect.void
         : Effect.fail(new ScopeViolation({
-          message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use model "${resolved.requested}"`,
+          message: allowListCovers(key.allowed_models, resolved.model)
+            ? `this key's team may not use model "${resolved.requested}"`
+            : `this ${key.kind === "subject" ? "token's policy" : "key"} may not use model "${resolved.requested}"`,
           details: { model: resolved.requested }
         })),
     isAllowed

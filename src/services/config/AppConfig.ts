@@ -96,6 +96,9 @@ class LiveConfigView implements Sections {
   get store_timeouts() {
     return this.#current.store_timeouts
   }
+  get alerts() {
+    return this.#current.alerts
+  }
   get count_tokens() {
     return this.#current.count_tokens
   }

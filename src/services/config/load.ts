@@ -316,6 +316,10 @@ const checkReferences = (config: GatewayConfig, env: Env): string | undefined =>
   if (fallbackProblem) return fallbackProblem
   const adminOidcProblem = checkAdminOidc(config)
   if (adminOidcProblem) return adminOidcProblem
+  if (config.alerts.webhook_url !== undefined) {
+    const alertsProblem = checkUrl(config.alerts.webhook_url, "alerts.webhook_url", false)
+    if (alertsProblem) return alertsProblem
+  }
   // Moderations are OpenAI's endpoint: only an OpenAI-kind provider can answer them.
   const moderations = config.moderations.provider
   if (moderations !== undefined) {

@@ -5,13 +5,15 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
+import { BudgetInput, DecimalCredits } from "../../domain/budget-input.ts"
 import { MAX_TRUSTED_PROXIES, MAX_TRUSTED_PROXY_CHARS } from "../../domain/trusted-proxies.ts"
-import { toMicros } from "../../domain/money.ts"
 const def = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
   schema.pipe(Schema.withDecodingDefault(Effect.succeed(value)))
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+/** `limits.tokens_per_minute` wherever it is set (services/limits/token-bucket.ts MAX_TOKENS_PER_MINUTE). */
+export const TokensPerMinute = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000_000 }))
 const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
 
 export const Timeouts = Schema.Struct({
@@ -104,21 +106,16 @@ export const RoutingConfig = Schema.Struct({
 })
 export type RoutingConfig = typeof RoutingConfig.Type
 
-/** An amount of credits: a non-negative decimal of at most six fractional digits (src/domain/money.ts). */
-const CreditsDecimal = Schema.Finite.check(Schema.makeFilter((n: number) => toMicros(n) !== undefined, {
-  expected: "credits: a non-negative number with at most 6 decimal places"
-}))
-
 /**
  * `models[].price` (issue 33): credits per 1,000,000 tokens of each kind. `cache_read` and
  * `cache_write` (input read from or written to the provider's prompt cache) default to `input`;
  * thinking and reasoning tokens are output. Added to the model's `credits` (src/domain/pricing.ts).
  */
 export const PriceConfig = Schema.Struct({
-  input: CreditsDecimal,
-  output: CreditsDecimal,
-  cache_read: Schema.optional(CreditsDecimal),
-  cache_write: Schema.optional(CreditsDecimal)
+  input: DecimalCredits,
+  output: DecimalCredits,
+  cache_read: Schema.optional(DecimalCredits),
+  cache_write: Schema.optional(DecimalCredits)
 })
 export type PriceConfig = typeof PriceConfig.Type
 
@@ -147,7 +144,8 @@ export const ModelConfig = Schema.Struct({
    * when it is reached as another model's fallback. Off: a fallback is skipped for such a key.
    */
   allow_via_fallback: Schema.optional(Schema.Boolean),
-  credits: def(NonNegativeInt, 1),
+  /** The flat price per request, in credits (decimals: issue 33). */
+  credits: def(DecimalCredits, 1),
   /** Token prices (issue 33): the request's cost is `credits` plus its tokens at these prices. */
   price: Schema.optional(PriceConfig),
   max_tokens: def(PositiveInt, 4096),
@@ -204,6 +202,25 @@ export const SshSettings = Schema.Struct({
 export type SshSettings = typeof SshSettings.Type
 
 /** `production` refuses every schema change, whatever the key's role (issue 36). */
+/** A positive decimal written as a YAML number or a string (`0.01`, "0.000003"): at most 12 digits each side of the point. */
+const DECIMAL = /^\d{1,12}(\.\d{1,12})?$/
+const PositiveDecimal = Schema.Union([Schema.String, Schema.Finite]).check(
+  Schema.makeFilter((value: string | number) => {
+    const text = String(value)
+    return DECIMAL.test(text) && /[1-9]/.test(text)
+  }, { expected: "a positive decimal such as 0.01 (at most 12 digits before and after the point)" })
+)
+
+/**
+ * `credits.currency`: the money a credit stands for, so spend reports show `cost` next to
+ * credits (issue 33). `code` is an ISO 4217-style code (`USD`, `EUR`); `per_credit` what one
+ * credit costs in it.
+ */
+export const CurrencyConfig = Schema.Struct({
+  code: Schema.String.check(Schema.isPattern(/^[A-Z]{3}$/, { message: "expected a three-letter ISO 4217 code such as USD" })),
+  per_credit: PositiveDecimal
+})
+
 export const ConnectionEnvironment = Schema.Literals(["development", "production"])
 export type ConnectionEnvironment = typeof ConnectionEnvironment.Type
 
@@ -279,11 +296,12 @@ export const OidcPolicyConfig = Schema.Struct({
     connection: Schema.NonEmptyString,
     role: Schema.Literals(["read", "edit"])
   })), []),
-  /** Requests each subject may make, counted per subject for as long as the store keeps it. */
-  budget: Schema.optional(Schema.Struct({ max_requests: PositiveInt })),
+  /** What each subject may use (requests and/or credits), per UTC period or for as long as the store keeps it (issue 33). */
+  budget: Schema.optional(BudgetInput),
   limits: Schema.optional(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
-    concurrent_streams: Schema.optional(PositiveInt)
+    concurrent_streams: Schema.optional(PositiveInt),
+    tokens_per_minute: Schema.optional(TokensPerMinute)
   }))
 })
 export type OidcPolicyConfig = typeof OidcPolicyConfig.Type
@@ -416,7 +434,7 @@ export const GatewayConfig = Schema.Struct({
     }),
     {}
   ),
-  workspace: def(Schema.Struct({ credits: def(NonNegativeInt, 1000) }), {}),
+  workspace: def(Schema.Struct({ credits: def(DecimalCredits, 1000) }), {}),
   limits: def(
     Schema.Struct({
       requests_per_minute: def(PositiveInt, 50),
@@ -424,7 +442,9 @@ export const GatewayConfig = Schema.Struct({
       max_body_bytes: def(PositiveInt, 1_048_576),
       /** Nesting depth of arrays and objects in a JSON body; deeper bodies get a 400 naming the limit. */
       max_json_depth: def(PositiveInt, 64),
-      stream_lease_seconds: def(PositiveInt, 30)
+      stream_lease_seconds: def(PositiveInt, 30),
+      /** Input + output tokens per key (or subject) per minute (issue 33); unset: no limit. */
+      tokens_per_minute: Schema.optional(TokensPerMinute)
     }),
     {}
   ),
@@ -459,7 +479,9 @@ export const GatewayConfig = Schema.Struct({
       /** Reservations (decisions section 10): a dead replica's open charges are refunded after this lease. */
       reservation_lease_seconds: def(PositiveInt, 30),
       /** The most credits a replica leases from the pool at once to spend locally (issue 14); smaller near empty. */
-      block_size: def(PositiveInt, 200)
+      block_size: def(PositiveInt, 200),
+      /** What a credit is worth in money, for the spend reports (issue 33); absent: reports in credits only. */
+      currency: Schema.optional(CurrencyConfig)
     }),
     {}
   ),
@@ -482,7 +504,41 @@ export const GatewayConfig = Schema.Struct({
       keepalive_seconds: def(PositiveInt, 5),
       call_ms: def(PositiveInt, 6_000),
       migration_ms: def(PositiveInt, 900_000),
+      /** One spend report's query (GET /usage, issue 33): it reads a window of the whole audit trail, off the request path. */
+      report_ms: def(PositiveInt, 60_000),
       migration_lock_ms: def(PositiveInt, 1_800_000)
+    }),
+    {}
+  ),
+  /**
+   * Budget and pool alerts (issue 33): when the pool or a key's or team's budget crosses one of
+   * `thresholds` (shares of its limit) within a period, one JSON POST to `webhook_url`, retried
+   * with backoff until the receiver answers 2xx, sent once across every replica. Unset URL: none.
+   */
+  alerts: def(
+    Schema.Struct({
+      /** https, or http on a loopback host (checked at load). */
+      webhook_url: Schema.optional(Schema.NonEmptyString.check(Schema.isMaxLength(2048))),
+      thresholds: def(
+        Schema.Array(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1)))
+          .check(Schema.isMinLength(1), Schema.isMaxLength(10)),
+        [0.8, 1]
+      ),
+      /** Extra request headers for the receiver (its token, say). */
+      headers: def(
+        Schema.Record(
+          Schema.String.check(Schema.isPattern(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { message: "expected an HTTP header name" })),
+          Schema.String.check(Schema.isPattern(/^[^\r\n]*$/, { message: "a header value cannot contain a line break" }))
+        ),
+        {}
+      ),
+      /** Deadline of one delivery attempt, from connect to the receiver's status. */
+      attempt_timeout_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 100, maximum: 120_000 })), 10_000),
+      /** First wait after a failed attempt; doubled each time (with jitter) up to max_backoff_ms. */
+      backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 600_000 })), 1_000),
+      max_backoff_ms: def(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 3_600_000 })), 300_000),
+      /** A replica that stops renewing its claim on an alert for this long leaves it to another. */
+      lease_seconds: def(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), 60)
     }),
     {}
   ),

@@ -38,7 +38,7 @@ import { randomBytes } from "node:crypto"
 import { abandonAfter, backoffDelayMs, outageTracker } from "../durability/backoff.ts"
 import { reportLoss } from "../durability/losses.ts"
 import { claimSpools, ownSpool, spoolFailure, writeSpool } from "../durability/spool.ts"
-import type { BatchCharge, BatchResult, CreditBatch, SubjectBudget } from "../store/credit-batches.ts"
+import { type BatchCharge, type BatchResult, type BudgetHold, type BudgetRefusal, type BudgetRows, type CreditBatch, rowsOfHolds } from "../store/credit-batches.ts"
 import type { CreditsRepo } from "../store/CreditsRepo.ts"
 import type { StoreError } from "../store/StoreError.ts"
 
@@ -75,6 +75,8 @@ export interface SpendRequest {
   readonly model: string
   readonly method?: string | null | undefined
   readonly endpoint?: string | null | undefined
+  /** The budget rows a count of an earlier commit took its amount against (released should it not be charged). */
+  readonly budgets?: BudgetRows | undefined
 }
 
 export type SpendOutcome =
@@ -82,14 +84,19 @@ export type SpendOutcome =
   | { readonly _tag: "Insufficient"; readonly available: number }
   | { readonly _tag: "StoreFailed"; readonly error: unknown }
 
-export type BudgetOutcome = { readonly _tag: "Counted" } | { readonly _tag: "Exhausted" } | { readonly _tag: "StoreFailed"; readonly error: unknown }
+export type BudgetOutcome =
+  | { readonly _tag: "Counted" }
+  | { readonly _tag: "Exhausted"; readonly refusal: BudgetRefusal }
+  | { readonly _tag: "StoreFailed"; readonly error: unknown }
 
-/** A budgeted paid admission: refused by the budget (429), else what the spend came to. */
-export type CountAndSpendOutcome = { readonly _tag: "Exhausted" } | SpendOutcome
+/** A budgeted paid admission: refused by a budget (429), else what the spend came to. */
+export type CountAndSpendOutcome = { readonly _tag: "Exhausted"; readonly refusal: BudgetRefusal } | SpendOutcome
 
 interface End {
   readonly op: "settle" | "refund"
   readonly note: string
+  /** A settlement that keeps only this much (micros, less than the amount): the rest goes back. */
+  readonly keep?: number | undefined
 }
 
 /** One paid request's charge until the store holds all of it. */
@@ -101,6 +108,8 @@ interface Entry {
   readonly method: string | null
   readonly endpoint: string | null
   readonly block: string
+  /** The budget rows its amount is counted against, once that count is known to be in the store. */
+  budgets: BudgetRows | undefined
   /** pending: not written; writing: in the commit in flight; written: its reservation is open; ending: its end is in flight. */
   state: "pending" | "writing" | "written" | "ending"
   end: End | undefined
@@ -117,7 +126,7 @@ interface Entry {
 
 /** What a graceful stop could not write: taken back by the next start. The first two are the outbox's older format. */
 type Spooled =
-  | { readonly op: "settle" | "refund"; readonly request_id: string; readonly actor: string; readonly note: string }
+  | { readonly op: "settle" | "refund"; readonly request_id: string; readonly actor: string; readonly note: string; readonly keep?: number | undefined }
   | {
     readonly op: "charge"
     readonly block: string
@@ -127,6 +136,8 @@ type Spooled =
     readonly model: string | null
     readonly end: "settle" | "refund"
     readonly note: string
+    readonly keep?: number | undefined
+    readonly budgets?: BudgetRows | undefined
   }
   | { readonly op: "return"; readonly block: string }
 
@@ -137,28 +148,34 @@ interface Waiter {
 }
 
 interface BudgetWaiter {
-  readonly keyId: string
-  /** A subject's budget (its row is created by the count, its maximum from its policy); absent for a key's own. */
-  readonly subject: SubjectBudget | undefined
+  /** Names its check in the batch. */
+  readonly id: string
+  readonly holds: ReadonlyArray<BudgetHold>
+  readonly amount: number
+  /** Requests it counts (1, or 0 for one already counted). */
+  readonly requests: number
   readonly resume: (outcome: BudgetOutcome) => void
 }
 
 export interface BlockWriter {
   /** Takes `request.amount` from the block (at once when it holds enough), else waits for a lease. */
   readonly spend: (request: SpendRequest) => Effect.Effect<SpendOutcome>
-  /** Counts one request against the budget of the key (or, with `subject`, the subject) `keyId`, in the next commit. */
-  readonly countBudget: (keyId: string, subject?: SubjectBudget) => Effect.Effect<BudgetOutcome>
+  /** Counts one request and `amount` micros against every budget of `holds`, all or none, in the next commit. */
+  readonly countBudget: (holds: ReadonlyArray<BudgetHold>, amount: number, requests?: number) => Effect.Effect<BudgetOutcome>
+  /** Gives back `amount` counted against `budgets` by an earlier commit, for a request that was not charged after all. */
+  readonly release: (budgets: BudgetRows, amount: number) => void
   /**
    * `countBudget` then `spend`, as one admission: when the block can pay at once, the count and
    * the charge go in the same commit, the charge written only if the count admitted the request
    * (one commit to wait for instead of two); otherwise the count, then the spend.
    */
-  readonly countAndSpend: (request: SpendRequest, subject?: SubjectBudget) => Effect.Effect<CountAndSpendOutcome>
+  readonly countAndSpend: (request: SpendRequest, holds: ReadonlyArray<BudgetHold>, requests?: number) => Effect.Effect<CountAndSpendOutcome>
   /**
-   * The request ended: its charge stays (settle) or goes back (refund). Waits for the commit that
-   * writes it, or for that commit to fail (then it is retried in the background). Never fails.
+   * The request ended: its charge stays (settle; with `keep`, only that much of it) or goes back
+   * (refund). Waits for the commit that writes it, or for that commit to fail (then it is retried
+   * in the background). Never fails.
    */
-  readonly end: (requestId: string, op: "settle" | "refund", note: string) => Effect.Effect<void>
+  readonly end: (requestId: string, op: "settle" | "refund", note: string, keep?: number) => Effect.Effect<void>
   /** Movements the store does not hold yet (charges, settlements, refunds). */
   readonly pending: () => number
   /** True while commits fail: new paid requests are refused rather than spent blind. */
@@ -175,6 +192,8 @@ export const makeBlockWriter = (options: {
   readonly spoolDir: string | undefined
   /** How long a settlement waits for a round that happens anyway; default SETTLE_DELAY_MS. */
   readonly settleDelayMs?: number | undefined
+  /** After each commit that counted credits against budgets: those rows as they now stand (alerts). */
+  readonly onBudgetUsage?: ((rows: BatchResult["budgetUsage"]) => void) | undefined
 }): Effect.Effect<BlockWriter, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { owner, store } = options
@@ -183,6 +202,8 @@ export const makeBlockWriter = (options: {
     let returns: Array<string> = []
     let waiters: Array<Waiter> = []
     let budgetWaiters: Array<BudgetWaiter> = []
+    let releases: Array<{ budgets: BudgetRows; amount: number }> = []
+    let checkIds = 0
     let strays = false
     let reclaimRound = false
     let retryAt = 0
@@ -225,6 +246,7 @@ export const makeBlockWriter = (options: {
         method: request.method ?? null,
         endpoint: request.endpoint ?? null,
         block: from.id,
+        budgets: request.budgets,
         state: "pending",
         end: undefined,
         sentEnded: false,
@@ -251,12 +273,12 @@ export const makeBlockWriter = (options: {
         } else if (item.op === "charge") {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: item.amount, model: item.model, method: null, endpoint: null,
-            block: item.block, state: "pending", end: { op: item.end, note: item.note }, sentEnded: false, retried: true, acknowledge: undefined, onWritten: undefined, counted: undefined
+            block: item.block, budgets: item.budgets, state: "pending", end: { op: item.end, note: item.note, keep: item.keep }, sentEnded: false, retried: true, acknowledge: undefined, onWritten: undefined, counted: undefined
           })
         } else {
           entries.set(item.request_id, {
             request_id: item.request_id, key_id: item.actor, amount: 0, model: null, method: null, endpoint: null,
-            block: "", state: "written", end: { op: item.op, note: item.note }, sentEnded: false, retried: false, acknowledge: undefined, onWritten: undefined, counted: undefined
+            block: "", budgets: undefined, state: "written", end: { op: item.op, note: item.note, keep: item.keep }, sentEnded: false, retried: false, acknowledge: undefined, onWritten: undefined, counted: undefined
           })
         }
       }
@@ -270,7 +292,7 @@ export const makeBlockWriter = (options: {
 
     /** Something to commit. `strays` (set by a failed commit) also makes the round that tells an outage is over. */
     const hasWork = (now: number) => {
-      if (budgetWaiters.length > 0 || returns.length > 0 || strays || (waiters.length > 0 && now >= retryAt)) return true
+      if (budgetWaiters.length > 0 || releases.length > 0 || returns.length > 0 || strays || (waiters.length > 0 && now >= retryAt)) return true
       if (settleDue !== undefined && now >= settleDue) return true
       // Settlements wait for settleDue (or ride along with a round that happens anyway); refunds go at once.
       for (const entry of entries.values()) if (entry.state === "pending" || (entry.state === "written" && entry.end?.op === "refund")) return true
@@ -282,18 +304,8 @@ export const makeBlockWriter = (options: {
       const sent: Array<Entry> = []
       const charges: Array<BatchCharge> = []
       const settles: Array<string> = []
+      const partialSettles: Array<{ request_id: string; actor: string; keep: number }> = []
       const refunds: Array<{ request_id: string; actor: string; note: string }> = []
-      // A charge that depends on a count of this batch names it by its place among its key's counts.
-      let countIndex: Map<BudgetWaiter, number> | undefined
-      if (budgetWaiters.length > 0) {
-        const seen = new Map<string, number>()
-        countIndex = new Map()
-        for (const waiter of budgetWaiters) {
-          const index = seen.get(waiter.keyId) ?? 0
-          seen.set(waiter.keyId, index + 1)
-          countIndex.set(waiter, index)
-        }
-      }
       for (const entry of entries.values()) {
         if (entry.state === "pending") {
           entry.state = "writing"
@@ -307,13 +319,17 @@ export const makeBlockWriter = (options: {
             model: entry.model,
             open: entry.end === undefined ? { method: entry.method, endpoint: entry.endpoint } : undefined,
             refundNote: entry.end?.op === "refund" ? entry.end.note : undefined,
+            keep: entry.end?.op === "settle" ? entry.end.keep : undefined,
             retried: entry.retried,
-            budget: budgetOf(entry, countIndex)
+            // The count a pending charge depends on is always in the same batch (both are queued together, and a batch takes every one).
+            check: entry.counted?.id,
+            budgets: entry.budgets
           })
         } else if (entry.state === "written" && entry.end !== undefined) {
           entry.state = "ending"
           sent.push(entry)
-          if (entry.end.op === "settle") settles.push(entry.request_id)
+          if (entry.end.op === "settle" && entry.end.keep !== undefined) partialSettles.push({ request_id: entry.request_id, actor: entry.key_id, keep: entry.end.keep })
+          else if (entry.end.op === "settle") settles.push(entry.request_id)
           else refunds.push({ request_id: entry.request_id, actor: entry.key_id, note: entry.end.note })
         }
       }
@@ -323,22 +339,20 @@ export const makeBlockWriter = (options: {
       if (leasing) detach()
       const budgets = budgetWaiters
       budgetWaiters = []
-      const counts = new Map<string, { count: number; subject: SubjectBudget | undefined }>()
-      for (const waiter of budgets) {
-        const counted = counts.get(waiter.keyId)
-        // A subject's maximum comes from its policy: the latest request's, should the config change.
-        counts.set(waiter.keyId, { count: (counted?.count ?? 0) + 1, subject: waiter.subject ?? counted?.subject })
-      }
+      const released = releases
+      releases = []
       const returned = returns
       returns = []
-      if (sent.length === 0 && budgets.length === 0 && returned.length === 0 && !leasing && !strays) return undefined
+      if (sent.length === 0 && budgets.length === 0 && released.length === 0 && returned.length === 0 && !leasing && !strays) return undefined
       const head = waiters[0]
       return {
         batch: {
           owner,
-          budgets: [...counts].map(([keyId, { count, subject }]) => ({ keyId, count, subject })),
+          checks: budgets.map((w) => ({ id: w.id, holds: w.holds, amount: w.amount, ...(w.requests === 1 ? {} : { requests: w.requests }) })),
+          releases: released,
           charges,
           settles,
+          partialSettles,
           refunds,
           returns: returned,
           // Before a lease, any block of ours the store holds besides those returned here is a stray.
@@ -354,23 +368,12 @@ export const makeBlockWriter = (options: {
       }
     }
 
-    /** The count a pending charge depends on: always in the same batch (both are queued together, and a batch takes every one). */
-    const budgetOf = (entry: Entry, countIndex: Map<BudgetWaiter, number> | undefined) => {
-      if (entry.counted === undefined) return undefined
-      const index = countIndex?.get(entry.counted)
-      // Unreachable; should it happen, the charge goes unconditionally (never uncharged while served).
-      if (index === undefined) return undefined
-      return { keyId: entry.counted.keyId, index }
-    }
-
-    const settleBudgets = (budgets: Array<BudgetWaiter>, admitted: ReadonlyMap<string, number>) => {
-      const left = new Map(admitted)
+    const settleBudgets = (budgets: Array<BudgetWaiter>, verdicts: BatchResult["checks"]) => {
       for (const waiter of budgets) {
-        const n = left.get(waiter.keyId) ?? 0
-        if (n > 0) {
-          left.set(waiter.keyId, n - 1)
-          waiter.resume({ _tag: "Counted" })
-        } else waiter.resume({ _tag: "Exhausted" })
+        const verdict = verdicts.get(waiter.id)
+        if (verdict?._tag === "Refused") waiter.resume({ _tag: "Exhausted", refusal: verdict.refusal })
+        else if (verdict?._tag === "Counted") waiter.resume({ _tag: "Counted" })
+        else waiter.resume({ _tag: "StoreFailed", error: new Error("the budget check was not answered") })
       }
     }
 
@@ -387,7 +390,8 @@ export const makeBlockWriter = (options: {
       Effect.gen(function*() {
         const now = tick()
         lastCommit = now
-        settleBudgets(taken.budgets, result.budgets)
+        settleBudgets(taken.budgets, result.checks)
+        if (result.budgetUsage.length > 0) options.onBudgetUsage?.(result.budgetUsage)
         let dropped = 0
         const done = (entry: Entry) => {
           entries.delete(entry.request_id)
@@ -462,6 +466,9 @@ export const makeBlockWriter = (options: {
     const failed = (taken: NonNullable<ReturnType<typeof takeBatch>>, error: unknown) => {
       for (const entry of taken.sent) {
         // Retried unconditionally, as a charge with its refund: the count's outcome is unknown.
+        // Its budgets are released only through its reservation, should the failed commit have
+        // written both after all (the count went with the charge): never for a count that may not be there.
+        if (entry.counted !== undefined) entry.budgets = undefined
         entry.counted = undefined
         if (entry.state === "writing") {
           entry.state = "pending"
@@ -487,6 +494,8 @@ export const makeBlockWriter = (options: {
         acknowledge?.()
       }
       returns = [...taken.returned, ...returns]
+      // Releases whose outcome is unknown are not sent again: one applied twice would free credits
+      // another request holds. Left out, a budget counts more than was spent (never less).
       // A commit whose outcome is unknown may have leased a block we never heard of.
       strays = true
       for (const waiter of taken.budgets) waiter.resume({ _tag: "StoreFailed", error })
@@ -626,10 +635,15 @@ export const makeBlockWriter = (options: {
           if (entry.state === "pending") {
             left.push({
               op: "charge", block: entry.block, request_id: entry.request_id, actor: entry.key_id, amount: entry.amount, model: entry.model,
-              end: entry.end?.op ?? "refund", note: entry.end?.note ?? "the gateway stopped before the request ended"
+              end: entry.end?.op ?? "refund", note: entry.end?.note ?? "the gateway stopped before the request ended",
+              ...(entry.end?.keep === undefined ? {} : { keep: entry.end.keep }),
+              ...(entry.budgets === undefined ? {} : { budgets: entry.budgets })
             })
           } else if (entry.end !== undefined) {
-            left.push({ op: entry.end.op, request_id: entry.request_id, actor: entry.key_id, note: entry.end.note })
+            left.push({
+              op: entry.end.op, request_id: entry.request_id, actor: entry.key_id, note: entry.end.note,
+              ...(entry.end.keep === undefined ? {} : { keep: entry.end.keep })
+            })
           }
         }
         for (const id of returns) left.push({ op: "return", block: id })
@@ -682,24 +696,38 @@ export const makeBlockWriter = (options: {
         return spendSlow(request)
       })
 
-    const countBudget = (keyId: string, subject?: SubjectBudget): Effect.Effect<BudgetOutcome> =>
+    const countBudget = (holds: ReadonlyArray<BudgetHold>, amount: number, requests = 1): Effect.Effect<BudgetOutcome> =>
       Effect.suspend(() =>
         outage.down
           ? Effect.succeed<BudgetOutcome>({ _tag: "StoreFailed", error: new Error("credit movements cannot reach the store") })
           : Effect.callback<BudgetOutcome>((resume) => {
-            budgetWaiters.push({ keyId, subject, resume: (outcome) => resume(Effect.succeed(outcome)) })
+            budgetWaiters.push({ id: `c${++checkIds}`, holds, amount, requests, resume: (outcome) => resume(Effect.succeed(outcome)) })
             wake()
           })
       )
 
+    const release = (budgets: BudgetRows, amount: number) => {
+      if (amount <= 0 || budgets.length === 0) return
+      releases.push({ budgets, amount })
+      wake()
+    }
+
     return {
       spend,
-      countAndSpend: (request, subject) =>
+      countAndSpend: (request, holds, requests = 1) =>
         Effect.suspend(() => {
+          const budgets = rowsOfHolds(holds)
           if (outage.down || entries.has(request.request_id) || waiters.length > 0 || block === undefined || block.remaining < request.amount) {
-            // The block cannot pay at once (or the spend refuses by itself): the count, then the spend.
-            return Effect.flatMap(countBudget(request.key_id, subject), (counted) =>
-              counted._tag === "Counted" ? spend(request) : Effect.succeed<CountAndSpendOutcome>(counted))
+            // The block cannot pay at once (or the spend refuses by itself): the count, then the
+            // spend; a spend that charges nothing gives the count's credits back.
+            return Effect.flatMap(countBudget(holds, request.amount, requests), (counted) =>
+              counted._tag !== "Counted"
+                ? Effect.succeed<CountAndSpendOutcome>(counted)
+                : Effect.tap(spend({ ...request, budgets }), (spent) =>
+                  Effect.sync(() => {
+                    // An entry of its own is refunded with its budgets (a charge whose commit failed).
+                    if (spent._tag !== "Admitted" && !entries.has(request.request_id)) release(budgets, request.amount)
+                  })))
           }
           const from = block
           return Effect.callback<CountAndSpendOutcome>((resume) => {
@@ -712,22 +740,27 @@ export const makeBlockWriter = (options: {
             // The count answers first in its commit: a refusal (429) or a failure ends the
             // admission; a count that admitted waits for its charge (written in that commit).
             const counted: BudgetWaiter = {
-              keyId: request.key_id,
-              subject,
+              id: `c${++checkIds}`,
+              holds,
+              amount: request.amount,
+              requests,
               resume: (outcome) => {
                 if (outcome._tag !== "Counted") answer(outcome)
               }
             }
             budgetWaiters.push(counted)
-            admit(request, from, (written) => answer(written ? admitted : notWritten), counted)
+            admit({ ...request, budgets }, from, (written) => answer(written ? admitted : notWritten), counted)
           })
         }),
       countBudget,
-      end: (requestId, op, note) =>
+      release,
+      end: (requestId, op, note, keep) =>
         Effect.suspend(() => {
           const entry = entries.get(requestId)
           if (entry === undefined || entry.end !== undefined) return Effect.void
-          entry.end = { op, note }
+          // A settlement keeping all of it (or more: clamped) is a plain one.
+          const partial = op === "settle" && keep !== undefined && entry.amount > 0 && keep < entry.amount ? Math.max(0, Math.floor(keep)) : undefined
+          entry.end = { op, note, ...(partial === undefined ? {} : { keep: partial }) }
           // A settlement changes no balance (the reservation row goes): nobody waits for it, and
           // it goes with the next round (within SETTLE_DELAY_MS). A crash before it lands refunds
           // the request (the sweep), in the customer's favour.

@@ -11,6 +11,7 @@
  * replica whose lease lapsed (it died) are settled by a live one: each reservation refunded with
  * an audit record whose slug is `replica_lost`, the block's unspent rest returned to the pool.
  */
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -18,12 +19,21 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { randomBytes } from "node:crypto"
 import { BudgetExhausted, DependencyUnavailable, InsufficientCredits, ValidationFailed } from "../../domain/errors.ts"
-import type { CreditMovement, Principal, Reservation } from "../../domain/records.ts"
+import { periodKey, resetsAt } from "../../domain/budget-periods.ts"
+import { fromMicros, MAX_MICROS } from "../../domain/money.ts"
+import type { BudgetLimits, CreditMovement, Principal, Reservation } from "../../domain/records.ts"
+import { type AlertObservation, Alerts, budgetObservation } from "../alerts/Alerts.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
-import { CreditsRepo, MAX_POOL_CREDITS, type SubjectBudget } from "../store/CreditsRepo.ts"
+import type { BudgetHold, BudgetRefusal } from "../store/credit-batches.ts"
+import type { BudgetUsageAfter } from "../store/credit-batches.ts"
+import { CreditsRepo } from "../store/CreditsRepo.ts"
 import { makeBlockWriter } from "./BlockWriter.ts"
 
+/**
+ * A request's reservation (issue 33): `amount` micro-credits (src/domain/money.ts) taken from the
+ * pool and counted against every budget that applies, until `settle` keeps its cost.
+ */
 export interface Charge {
   readonly amount: number
   readonly key_id: string
@@ -34,6 +44,26 @@ export interface Charge {
 }
 
 export const REPLICA_LOST = "replica_lost"
+
+/**
+ * A key's or team's credit budget as a commit left it, as an alert sees it (issue 33): the
+ * period's first instant from the row's period (`month:2026-11-01`), the epoch for a budget that
+ * never resets. A subject's budget raises none (alerts name keys, teams and the pool).
+ */
+export const budgetAlertOf = (row: BudgetUsageAfter): AlertObservation | undefined => {
+  const kind = row.holder.startsWith("team_") ? "team_budget" : row.holder.startsWith("key_") ? "key_budget" : undefined
+  if (kind === undefined) return undefined
+  const at = row.period.indexOf(":")
+  const period = at === -1 ? undefined : row.period.slice(0, at)
+  const start = at === -1 ? "1970-01-01" : row.period.slice(at + 1)
+  return budgetObservation(
+    kind,
+    row.holder,
+    { max_credits_micros: row.max_credits, period: period === "day" || period === "week" || period === "month" ? period : undefined },
+    row.credits,
+    `${start}T00:00:00.000Z`
+  )
+}
 
 /**
  * The request id the client was given, from a reservation's: a fallback at another price is
@@ -49,22 +79,54 @@ export const storeUnavailable = (cause: unknown) =>
     details: { dependency: "store" }
   })
 
-const budgetExhausted = (principal: Principal) =>
-  new BudgetExhausted({
-    message: `this ${principal.kind === "subject" ? "subject" : "key"}'s request budget of ${principal.budget?.max_requests} requests is used up`,
-    details: { max_requests: principal.budget?.max_requests }
-  })
+/**
+ * The budgets a request of `principal` is counted against now (issue 33): its own (a key's or a
+ * subject's policy's) and its team's, each in its current period by `nowMs`.
+ */
+export const budgetHolds = (principal: Principal, nowMs: number): ReadonlyArray<BudgetHold> => {
+  const holds: Array<BudgetHold> = []
+  const hold = (holder: string, budget: BudgetLimits, subject?: BudgetHold["subject"]) =>
+    holds.push({
+      holder,
+      period: periodKey(budget.period, nowMs),
+      max_requests: budget.max_requests,
+      max_credits: budget.max_credits_micros,
+      ...(subject === undefined ? {} : { subject })
+    })
+  if (principal.budget !== null) {
+    hold(principal.id, principal.budget, principal.kind === "subject" ? { issuer: principal.issuer, subject: principal.subject } : undefined)
+  }
+  if (principal.team?.budget !== null && principal.team?.budget !== undefined) hold(principal.team.id, principal.team.budget)
+  return holds
+}
 
-/** A subject's budget is counted on its own row, with its policy's maximum; a key's on the key (undefined). */
-const subjectBudget = (principal: Principal): SubjectBudget | undefined =>
-  principal.kind === "subject" && principal.budget !== null
-    ? { max_requests: principal.budget.max_requests, issuer: principal.issuer, subject: principal.subject }
-    : undefined
+const budgetExhausted = (principal: Principal, refusal: BudgetRefusal, nowMs: number, amount: number) => {
+  const team = principal.team !== null && principal.team !== undefined && refusal.holder === principal.team.id ? principal.team : undefined
+  const whose = team !== undefined ? `team "${team.name}"` : `this ${principal.kind === "subject" ? "subject" : "key"}`
+  const period = (team?.budget ?? principal.budget)?.period
+  const resets = resetsAt(period, nowMs)
+  const when = period === undefined ? "" : ` this ${period}`
+  const message = refusal.limit === "max_requests"
+    ? `${whose}'s budget of ${refusal.max} requests${when} is used up`
+    : `${whose}'s budget of ${fromMicros(refusal.max)} credits${when} cannot pay this request (${fromMicros(refusal.used)} used, ${fromMicros(amount)} required)`
+  return new BudgetExhausted({
+    message,
+    details: {
+      limit: refusal.limit,
+      resets_at: resets,
+      scope: team !== undefined ? "team" : principal.kind,
+      ...(team !== undefined ? { team_id: team.id } : {}),
+      ...(refusal.limit === "max_requests"
+        ? { max_requests: refusal.max, used_requests: refusal.used }
+        : { max_credits: fromMicros(refusal.max), used_credits: fromMicros(refusal.used), required_credits: fromMicros(amount) })
+    }
+  })
+}
 
 const insufficient = (charge: Charge, available: number) =>
   new InsufficientCredits({
-    message: `the workspace has ${available} credits; model "${charge.model}" costs ${charge.amount} per request`,
-    details: { model: charge.model, required_credits: charge.amount, available_credits: available }
+    message: `the workspace has ${fromMicros(Math.max(0, available))} credits; model "${charge.model}" needs ${fromMicros(charge.amount)} for this request`,
+    details: { model: charge.model, required_credits: fromMicros(charge.amount), available_credits: fromMicros(Math.max(0, available)) }
   })
 
 export interface CreditsOptions {
@@ -79,7 +141,7 @@ export interface CreditsOptions {
   readonly replica?: boolean | undefined
   /** How long one group commit may take on Postgres before it is abandoned and retried (a frozen store). */
   readonly inlineTimeout?: Duration.Input | undefined
-  /** The most credits one block takes from the pool (less as the pool nears empty). Default 200. */
+  /** The most micro-credits one block takes from the pool (less as the pool nears empty). Default 200 credits. */
   readonly blockSize?: number | undefined
 }
 
@@ -87,16 +149,23 @@ export class Credits extends Context.Service<Credits, {
   /** This process's replica id: the owner of the reservations it takes. */
   readonly replicaId: string
   /**
-   * Counts the request against the budget of the key or subject it acts for (when it has one),
-   * then reserves `amount` (nothing for free models), atomically: 429 budget_exhausted, or 402
-   * when the pool cannot pay. `charge.key_id` is the principal's id.
+   * Counts the request (one more request, and `amount` micros) against every budget that applies
+   * (the key's or subject's own, and `principal.team?.budget` under the team's id), each in its
+   * current period, and reserves `amount` from the pool (nothing for free models), atomically:
+   * 429 budget_exhausted, or 402 when the pool cannot pay. `charge.key_id` is the principal's id.
    */
   readonly reserve: (
     charge: Charge,
-    principal: Principal
+    principal: Principal,
+    /** `countRequest: false`: the request was counted already (a fallback's price replacing its reservation): only the amount is. */
+    options?: { readonly countRequest?: boolean | undefined }
   ) => Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits | DependencyUnavailable>
-  /** The request ended and keeps its charge. Never fails: what cannot be written now is retried. */
-  readonly settle: (charge: Charge) => Effect.Effect<void>
+  /**
+   * The request ended and keeps `costMicros` of its charge (clamped to the amount; absent: all of
+   * it); the rest goes back to the pool and to every budget the reservation counted against, with
+   * a ledger row. Never fails: what cannot be written now is retried (or spooled).
+   */
+  readonly settle: (charge: Charge, costMicros?: number) => Effect.Effect<void>
   /** The request failed on our side: the charge goes back. Never fails: retried until it lands. */
   readonly refund: (charge: Charge, note: string) => Effect.Effect<void>
   readonly topup: (movement: CreditMovement) => Effect.Effect<number, DependencyUnavailable | ValidationFailed>
@@ -111,6 +180,7 @@ export class Credits extends Context.Service<Credits, {
       Effect.gen(function*() {
         const store = yield* CreditsRepo
         const audit = Option.getOrUndefined(yield* Effect.serviceOption(Audit))
+        const alerts = Option.getOrUndefined(yield* Effect.serviceOption(Alerts))
         const replicaId = `rep_${randomBytes(8).toString("hex")}`
         const leaseMs = Math.max(300, Math.round((options.leaseSeconds ?? 30) * 1000))
         const replica = options.replica ?? true
@@ -136,7 +206,7 @@ export class Credits extends Context.Service<Credits, {
           client_addr: null,
           details: {
             owner: reservation.owner,
-            refunded_credits: reservation.amount,
+            refunded_credits: fromMicros(reservation.amount),
             settled_by: replicaId,
             ...(reservation.request_id === clientRequestIdOf(reservation.request_id) ? {} : { reservation: reservation.request_id })
           }
@@ -169,7 +239,7 @@ export class Credits extends Context.Service<Credits, {
           if (refunded > 0) yield* Effect.logWarning(`refunded ${refunded} reservations of replicas that stopped (${REPLICA_LOST})`)
           const blocks = yield* store.returnOrphanedBlocks(replicaId)
           if (blocks.blocks > 0) {
-            yield* Effect.logWarning(`returned ${blocks.blocks} credit blocks (${blocks.credits} unspent credits) of replicas that stopped to the pool`)
+            yield* Effect.logWarning(`returned ${blocks.blocks} credit blocks (${fromMicros(blocks.credits)} unspent credits) of replicas that stopped to the pool`)
           }
           return refunded
         }).pipe(Effect.catch((error) => Effect.as(Effect.logDebug(`reservation sweep failed: ${error.message}`), 0)))
@@ -208,9 +278,15 @@ export class Credits extends Context.Service<Credits, {
           ? yield* makeBlockWriter({
             store,
             owner: replicaId,
-            blockSize: Math.max(1, options.blockSize ?? 200),
+            blockSize: Math.max(1, options.blockSize ?? 200_000_000),
             commitTimeout: inlineTimeout,
-            spoolDir: options.dataDir
+            spoolDir: options.dataDir,
+            onBudgetUsage: alerts === undefined ? undefined : (rows) => {
+              for (const row of rows) {
+                const observation = budgetAlertOf(row)
+                if (observation !== undefined) alerts.observe(observation)
+              }
+            }
           })
           : undefined
 
@@ -226,67 +302,51 @@ export class Credits extends Context.Service<Credits, {
           )
         }
 
-        /** One-shot commands (no replica): one store transaction per admission. */
-        const admitDirect = (charge: Charge, principal: Principal) =>
-          store.admitPaid({
-            keyId: charge.key_id,
-            budget: principal.budget === null ? false : subjectBudget(principal) ?? true,
-            charge: charge.amount > 0 ? { ...charge, actor: charge.key_id } : undefined
-          }).pipe(
-            Effect.mapError(storeUnavailable),
-            Effect.flatMap((result): Effect.Effect<Charge | undefined, BudgetExhausted | InsufficientCredits> => {
-              switch (result._tag) {
-                case "Admitted":
-                  return Effect.succeed(charge.amount > 0 ? charge : undefined)
-                case "BudgetExhausted":
-                  return Effect.fail(budgetExhausted(principal))
-                case "Insufficient":
-                  return Effect.fail(insufficient(charge, result.available))
-              }
-            })
-          )
-
         return Credits.of({
           replicaId,
-          reserve: (charge, principal) => {
-            const budget = principal.budget
-            return budget === null && charge.amount <= 0
-              ? Effect.succeed(undefined)
-              : writer === undefined
-              ? admitDirect(charge, principal)
-              : Effect.gen(function*() {
-                if (budget !== null && charge.amount > 0) {
-                  // One commit for the count and the charge (the charge written only if the count admitted it).
-                  const outcome = yield* writer.countAndSpend(charge, subjectBudget(principal))
-                  switch (outcome._tag) {
-                    case "Admitted":
-                      return charge
-                    case "Exhausted":
-                      return yield* Effect.fail(budgetExhausted(principal))
-                    case "StoreFailed":
-                      return yield* Effect.fail(storeUnavailable(outcome.error))
-                    case "Insufficient":
-                      return yield* Effect.fail(insufficient(charge, outcome.available))
-                  }
-                }
-                if (budget !== null) {
-                  const counted = yield* writer.countBudget(charge.key_id, subjectBudget(principal))
-                  if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))
-                  if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(principal))
-                }
-                if (charge.amount <= 0) return undefined
-                const spent = yield* writer.spend(charge)
-                switch (spent._tag) {
+          reserve: (charge, principal, options) =>
+            Effect.gen(function*() {
+              const nowMs = yield* Clock.currentTimeMillis
+              const requests = options?.countRequest === false ? 0 : 1
+              const holds = requests === 0 && charge.amount <= 0 ? [] : budgetHolds(principal, nowMs)
+              if (holds.length === 0 && charge.amount <= 0) return undefined
+              if (writer === undefined) {
+                // One-shot commands (the CLI's top-up) hold no replica: nothing they run is admitted here.
+                return yield* Effect.die(new Error("Credits.reserve needs a replica (Credits.layer without `replica: false`)"))
+              }
+              if (holds.length > 0 && charge.amount > 0) {
+                // One commit for the count and the charge (the charge written only if the count admitted it).
+                const outcome = yield* writer.countAndSpend(charge, holds, requests)
+                switch (outcome._tag) {
                   case "Admitted":
                     return charge
+                  case "Exhausted":
+                    return yield* Effect.fail(budgetExhausted(principal, outcome.refusal, nowMs, charge.amount))
                   case "StoreFailed":
-                    return yield* Effect.fail(storeUnavailable(spent.error))
+                    return yield* Effect.fail(storeUnavailable(outcome.error))
                   case "Insufficient":
-                    return yield* Effect.fail(insufficient(charge, spent.available))
+                    return yield* Effect.fail(insufficient(charge, outcome.available))
                 }
-              })
-          },
-          settle: (charge) => writer?.end(charge.request_id, "settle", "") ?? Effect.void,
+              }
+              if (holds.length > 0) {
+                const counted = yield* writer.countBudget(holds, 0)
+                if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))
+                if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(principal, counted.refusal, nowMs, 0))
+                return undefined
+              }
+              const spent = yield* writer.spend(charge)
+              switch (spent._tag) {
+                case "Admitted":
+                  return charge
+                case "StoreFailed":
+                  return yield* Effect.fail(storeUnavailable(spent.error))
+                case "Insufficient":
+                  return yield* Effect.fail(insufficient(charge, spent.available))
+              }
+            }),
+          settle: (charge, costMicros) =>
+            writer?.end(charge.request_id, "settle", "", costMicros === undefined ? undefined : Math.min(charge.amount, Math.max(0, Math.floor(costMicros)))) ??
+              Effect.void,
           refund: (charge, note) =>
             writer !== undefined
               ? writer.end(charge.request_id, "refund", note)
@@ -298,8 +358,8 @@ export class Credits extends Context.Service<Credits, {
               Effect.flatMap((balance) =>
                 balance === undefined
                   ? Effect.fail(new ValidationFailed({
-                    message: `a top-up of ${movement.amount} credits would take the pool past ${MAX_POOL_CREDITS} credits`,
-                    details: { field: "credits", max_pool_credits: MAX_POOL_CREDITS }
+                    message: `a top-up of ${fromMicros(movement.amount)} credits would take the pool past ${fromMicros(MAX_MICROS)} credits`,
+                    details: { field: "credits", max_pool_credits: fromMicros(MAX_MICROS) }
                   }))
                   : Effect.succeed(balance)
               )

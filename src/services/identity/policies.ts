@@ -2,6 +2,7 @@
  * What a verified identity-provider token may do: the first policy of its issuer whose `when`
  * matches the token's claims (config `auth.oidc[].policies`), and the stable id of its subject.
  */
+import { budgetLimits } from "../../domain/budget-input.ts"
 import { createHash } from "node:crypto"
 import type { SubjectPrincipal } from "../../domain/records.ts"
 import type { OidcClaimCondition, OidcPolicyConfig } from "../config/schema.ts"
@@ -73,7 +74,7 @@ export const subjectPrincipal = (
   allowed_models: policy === undefined ? [] : policy.allowed_models ?? null,
   tools_enabled: policy?.tools_enabled ?? false,
   mcp_servers: policy?.mcp_servers ?? [],
-  budget: policy?.budget ?? null,
+  budget: policy?.budget === undefined ? null : budgetLimits(policy.budget),
   limits: policy?.limits ?? null,
   connection_grants: policy?.connections ?? []
 })

@@ -9,12 +9,17 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
-import { NotFound } from "../../domain/errors.ts"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import { periodKey, resetsAt } from "../../domain/budget-periods.ts"
+import { NotFound, ValidationFailed } from "../../domain/errors.ts"
+import { budgetLimits, BudgetInput } from "../../domain/budget-input.ts"
+import { fromMicros } from "../../domain/money.ts"
+import type { ApiKeyRecord, BudgetLimits } from "../../domain/records.ts"
+import { CreditsRepo } from "../store/CreditsRepo.ts"
 import { KeyCache } from "../auth/KeyCache.ts"
 import { type KeyListQuery, type KeyPage, KeysRepo } from "../store/KeysRepo.ts"
+import { TeamsRepo } from "../store/TeamsRepo.ts"
 import { DEFAULT_WORKSPACE } from "../store/rows.ts"
-import { MCP_SERVER_NAME } from "../config/schema.ts"
+import { MCP_SERVER_NAME, TokensPerMinute } from "../config/schema.ts"
 import { generateKey, hashKey, keyHint, newKeyId } from "./key-material.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
@@ -32,12 +37,15 @@ const mutableFields = {
   /** Upstream MCP servers by name (issue 37); checked against the configured ones by the admin API. */
   mcp_servers: Schema.Array(Schema.String.check(Schema.isPattern(MCP_SERVER_NAME, { message: "expected a server name: [a-z0-9_-]{1,32}" })))
     .check(Schema.isMaxLength(64)),
-  budget: Schema.NullOr(Schema.Struct({ max_requests: PositiveInt })),
+  budget: Schema.NullOr(BudgetInput),
   limits: Schema.NullOr(Schema.Struct({
     requests_per_minute: Schema.optional(PositiveInt),
-    concurrent_streams: Schema.optional(PositiveInt)
+    concurrent_streams: Schema.optional(PositiveInt),
+    tokens_per_minute: Schema.optional(TokensPerMinute)
   })),
-  expires_at: Schema.NullOr(IsoInstant)
+  expires_at: Schema.NullOr(IsoInstant),
+  /** The key's team (issue 33); null takes it out of its team. */
+  team_id: Schema.NullOr(Schema.String.check(Schema.isPattern(/^team_[0-9a-f]{16}$/, { message: "expected a team id such as team_0123456789abcdef" })))
 }
 
 /** PATCH: any of the mutable fields. */
@@ -68,15 +76,20 @@ export interface KeyView {
   readonly allowed_models: ReadonlyArray<string> | null
   readonly tools_enabled: boolean
   readonly mcp_servers: ReadonlyArray<string>
-  readonly budget: { readonly max_requests: number; readonly used: number; readonly remaining: number } | null
+  readonly budget: KeyBudgetView | null
   readonly limits: ApiKeyRecord["limits"]
   readonly expires_at: string | null
   readonly created_at: string
   readonly updated_at: string
   readonly last_used_at: string | null
+  readonly team_id: string | null
 }
 
-export const toKeyView = (record: ApiKeyRecord): KeyView => ({
+export { budgetView, type KeyBudgetView } from "../../domain/budget-view.ts"
+import { budgetView, type KeyBudgetView } from "../../domain/budget-view.ts"
+
+/** `record` with its budget usage as `withUsage` read it at `nowMs` (the caller's clock). */
+export const toKeyView = (record: ApiKeyRecord, nowMs: number = Date.now()): KeyView => ({
   id: record.id,
   name: record.name,
   key_hint: record.key_hint,
@@ -84,30 +97,26 @@ export const toKeyView = (record: ApiKeyRecord): KeyView => ({
   allowed_models: record.allowed_models,
   tools_enabled: record.tools_enabled,
   mcp_servers: record.mcp_servers,
-  budget: record.budget === null
-    ? null
-    : {
-      max_requests: record.budget.max_requests,
-      used: Math.min(record.budget_used, record.budget.max_requests),
-      remaining: Math.max(0, record.budget.max_requests - record.budget_used)
-    },
+  budget: record.budget === null ? null : budgetView(record.budget, record.budget_used, record.budget_used_credits ?? 0, nowMs),
   limits: record.limits,
   expires_at: record.expires_at,
   created_at: record.created_at,
   updated_at: record.updated_at,
-  last_used_at: record.last_used_at
+  last_used_at: record.last_used_at,
+  team_id: record.team_id ?? null
 })
 
 const notFound = (id: string) => new NotFound({ message: `no API key with id ${id}` })
 
 export class ApiKeys extends Context.Service<ApiKeys, {
-  readonly create: (input: Omit<CreateKeyInput, "connections">) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }>
+  /** Fails with 400 when `team_id` names no team. */
+  readonly create: (input: Omit<CreateKeyInput, "connections">) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }, ValidationFailed>
   /** Every key: the CLI's listing. The admin API pages instead (`page`). */
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyRecord>>
   /** One page of keys, newest first; `status` is judged at the clock's now. */
   readonly page: (query: Omit<KeyListQuery, "now">) => Effect.Effect<KeyPage>
   readonly get: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
-  readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound>
+  readonly update: (id: string, input: UpdateKeyInput) => Effect.Effect<ApiKeyRecord, NotFound | ValidationFailed>
   readonly rotate: (id: string, input: RotateKeyInput) => Effect.Effect<{ readonly record: ApiKeyRecord; readonly key: string }, NotFound>
   readonly revoke: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
   readonly resetBudget: (id: string) => Effect.Effect<ApiKeyRecord, NotFound>
@@ -117,13 +126,42 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     ApiKeys,
     Effect.gen(function*() {
       const store = yield* KeysRepo
+      const credits = yield* CreditsRepo
       const cache = yield* KeyCache
+      const teams = yield* TeamsRepo
 
-      const changed = <A>(effect: Effect.Effect<A, NotFound>) => Effect.tap(effect, () => cache.invalidate)
+      // A key names an existing team (the store's foreign key holds it to that under races too).
+      const checkTeam = (teamId: string | null | undefined) =>
+        teamId === undefined || teamId === null
+          ? Effect.void
+          : Effect.flatMap(Effect.orDie(teams.findTeam(teamId)), (team) =>
+            team === undefined
+              ? Effect.fail(new ValidationFailed({ message: `team_id: no team with id ${teamId}`, details: { field: "team_id" } }))
+              : Effect.void)
+
+      const changed = <A, E>(effect: Effect.Effect<A, E>) => Effect.tap(effect, () => cache.invalidate)
+
+      /** Each key's budget usage in its current period, by the clock (budget_usage, issue 33). */
+      const withUsage = <R extends ApiKeyRecord>(records: ReadonlyArray<R>) =>
+        Effect.gen(function*() {
+          const nowMs = yield* Clock.currentTimeMillis
+          const budgeted = records.filter((r) => r.budget !== null)
+          if (budgeted.length === 0) return records
+          const rows = budgeted.map((r) => [r.id, periodKey(r.budget!.period, nowMs)] as const)
+          const usage = yield* Effect.orDie(credits.budgetUsage(rows))
+          return records.map((r) => {
+            if (r.budget === null) return r
+            const used = usage.get(`${r.id} ${periodKey(r.budget.period, nowMs)}`)
+            return { ...r, budget_used: used?.requests ?? 0, budget_used_credits: used?.credits ?? 0 }
+          })
+        })
+      const oneWithUsage = (record: ApiKeyRecord) => Effect.map(withUsage([record]), (rows) => rows[0]!)
+
       const found = (id: string) => (record: ApiKeyRecord | undefined) =>
         record === undefined ? Effect.fail(notFound(id)) : Effect.succeed(record)
 
       const create = Effect.fn("ApiKeys.create")(function*(input: Omit<CreateKeyInput, "connections">) {
+        yield* checkTeam(input.team_id)
         const key = generateKey()
         const now = new Date(yield* Clock.currentTimeMillis).toISOString()
         const record: ApiKeyRecord = {
@@ -136,23 +174,38 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           allowed_models: input.allowed_models ?? null,
           tools_enabled: input.tools_enabled ?? false,
           mcp_servers: input.mcp_servers ?? [],
-          budget: input.budget ?? null,
+          budget: input.budget === undefined || input.budget === null ? null : budgetLimits(input.budget),
           budget_used: 0,
+          budget_used_credits: 0,
           limits: input.limits ?? null,
           expires_at: input.expires_at ?? null,
           created_at: now,
           updated_at: now,
           last_used_at: null,
           previous_key_hash: null,
-          previous_key_expires_at: null
+          previous_key_expires_at: null,
+          team_id: input.team_id ?? null
         }
-        yield* Effect.orDie(store.insertKey(record))
+        yield* store.insertKey(record).pipe(Effect.catch(teamGone(record.team_id)))
         yield* cache.invalidate
         return { record, key }
       })
 
+      // A team deleted on another replica between the check and the write fails the write on the
+      // foreign key: the same 400 as a team found missing.
+      const teamGone = (teamId: string | null | undefined) => (error: unknown): Effect.Effect<never, ValidationFailed> =>
+        Effect.andThen(checkTeam(teamId), Effect.die(error))
+
       const update = (id: string, input: UpdateKeyInput) =>
-        changed(store.updateKey(id, input).pipe(Effect.orDie, Effect.flatMap(found(id))))
+        Effect.andThen(
+          checkTeam(input.team_id),
+          changed(
+            store.updateKey(id, {
+              ...input,
+              budget: input.budget === undefined ? undefined : input.budget === null ? null : budgetLimits(input.budget)
+            }).pipe(Effect.catch(teamGone(input.team_id)), Effect.flatMap(found(id)))
+          ).pipe(Effect.flatMap(oneWithUsage))
+        )
 
       const rotate = Effect.fn("ApiKeys.rotate")(function*(id: string, input: RotateKeyInput) {
         const current = yield* store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)))
@@ -172,16 +225,23 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 
       return ApiKeys.of({
         create,
-        list: Effect.orDie(store.listKeys),
+        list: Effect.flatMap(Effect.orDie(store.listKeys), withUsage),
         page: Effect.fn("ApiKeys.page")(function*(query: Omit<KeyListQuery, "now">) {
           const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-          return yield* Effect.orDie(store.pageKeys({ ...query, now }))
+          const page = yield* Effect.orDie(store.pageKeys({ ...query, now }))
+          return { ...page, items: yield* withUsage(page.items) }
         }),
-        get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id))),
+        get: (id) => store.findKeyById(id).pipe(Effect.orDie, Effect.flatMap(found(id)), Effect.flatMap(oneWithUsage)),
         update,
         rotate,
-        revoke: (id) => update(id, { is_active: false }),
-        resetBudget: (id) => changed(store.updateKey(id, { budget_used: 0 }).pipe(Effect.orDie, Effect.flatMap(found(id)))),
+        revoke: (id) => changed(store.updateKey(id, { is_active: false }).pipe(Effect.orDie, Effect.flatMap(found(id)))).pipe(Effect.flatMap(oneWithUsage)),
+        // Every period's usage goes: the budget starts over from nothing.
+        resetBudget: (id) =>
+          changed(
+            Effect.orDie(credits.resetBudget(id)).pipe(
+              Effect.andThen(store.updateKey(id, { budget_used: 0 }).pipe(Effect.orDie, Effect.flatMap(found(id))))
+            )
+          ).pipe(Effect.flatMap(oneWithUsage)),
         remove: (id) =>
           changed(store.deleteKey(id).pipe(Effect.orDie, Effect.flatMap((deleted) => (deleted ? Effect.void : Effect.fail(notFound(id))))))
       })

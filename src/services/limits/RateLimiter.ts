@@ -11,7 +11,7 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Predicate, Schedule } from "effect"
 import type { DependencyUnavailable } from "../../domain/errors.ts"
-import { GCRA_LUA, gcra, type GcraState, normalizeLimit, type RateDecision } from "./gcra.ts"
+import { GCRA_ALL_LUA, GCRA_LUA, gcra, type GcraState, normalizeLimit, type RateDecision } from "./gcra.ts"
 import { RedisClient, redisScript } from "./RedisClient.ts"
 
 export type { RateDecision } from "./gcra.ts"
@@ -21,6 +21,14 @@ export const RATE_KEY_PREFIX = "modelgate:rl:"
 export interface RateLimiterShape {
   /** Spends one request of `key`'s budget of `perMinute` requests per minute, if one is available. */
   readonly consume: (key: string, perMinute: number) => Effect.Effect<RateDecision, DependencyUnavailable>
+  /**
+   * One request against several buckets at once (a key and its team, issue 33), atomically: it
+   * is admitted only when every bucket has room, and then spends one of each; otherwise none is
+   * spent. The decisions are in the order of `buckets`; the request was admitted when all are.
+   */
+  readonly consumeAll: (
+    buckets: ReadonlyArray<{ readonly key: string; readonly perMinute: number }>
+  ) => Effect.Effect<ReadonlyArray<RateDecision>, DependencyUnavailable>
 }
 
 export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>()("modelgate/limits/RateLimiter") {
@@ -39,15 +47,30 @@ export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>(
         for (const [key, state] of states) if (state.tat <= now) states.delete(key)
       })
       yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.minutes(1))))
+      // What the wall clock did since the start moves the reset time the headers give.
+      const skewed = (decision: RateDecision, now: number): RateDecision => {
+        const skew = Math.round((nowMicros(clock) - now) / 1_000_000)
+        return skew === 0 ? decision : { ...decision, resetAt: decision.resetAt + skew }
+      }
       return RateLimiter.of({
         consume: (key, perMinute) =>
           Effect.sync(() => {
             const now = steadyMicros()
             const step = gcra(states.get(key), now, perMinute)
             if (step.next !== undefined) states.set(key, step.next)
-            // What the wall clock did since the start moves the reset time the headers give.
-            const skew = Math.round((nowMicros(clock) - now) / 1_000_000)
-            return skew === 0 ? step.decision : { ...step.decision, resetAt: step.decision.resetAt + skew }
+            return skewed(step.decision, now)
+          }),
+        // One synchronous step, like `consume`: no other request interleaves between the buckets.
+        consumeAll: (buckets) =>
+          Effect.sync(() => {
+            const now = steadyMicros()
+            const steps = buckets.map((bucket) => gcra(states.get(bucket.key), now, bucket.perMinute))
+            const admitted = steps.every((step) => step.decision.allowed)
+            steps.forEach((step, n) => {
+              // Refused: only the refusing buckets' rescaled states are kept, as `consume` keeps them.
+              if (step.next !== undefined && (admitted || !step.decision.allowed)) states.set(buckets[n]!.key, step.next)
+            })
+            return steps.map((step) => skewed(step.decision, now))
           })
       })
     })
@@ -58,10 +81,23 @@ export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>(
     Effect.gen(function*() {
       const redis = yield* RedisClient
       const script = redisScript(GCRA_LUA)
+      const allScript = redisScript(GCRA_ALL_LUA)
       return RateLimiter.of({
         consume: (key, perMinute) =>
           redis.evalScript(script, [RATE_KEY_PREFIX + key], [String(normalizeLimit(perMinute))]).pipe(
             Effect.flatMap((reply) => decodeDecision(reply, redis.target))
+          ),
+        consumeAll: (buckets) =>
+          redis.evalScript(
+            allScript,
+            buckets.map((bucket) => RATE_KEY_PREFIX + bucket.key),
+            buckets.map((bucket) => String(normalizeLimit(bucket.perMinute)))
+          ).pipe(
+            Effect.flatMap((reply) =>
+              Array.isArray(reply) && reply.length === buckets.length * 5
+                ? Effect.forEach(buckets, (_, n) => decodeDecision(reply.slice(n * 5, n * 5 + 5), redis.target))
+                : Effect.die(new Error(`unexpected rate-limit script reply from redis at ${redis.target}: ${JSON.stringify(reply)}`))
+            )
           )
       })
     })

@@ -143,3 +143,62 @@ end
 store(newTat)
 return { 1, limit, math.max(0, limit - math.ceil((newTat - now) / interval)), math.ceil(newTat / ${MICROS_PER_SECOND}), 0 }
 `
+
+/**
+ * Several buckets at once (issue 33: a key and its team): KEYS are the buckets, ARGV their limits
+ * (normalized), in the same order. The request is admitted only when every bucket admits it, and
+ * then every bucket is spent; when one refuses, none is (a request the team refuses does not use
+ * up its key's rate). Returns the decisions, five numbers per bucket, as GCRA_LUA does for one;
+ * in a refused batch the buckets that would have admitted say so, but nothing was spent.
+ */
+export const GCRA_ALL_LUA = `
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * ${MICROS_PER_SECOND} + tonumber(clock[2])
+local out = {}
+local pending = {}
+local all = true
+local function store(key, t, interval)
+  redis.call('HSET', key, 't', string.format('%.0f', t), 'i', string.format('%.0f', interval))
+  redis.call('PEXPIRE', key, math.ceil((t - now) / 1000) + 1)
+end
+for n = 1, #KEYS do
+  local limit = tonumber(ARGV[n])
+  local interval = math.max(1, math.floor(${RATE_PERIOD_MICROS} / limit))
+  local tolerance = limit * interval
+  local stored = redis.call('HMGET', KEYS[n], 't', 'i')
+  local tat = now
+  local rescaled = false
+  if stored[1] then
+    tat = tonumber(stored[1])
+    local old = tonumber(stored[2])
+    if old ~= interval and tat > now then
+      tat = now + math.min(math.floor((tat - now) * interval / old), tolerance)
+      rescaled = true
+    end
+  end
+  if tat > now + tolerance then tat = now + tolerance end
+  if tat < now then tat = now end
+  local newTat = tat + interval
+  local allowAt = newTat - tolerance
+  if now < allowAt then
+    all = false
+    if rescaled then store(KEYS[n], tat, interval) end
+    table.insert(out, 0)
+    table.insert(out, limit)
+    table.insert(out, 0)
+    table.insert(out, math.ceil(tat / ${MICROS_PER_SECOND}))
+    table.insert(out, math.max(1, math.ceil((allowAt - now) / ${MICROS_PER_SECOND})))
+  else
+    pending[n] = { newTat, interval }
+    table.insert(out, 1)
+    table.insert(out, limit)
+    table.insert(out, math.max(0, limit - math.ceil((newTat - now) / interval)))
+    table.insert(out, math.ceil(newTat / ${MICROS_PER_SECOND}))
+    table.insert(out, 0)
+  end
+end
+if all then
+  for n = 1, #KEYS do store(KEYS[n], pending[n][1], pending[n][2]) end
+end
+return out
+`

@@ -12,11 +12,19 @@ export const rateLimitHeaders = (decision: RateDecision): Record<string, string>
   "x-ratelimit-reset": String(decision.resetAt)
 })
 
+/** The team whose shared limit refused a request (issue 33); absent: the key's (or subject's) own limit. */
+export interface LimitingTeam {
+  readonly id: string
+  readonly name: string
+}
+
+const whose = (team: LimitingTeam | undefined) => (team === undefined ? "this key" : `this key's team "${team.name}"`)
+
 /** The refusal for a request the rate limiter did not admit. */
-export const rateLimitedError = (decision: RateDecision): RateLimited =>
+export const rateLimitedError = (decision: RateDecision, team?: LimitingTeam): RateLimited =>
   new RateLimited({
-    message: `Rate limit reached: ${decision.limit} requests per minute for this key. Retry after ${decision.retryAfterSeconds} s.`,
-    details: { limit: "requests_per_minute", requests_per_minute: decision.limit },
+    message: `Rate limit reached: ${decision.limit} requests per minute for ${whose(team)}. Retry after ${decision.retryAfterSeconds} s.`,
+    details: { limit: "requests_per_minute", requests_per_minute: decision.limit, ...(team === undefined ? {} : { team_id: team.id }) },
     retryAfterSeconds: Math.max(1, decision.retryAfterSeconds),
     limit: decision.limit,
     remaining: decision.remaining,
@@ -28,10 +36,10 @@ export const rateLimitedError = (decision: RateDecision): RateLimited =>
  * admitted by the rate limiter, so the headers carry that decision; when a stream will end
  * cannot be known, so `Retry-After` is the minimum, 1 s.
  */
-export const streamLimitError = (maxStreams: number, decision: RateDecision): RateLimited =>
+export const streamLimitError = (maxStreams: number, decision: RateDecision, team?: LimitingTeam): RateLimited =>
   new RateLimited({
-    message: `Concurrent stream limit reached: at most ${maxStreams} open streaming requests for this key.`,
-    details: { limit: "concurrent_streams", concurrent_streams: maxStreams },
+    message: `Concurrent stream limit reached: at most ${maxStreams} open streaming requests for ${whose(team)}.`,
+    details: { limit: "concurrent_streams", concurrent_streams: maxStreams, ...(team === undefined ? {} : { team_id: team.id }) },
     retryAfterSeconds: 1,
     limit: decision.limit,
     remaining: decision.remaining,

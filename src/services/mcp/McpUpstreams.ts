@@ -25,6 +25,7 @@ import { Metrics } from "../metrics/Metrics.ts"
 import { McpPinsRepo, type ToolPin } from "../store/McpPinsRepo.ts"
 import { resolveCommand, StdioProcessTransport } from "./stdio-process.ts"
 import { ProviderError, UpstreamTimeout } from "../../domain/errors.ts"
+import { matchesUriTemplate, parseUriTemplate, type UriTemplate } from "./uri-template.ts"
 import type { McpServerConfig } from "../config/schema.ts"
 import { SERVER_INFO } from "./advertised.ts"
 
@@ -141,6 +142,8 @@ class Upstream {
   withheld: ReadonlyMap<string, { readonly pinned: string; readonly current: string }> = new Map()
   /** The resource URIs of the server's last `resources/list`, for routing `resources/read` back. */
   resourceUris: ReadonlySet<string> = new Set()
+  /** The resource templates of the server's last `resources/templates/list`, for routing reads and completions of their URIs. */
+  resourceTemplates: ReadonlyArray<UriTemplate> = []
   readonly pins: PinStore
   status: UpstreamStatus["status"] = "unknown"
   lastError: string | null = null
@@ -349,14 +352,17 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
    * names as `<server>__<prompt>`, resources with the URIs the servers gave (remembered, so that
    * `resources/read` finds its server). Never fails.
    */
-  readonly list: (kind: "prompts" | "resources", servers: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>>
+  readonly list: (kind: "prompts" | "resources" | "resourceTemplates", servers: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>>
   readonly getPrompt: (
     server: string,
     prompt: string,
     args: Record<string, string> | undefined
   ) => Effect.Effect<Record<string, unknown> | UpstreamRpcError, UpstreamFailure>
   /** Which of these servers listed this resource URI last (on this replica). */
+  /** The server that listed this URI, or whose listed template it fits; undefined: none of these (yet). */
   readonly resourceServer: (servers: ReadonlyArray<string>, uri: string) => string | undefined
+  /** `completion/complete` forwarded to one server, its `ref` already in the server's own names. */
+  readonly complete: (server: string, params: Record<string, unknown>) => Effect.Effect<Record<string, unknown> | UpstreamRpcError, UpstreamFailure>
   readonly readResource: (server: string, uri: string) => Effect.Effect<Record<string, unknown> | UpstreamRpcError, UpstreamFailure>
   /**
    * Why a call of this tool is refused before it reaches the server, if it is: its definition
@@ -518,6 +524,21 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
                     return prompts.map((p) => ({ ...p, name: `${name}${SEPARATOR}${p.name}` }))
                   }
                   if (capabilities?.resources === undefined) return []
+                  if (kind === "resourceTemplates") {
+                    // Templates are optional within the resources capability: a server without them
+                    // answers "method not found", which is an empty list, not a failure of the server.
+                    const listed = await client.listResourceTemplates(undefined, { timeout: upstream.config.timeout_ms }).catch((error) => {
+                      if (rpcErrorOf(error)?.code === -32601) return { resourceTemplates: [] }
+                      throw error
+                    })
+                    const { resourceTemplates } = listed
+                    const kept = resourceTemplates.slice(0, MAX_RESOURCES)
+                    upstream.resourceTemplates = kept.flatMap((t) => {
+                      const parsed = parseUriTemplate(t.uriTemplate)
+                      return parsed === undefined ? [] : [parsed]
+                    })
+                    return kept as unknown as ReadonlyArray<Record<string, unknown>>
+                  }
                   const { resources } = await client.listResources(undefined, { timeout: upstream.config.timeout_ms })
                   upstream.resourceUris = new Set(resources.slice(0, MAX_RESOURCES).map((r) => r.uri))
                   return resources.slice(0, MAX_RESOURCES) as unknown as ReadonlyArray<Record<string, unknown>>
@@ -539,7 +560,18 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
             return forward<Record<string, unknown>>(upstream, prompt, async (client, signal) =>
               (await client.getPrompt({ name: prompt, ...(args === undefined ? {} : { arguments: args }) }, { signal })) as Record<string, unknown>)
           },
-          resourceServer: (names, uri) => names.find((name) => upstreams.get(name)?.resourceUris.has(uri) === true),
+          resourceServer: (names, uri) =>
+            names.find((name) => upstreams.get(name)?.resourceUris.has(uri) === true) ??
+              names.find((name) => upstreams.get(name)?.resourceTemplates.some((template) => template.template === uri || matchesUriTemplate(template, uri)) === true),
+          complete: (server, params) => {
+            const upstream = upstreams.get(server)
+            if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))
+            return forward<Record<string, unknown>>(upstream, "completion/complete", async (client, signal) => {
+              // A server that offers no completions answers with none (the spec's empty result), not an error.
+              if (client.getServerCapabilities()?.completions === undefined) return { completion: { values: [], hasMore: false } }
+              return (await client.complete(params as never, { signal })) as unknown as Record<string, unknown>
+            })
+          },
           readResource: (server, uri) => {
             const upstream = upstreams.get(server)
             if (upstream === undefined) return Effect.die(new Error(`no MCP server named ${server}`))

@@ -12,7 +12,7 @@
  */
 import type { AuthInfo, CallToolResult, McpRequestContext, Tool } from "@modelcontextprotocol/server"
 import { Context, Effect, Layer, Scope } from "effect"
-import { SERVER_INFO, SERVER_INSTRUCTIONS } from "./advertised.ts"
+import { FORWARDED_METHODS, SERVER_INFO, SERVER_INSTRUCTIONS, serverCapabilities } from "./advertised.ts"
 import { isUpstreamRpcError } from "./McpUpstreams.ts"
 import { mcpSdk } from "./sdk.ts"
 
@@ -104,13 +104,11 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
           const exchange = exchangeOf(context)
           await exchange.admit()
           const server = new sdk.Server(SERVER_INFO, {
-            capabilities: exchange.upstreams
-              ? { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false } }
-              : { tools: { listChanged: false } },
+            capabilities: serverCapabilities(exchange.upstreams),
             instructions: SERVER_INSTRUCTIONS
           })
           if (exchange.upstreams) {
-            for (const method of ["prompts/list", "prompts/get", "resources/list", "resources/read"] as const) {
+            for (const method of FORWARDED_METHODS) {
               server.setRequestHandler(method, async (request, ctx) => {
                 const result = await exchange.forward(method, (request.params ?? {}) as Record<string, unknown>, ctx.mcpReq.signal)
                 if (result === undefined) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.MethodNotFound, `method not found: ${method}`)
@@ -119,6 +117,8 @@ export class StatelessMcp extends Context.Service<StatelessMcp, {
               })
             }
           }
+          // Accepted and answered with nothing to send (see serverCapabilities).
+          server.setRequestHandler("logging/setLevel", async () => ({}))
           server.setRequestHandler("tools/list", async () => ({ tools: [...await exchange.listTools()] as Array<Tool> }))
           server.setRequestHandler("tools/call", async (request, ctx) => {
             const { name, arguments: args } = request.params

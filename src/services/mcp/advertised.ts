@@ -8,6 +8,24 @@ import type { McpToolDefinition } from "../sql/tools/definitions.ts"
 
 export const SERVER_INFO = { name: "modelgate", version: VERSION }
 
+/**
+ * The capabilities both eras declare. With upstream servers configured, their prompts, resources
+ * (and resource templates) and completions are forwarded (issue 37); resource subscriptions are
+ * not (the gateway has no channel to push an upstream's updates to a client's session), so
+ * `subscribe` is not declared. `logging` is declared so a client may set a level; the gateway
+ * itself sends no log messages.
+ */
+export const serverCapabilities = (upstreams: boolean) =>
+  upstreams
+    ? { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { listChanged: false }, completions: {}, logging: {} }
+    : { tools: { listChanged: false }, logging: {} }
+
+/** The methods answered from upstream servers when any is configured (see pipelines/mcp.ts forwardUpstream). */
+export const FORWARDED_METHODS = ["prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read", "completion/complete"] as const
+
+/** The levels of `logging/setLevel` (syslog's, as the MCP schema names them). */
+export const LOGGING_LEVELS: ReadonlySet<string> = new Set(["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"])
+
 export const SERVER_INSTRUCTIONS =
   "SQL tools over the databases this API key has been granted. Start with sql_list_connections."
 

@@ -16,16 +16,21 @@
  * Label children are resolved once per combination and cached, so a request costs a few map
  * lookups and additions, no label objects.
  */
+import { fromMicros } from "../../domain/money.ts"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 import { VERSION } from "../../domain/version.ts"
 import type { AuditRecord } from "../../domain/records.ts"
+import { AUDIT_CREDIT_MICROS } from "../store/AuditRepo.ts"
 
 export const UNMATCHED_ROUTE = "unmatched"
 const countable = (value: number | null): value is number => typeof value === "number" && Number.isFinite(value) && value > 0
 const MAX_MODELS = 200
+/** Team labels (issue 33) are ids an admin created; still capped, then `other`. */
+const MAX_TEAMS = 1000
+const OTHER_TEAM = "other"
 const OTHER_MODEL = "other"
 /** Refusals counted on their own: what an operator tunes limits, budgets and credits by. */
 const REFUSALS = ["rate_limited", "budget_exhausted", "insufficient_credits"] as const
@@ -327,6 +332,31 @@ export const makeMetrics = (): MetricsShape => {
     registers: [registry]
   })
 
+  // Spend per team (issue 33): the team id is the only label; keys and end users are left to
+  // the spend reports (GET /usage), where they cost no series.
+  const teamCredits = new Counter({
+    name: "modelgate_team_credits_total",
+    help: "Credits charged (after refunds) to requests of a team's keys, by team id, as this replica counted them",
+    labelNames: ["team"] as const,
+    registers: [registry]
+  })
+  const teamRequests = new Counter({
+    name: "modelgate_team_requests_total",
+    help: "Requests made with a team's keys, by team id",
+    labelNames: ["team"] as const,
+    registers: [registry]
+  })
+  const teams = new Map<string, { readonly credits: Child<object>; readonly requests: Child<object> }>()
+  const teamChildren = (id: string) => {
+    const team = teams.has(id) || teams.size < MAX_TEAMS ? id : OTHER_TEAM
+    let children = teams.get(team)
+    if (children === undefined) {
+      children = { credits: atZero(teamCredits.labels(team)), requests: atZero(teamRequests.labels(team)) }
+      teams.set(team, children)
+    }
+    return children
+  }
+
   // Which build this process is (issue 40), the usual Prometheus *_build_info idiom: always 1,
   // the facts in its labels, so `count by (version) (modelgate_build_info)` shows a rollout.
   new Gauge({
@@ -355,6 +385,12 @@ export const makeMetrics = (): MetricsShape => {
       }
       counter.inc()
       if (record.error !== null) refusalChildren.get(record.error)?.inc()
+      if (typeof record.team_id === "string") {
+        const team = teamChildren(record.team_id)
+        team.requests.inc()
+        // Exact to the micro-credit: the counter holds a decimal number of credits.
+        if (countable(record.credits)) team.credits.inc(record.credits * AUDIT_CREDIT_MICROS / 1_000_000)
+      }
       const model = admitted === undefined ? record.model : admitted
       if (model !== null && record.provider !== null) {
         const usage = modelChildren(model, record.provider)
@@ -362,7 +398,8 @@ export const makeMetrics = (): MetricsShape => {
         // (pipelines/model/usage.ts), and this keeps a bad one from ever breaking an answer.
         if (countable(record.prompt_tokens)) usage.prompt.inc(record.prompt_tokens)
         if (countable(record.completion_tokens)) usage.completion.inc(record.completion_tokens)
-        if (countable(record.credits)) usage.credits.inc(record.credits)
+        // The record holds micro-credits (issue 33); the counter counts credits.
+        if (countable(record.credits)) usage.credits.inc(fromMicros(record.credits))
         const operation = genAiOperationOf(route)
         const modelLabel = models.has(model) ? model : OTHER_MODEL
         const genAi = genAiChildren(usage, modelLabel, record.provider, operation)
@@ -410,8 +447,8 @@ export const makeMetrics = (): MetricsShape => {
         poolCredits.reset()
         poolLeased.reset()
         if (refresh.pool !== undefined) {
-          poolCredits.labels(refresh.pool.workspace).set(refresh.pool.credits)
-          poolLeased.labels(refresh.pool.workspace).set(refresh.pool.leased)
+          poolCredits.labels(refresh.pool.workspace).set(fromMicros(refresh.pool.credits))
+          poolLeased.labels(refresh.pool.workspace).set(fromMicros(refresh.pool.leased))
         }
         // The audit trail counts drops since start; the counter follows it.
         if (refresh.auditDropped > droppedSeen) {

@@ -24,6 +24,7 @@ import { makeRedactor, type Redact } from "./redact.ts"
 import { type EventOutcome, mapEventsOrFail, postJson, readJson, type UpstreamFailure } from "./upstream-http.ts"
 import { type GenAiOperation, tracedCall, tracedStream } from "./upstream-span.ts"
 import { parseJsonWithin } from "../../wire/json-depth.ts"
+import { turnIfLarge } from "../../wire/turns.ts"
 
 type Env = Readonly<Record<string, string | undefined>>
 
@@ -92,8 +93,9 @@ export const makeBedrockClient = (provider: ProviderConfig, agent: Agent, env: E
     Effect.suspend(() => {
       const url = new URL(`${base}/model/${encodeLabel(modelId)}/${operation}`)
       const serialized = JSON.stringify(body)
+      // A large body is serialized on one turn of the event loop and signed on the next (../../wire/turns.ts).
       return Effect.flatMap(
-        Effect.tryPromise({
+        Effect.andThen(turnIfLarge(serialized.length), Effect.tryPromise({
           try: () => signer.sign(url, serialized, { "content-type": "application/json", accept }),
           // The signer only fails on a programming error (it signs locally); never quote credentials.
           catch: () =>
@@ -101,7 +103,7 @@ export const makeBedrockClient = (provider: ProviderConfig, agent: Agent, env: E
               message: `provider "${provider.name}": the request could not be signed`,
               details: { provider: provider.name, upstream_status: null, upstream_error: { message: "SigV4 signing failed" } }
             })
-        }),
+        })),
         (headers) =>
           timedToFirstByte(postJson({ provider: provider.name, agent, url: url.href, headers, body, serialized, redact, failure }), firstByte)
       )

@@ -14,6 +14,7 @@ import { MAX_ANSWER_DEPTH, nestsDeeperThan } from "../../wire/json-depth.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { outgoingTraceHeaders } from "../tracing/propagation.ts"
 import type { Redact } from "./redact.ts"
+import { LARGE_BODY_BYTES, turnIfLarge } from "../../wire/turns.ts"
 
 /**
  * What a provider call can fail with: the provider's own trouble (502), a timeout (504), or the
@@ -139,11 +140,11 @@ export interface PostJsonOptions {
   readonly failure?: (status: number, body: string, headers: UpstreamResponse["headers"]) => UpstreamFailure
 }
 
-const requestOptions = (options: PostJsonOptions, trace: Record<string, string>, signal: AbortSignal) => ({
+const requestOptions = (options: PostJsonOptions, trace: Record<string, string>, serialized: string, signal: AbortSignal) => ({
   method: "POST" as const,
   dispatcher: options.agent,
   headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...trace, ...options.headers },
-  body: options.serialized ?? JSON.stringify(options.body),
+  body: serialized,
   signal
 })
 
@@ -165,11 +166,17 @@ const failureOf = (options: PostJsonOptions, status: number, headers: UpstreamRe
  * the body always reaches the caller that will consume or destroy it.
  */
 export const postJson = (options: PostJsonOptions): Effect.Effect<UpstreamResponse, UpstreamFailure> =>
-  Effect.flatMap(outgoingTraceHeaders, (trace) =>
-    Effect.tryPromise({
-      try: (signal) => request(options.url, requestOptions(options, trace, signal)),
-      catch: (error) => transportFailure(options.provider, error)
-    })).pipe(
+  Effect.flatMap(outgoingTraceHeaders, (trace) => {
+    const serialized = options.serialized ?? JSON.stringify(options.body)
+    // A large body is serialized on one turn of the event loop and sent on the next (../../wire/turns.ts).
+    return Effect.andThen(
+      options.serialized === undefined ? turnIfLarge(serialized.length) : Effect.void,
+      Effect.tryPromise({
+        try: (signal) => request(options.url, requestOptions(options, trace, serialized, signal)),
+        catch: (error) => transportFailure(options.provider, error)
+      })
+    )
+  }).pipe(
     Effect.interruptible,
     Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.statusCode)),
     Effect.flatMap((response) => {
@@ -279,7 +286,10 @@ export const readJson = <A>(
       Effect.try({
         try: () => parseAnswer<A>(provider, response.status, text, redact),
         catch: (error) => error as ProviderError
-      })
+      }).pipe(
+        // A large answer is parsed on one turn of the event loop and translated and written on the next.
+        Effect.tap(() => turnIfLarge(text.length))
+      )
     )
   )
 
@@ -300,24 +310,34 @@ export const postForJson = <A>(options: PostJsonOptions & {
 }): Effect.Effect<A, UpstreamFailure> =>
   Effect.flatMap(outgoingTraceHeaders, (trace) => {
     let status = 0
+    let answered = 0
+    const serialized = options.serialized ?? JSON.stringify(options.body)
     const call = Effect.tryPromise({
       try: async (signal): Promise<A> => {
         const sent = performance.now()
-        const response = await request(options.url, requestOptions(options, trace, signal))
+        const response = await request(options.url, requestOptions(options, trace, serialized, signal))
         status = response.statusCode
         const body = response.body as unknown as Readable
         if (status < 200 || status >= 300) {
           throw failureOf(options, response.statusCode, response.headers, await readBounded(options.provider, body, ERROR_BODY_BYTES, "cut"))
         }
         options.firstByte?.((performance.now() - sent) / 1000)
-        return parseAnswer<A>(options.provider, status, await readBounded(options.provider, body, options.maxBytes, "fail"), options.redact)
+        const text = await readBounded(options.provider, body, options.maxBytes, "fail")
+        answered = text.length
+        return parseAnswer<A>(options.provider, status, text, options.redact)
       },
       catch: (error) => (isUpstreamFailure(error) ? error : transportFailure(options.provider, error))
-    }).pipe(Effect.interruptible)
+    }).pipe(
+      Effect.interruptible,
+      // A large answer is parsed on one turn and translated and written on the next.
+      Effect.tap(() => turnIfLarge(answered))
+    )
+    // A large body is serialized on one turn of the event loop and sent on the next (../../wire/turns.ts).
+    const sent = options.serialized === undefined && serialized.length >= LARGE_BODY_BYTES ? Effect.andThen(Effect.yieldNow, call) : call
     return Effect.withFiber((fiber) =>
       fiber.getRef(References.TracerEnabled)
-        ? Effect.tap(call, () => Effect.annotateCurrentSpan("http.response.status_code", status))
-        : call
+        ? Effect.tap(sent, () => Effect.annotateCurrentSpan("http.response.status_code", status))
+        : sent
     )
   })
 

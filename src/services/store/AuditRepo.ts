@@ -8,21 +8,44 @@ import type { AuditPage, AuditQuery, AuditRecord, TrafficKind } from "../../doma
 import { decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
-/** What usage rows are grouped by: the UTC day (`YYYY-MM-DD`), the key, the model. */
-export type UsageDimension = "day" | "key" | "model" | "provider"
+/**
+ * What usage rows are grouped by (issue 33: spend reports): the UTC day (`YYYY-MM-DD`), the key,
+ * its team, the model, the provider that answered, the end user the client named.
+ */
+export type UsageDimension = "day" | "key" | "team" | "model" | "provider" | "end_user"
+
+export const USAGE_DIMENSIONS: ReadonlyArray<UsageDimension> = ["day", "key", "team", "model", "provider", "end_user"]
+
+/**
+ * Micro-credits per unit of `audit_log.credits`. The column holds what the money path charged
+ * per request; the reports turn it into exact decimal credits through this one constant.
+ * Whole credits (1,000,000 micros each) until the micro-credit accounting of issue 33 stores
+ * micros in the audit trail; then 1.
+ */
+export const AUDIT_CREDIT_MICROS = 1
 
 export interface UsageRow {
   readonly day?: string
   readonly key_id?: string | null
+  readonly team_id?: string | null
   readonly model?: string | null
   /** The provider that answered (a routed request's last attempt; issue 20). */
   readonly provider?: string | null
+  readonly end_user?: string | null
   readonly requests: number
   readonly errors: number
+  /** Every input token, cache reads and writes included. */
   readonly prompt_tokens: number
   readonly completion_tokens: number
-  readonly credits: number
+  /** Of `prompt_tokens`, read from and written to the provider's cache. */
+  readonly cache_read_tokens: number
+  readonly cache_write_tokens: number
+  /** What was charged, in micro-credits (src/domain/money.ts). */
+  readonly credits_micros: number
 }
+
+/** The most rows one usage query returns: a caller asking for `limit` gets `limit + 1` at most, to tell that there were more. */
+export const MAX_USAGE_ROWS = 100_000
 
 const AuditRow = Schema.Struct({
   seq: Num,
@@ -40,6 +63,10 @@ const AuditRow = Schema.Struct({
   credits: Num,
   prompt_tokens: NullableNum,
   completion_tokens: NullableNum,
+  cache_read_tokens: Schema.optionalKey(NullableNum),
+  cache_write_tokens: Schema.optionalKey(NullableNum),
+  end_user: Schema.optionalKey(NullableString),
+  team_id: Schema.optionalKey(NullableString),
   duration_ms: Num,
   stream: Flag,
   client_addr: NullableString,
@@ -50,12 +77,16 @@ const AuditRow = Schema.Struct({
 const UsageRowSchema = Schema.Struct({
   day: Schema.optionalKey(Schema.String),
   key_id: Schema.optionalKey(NullableString),
+  team_id: Schema.optionalKey(NullableString),
   model: Schema.optionalKey(NullableString),
   provider: Schema.optionalKey(NullableString),
+  end_user: Schema.optionalKey(NullableString),
   requests: Num,
   errors: Num,
   prompt_tokens: Num,
   completion_tokens: Num,
+  cache_read_tokens: Num,
+  cache_write_tokens: Num,
   credits: Num
 })
 
@@ -73,7 +104,8 @@ const SUPERSEDING = "replica_lost"
 /** The serving record's columns, whichever of the two arrived first, then the refund's outcome. */
 const SERVED_COLUMNS = [
   "ts", "key_id", "method", "endpoint", "status", "model", "provider", "tool", "connection_id",
-  "prompt_tokens", "completion_tokens", "duration_ms", "stream", "client_addr", "details"
+  "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens", "end_user", "team_id",
+  "duration_ms", "stream", "client_addr", "details"
 ] as const
 const AMEND = [
   ...SERVED_COLUMNS.map((c) => `${c} = CASE WHEN COALESCE(audit_log.error, '') = '${SUPERSEDING}' THEN excluded.${c} ELSE audit_log.${c} END`),
@@ -101,12 +133,24 @@ const decodeUsage = decodeRows(UsageRowSchema)
 
 export class AuditRepo extends Context.Service<AuditRepo, {
   readonly appendAudit: (records: ReadonlyArray<AuditRecord>) => Effect.Effect<void, StoreError>
-  /** Totals from the audit trail, one row per combination of `group_by` (default key and model). */
+  /**
+   * Totals from the audit trail, one row per combination of `group_by` (default key and model),
+   * ordered by those columns; at most `limit` rows plus one (default and most MAX_USAGE_ROWS), so
+   * a caller can tell a report that did not fit.
+   */
   readonly usage: (query: {
     readonly since?: string | undefined
     readonly until?: string | undefined
     readonly key_id?: string | undefined
+    readonly team_id?: string | undefined
+    readonly end_user?: string | undefined
     readonly group_by?: ReadonlyArray<UsageDimension> | undefined
+    readonly limit?: number | undefined
+    /**
+     * The statement's own time bound on Postgres, in place of the session's (a report reads a
+     * window of the whole trail; it is not on the request path). Absent: the session's.
+     */
+    readonly statement_ms?: number | undefined
   }) => Effect.Effect<ReadonlyArray<UsageRow>, StoreError>
   /** Newest first, `limit` at a time; `next_seq` continues the page. */
   readonly queryAudit: (query: AuditQuery) => Effect.Effect<AuditPage, StoreError>
@@ -136,6 +180,10 @@ export class AuditRepo extends Context.Service<AuditRepo, {
                 credits: r.credits,
                 prompt_tokens: r.prompt_tokens,
                 completion_tokens: r.completion_tokens,
+                cache_read_tokens: r.cache_read_tokens ?? null,
+                cache_write_tokens: r.cache_write_tokens ?? null,
+                end_user: r.end_user ?? null,
+                team_id: r.team_id ?? null,
                 duration_ms: r.duration_ms,
                 stream: r.stream ? 1 : 0,
                 client_addr: r.client_addr,
@@ -149,23 +197,63 @@ export class AuditRepo extends Context.Service<AuditRepo, {
         },
         usage: (query) => {
           // Column expressions come from this fixed table only, never from the caller's text.
-          const dimensions = { day: "substr(ts, 1, 10)", key: "key_id", model: "model", provider: "provider" } as const
-          const names = { day: "day", key: "key_id", model: "model", provider: "provider" } as const
-          const groups = (["day", "key", "model", "provider"] as const).filter((d) => (query.group_by ?? ["key", "model"]).includes(d))
+          const dimensions: Record<UsageDimension, string> = {
+            day: "substr(ts, 1, 10)",
+            key: "key_id",
+            team: "team_id",
+            model: "model",
+            provider: "provider",
+            end_user: "end_user"
+          }
+          const names: Record<UsageDimension, string> = {
+            day: "day",
+            key: "key_id",
+            team: "team_id",
+            model: "model",
+            provider: "provider",
+            end_user: "end_user"
+          }
+          const groups = USAGE_DIMENSIONS.filter((d) => (query.group_by ?? ["key", "model"]).includes(d))
           const selected = groups.map((d) => `${dimensions[d]} AS ${names[d]}`)
           const grouped = groups.map((d) => dimensions[d]).join(", ")
-          return sql`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,
+          const limit = Math.min(Math.max(Math.trunc(query.limit ?? MAX_USAGE_ROWS), 1), MAX_USAGE_ROWS)
+          const select = sql`SELECT ${sql.literal(selected.length > 0 ? selected.join(", ") + "," : "")} COUNT(*) AS requests,
                 SUM(CASE WHEN status >= 400 OR error IS NOT NULL THEN 1 ELSE 0 END) AS errors,
                 COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+                COALESCE(SUM(cache_read_tokens), 0) AS cache_read_tokens, COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
                 COALESCE(SUM(credits), 0) AS credits
               FROM audit_log WHERE ${
             sql.and([
               query.since !== undefined ? sql`ts >= ${query.since}` : undefined,
               query.until !== undefined ? sql`ts < ${query.until}` : undefined,
-              query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined
+              query.key_id !== undefined ? sql`key_id = ${query.key_id}` : undefined,
+              query.team_id !== undefined ? sql`team_id = ${query.team_id}` : undefined,
+              query.end_user !== undefined ? sql`end_user = ${query.end_user}` : undefined
             ].filter((c) => c !== undefined))
-          } ${sql.literal(groups.length > 0 ? `GROUP BY ${grouped} ORDER BY ${grouped}` : "")}`.pipe(
+          } ${sql.literal(groups.length > 0 ? `GROUP BY ${grouped} ORDER BY ${grouped}` : "")} LIMIT ${limit + 1}`
+          const statementMs = query.statement_ms
+          const bounded = statementMs === undefined
+            ? select
+            : sql.onDialectOrElse({
+              // A transaction of its own, so the bound is this statement's only (SET LOCAL).
+              pg: () =>
+                sql.withTransaction(
+                  Effect.andThen(
+                    Effect.andThen(
+                      sql.unsafe(`SET LOCAL statement_timeout = ${Math.trunc(statementMs)}`),
+                      // Room to group a large window in memory rather than sort it on disk.
+                      sql.unsafe(`SET LOCAL work_mem = '64MB'`)
+                    ),
+                    select
+                  )
+                ),
+              orElse: () => select
+            })
+          return bounded.pipe(
             decodeUsage,
+            Effect.map((rows) =>
+              rows.map(({ credits, ...row }): UsageRow => ({ ...row, credits_micros: credits * AUDIT_CREDIT_MICROS }))
+            ),
             storeOp("AuditRepo.usage")
           )
         },

@@ -18,13 +18,12 @@ import {
   type BatchTx,
   type BatchWrite,
   type CreditBatch,
+  decodeBudgetRows,
+  releaseBudgets,
   returnOrphanedBlocks,
   runCreditBatch,
-  storeNowMs,
-  type SubjectBudget
+  storeNowMs
 } from "./credit-batches.ts"
-
-export type { SubjectBudget }
 import { SqliteDatabase } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -34,24 +33,10 @@ import { storeOp, type StoreError } from "./StoreError.ts"
  */
 export const MAX_POOL_CREDITS = Number.MAX_SAFE_INTEGER
 
-export type AdmitResult =
-  | { readonly _tag: "Admitted"; readonly balance: number | undefined }
-  | { readonly _tag: "BudgetExhausted" }
-  | { readonly _tag: "Insufficient"; readonly available: number }
-
-export interface ReservationOwner {
-  readonly owner: string
-  readonly method: string | null
-  readonly endpoint: string | null
-}
-
-export interface AdmitInput {
-  /** The key id, or the subject id when `budget` is a SubjectBudget. */
-  readonly keyId: string
-  /** false: none; true: the key's own (maximum and count on its row); or a subject's. */
-  readonly budget: boolean | SubjectBudget
-  readonly charge: CreditMovement | undefined
-  readonly reservation?: ReservationOwner | undefined
+/** A holder's usage of its budget in one period (issue 33): requests, and micro-credits reserved or spent. */
+export interface BudgetUsage {
+  readonly requests: number
+  readonly credits: number
 }
 
 const WorkspaceRow = Schema.Struct({ id: Schema.String, name: Schema.String, credits: Num, created_at: Schema.String })
@@ -80,14 +65,13 @@ const ReservationRow = Schema.Struct({
   created_at: Schema.String
 })
 
-const AdmitRow = Schema.Struct({ budget_ok: Schema.Boolean, balance: Schema.NullOr(Num) })
 
 const decodeWorkspace = decodeRows(WorkspaceRow)
 const decodeLedger = decodeRows(LedgerRow)
 const decodeReservations = decodeRows(ReservationRow)
 const decodeCredits = decodeRows(Schema.Struct({ credits: Num }))
 const decodePoolLevels = decodeRows(Schema.Struct({ id: Schema.String, credits: Num, leased: Num }))
-const decodeAdmit = decodeRows(AdmitRow)
+const decodeUsage = decodeRows(Schema.Struct({ holder: Schema.String, period_start: Schema.String, requests: Num, credits: Num }))
 
 export class CreditsRepo extends Context.Service<CreditsRepo, {
   readonly dialect: "sqlite" | "postgres"
@@ -96,18 +80,10 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   readonly getWorkspace: Effect.Effect<WorkspaceRecord, StoreError>
   /** The pool's balance and the part of it replicas' blocks hold (the metrics' gauges, read at scrape time). */
   readonly poolLevels: Effect.Effect<{ readonly workspace: string; readonly credits: number; readonly leased: number }, StoreError>
-  /**
-   * The paid part of admitting a request, in one transaction (one statement on Postgres, so one
-   * commit on the hot path): count it against the key's (or subject's) budget when `budget` is set, then charge
-   * `charge.amount` credits with its ledger row. A used-up budget charges nothing; a pool that
-   * cannot pay leaves the budget counted (the request was admitted that far) and reports the
-   * balance it found. With `reservation`, a charge (which must carry its request id) is also
-   * held open in the same transaction, owned by that replica, until `settleReservation` or
-   * `refundReservation` ends it.
-   */
-  readonly admitPaid: (input: AdmitInput) => Effect.Effect<AdmitResult, StoreError>
-  /** The request ended and keeps its charge: the reservation goes. Idempotent; false when none was open. */
-  readonly settleReservation: (requestId: string) => Effect.Effect<boolean, StoreError>
+  /** The usage of each [holder, period] asked for (absent: nothing counted yet), keyed `${holder} ${period}`. */
+  readonly budgetUsage: (rows: ReadonlyArray<readonly [string, string]>) => Effect.Effect<ReadonlyMap<string, BudgetUsage>, StoreError>
+  /** Forgets what `holder` has used of its budget, in every period (an admin's reset). */
+  readonly resetBudget: (holder: string) => Effect.Effect<void, StoreError>
   /**
    * The request ended and gets its charge back, in one transaction with its ledger row. Idempotent:
    * only the first call for a request id (whoever makes it) refunds; the rest return undefined.
@@ -181,64 +157,6 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           })
         }`
 
-      const admitPaidPostgres = (input: AdmitInput) => {
-        const { charge, keyId, reservation } = input
-        const budget = input.budget !== false
-        const amount = charge?.amount ?? 0
-        const ts = new Date().toISOString()
-        const counted = typeof input.budget === "object"
-          ? sql`UPDATE identity_subjects SET budget_used = budget_used + 1
-              WHERE id = ${keyId} AND budget_used < ${input.budget.max_requests}
-              RETURNING 1 AS ok`
-          : sql`UPDATE api_keys SET budget_used = budget_used + 1
-              WHERE ${budget} AND id = ${keyId} AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests
-              RETURNING 1 AS ok`
-        // A subject's row is made by its first count, in a statement of its own: an upsert that
-        // names one conflict target (id) still fails with a unique violation on the table's other
-        // unique index (issuer, subject) when two first counts race, and a CTE's update cannot see
-        // a row inserted by the same statement. Without a target, every unique index is an arbiter.
-        const subjectRow = typeof input.budget === "object"
-          ? sql`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
-              VALUES (${keyId}, ${input.budget.issuer}, ${input.budget.subject}, 0, ${ts}, ${ts})
-              ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
-          : Effect.void
-        return Effect.andThen(subjectRow, sql`
-          WITH b AS (${counted}), c AS (
-            UPDATE workspaces SET credits = credits - ${amount}
-            WHERE ${amount} > 0 AND id = ${DEFAULT_WORKSPACE} AND credits - leased >= ${amount}
-              AND (NOT ${budget} OR EXISTS (SELECT 1 FROM b))
-            RETURNING credits
-          ), l AS (
-            INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model, note)
-            SELECT ${ts}, ${DEFAULT_WORKSPACE}, 'charge', ${-amount}, credits, ${charge?.actor ?? keyId},
-                   ${charge?.key_id ?? null}, ${charge?.request_id ?? null}, ${charge?.model ?? null}, ${charge?.note ?? null}
-            FROM c RETURNING seq
-          ), r AS (
-            INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at)
-            SELECT ${charge?.request_id ?? null}, ${reservation?.owner ?? ""}, ${amount}, ${charge?.key_id ?? null},
-                   ${charge?.model ?? null}, ${reservation?.method ?? null}, ${reservation?.endpoint ?? null}, ${ts}
-            FROM c WHERE ${reservation !== undefined && charge?.request_id != null}
-            RETURNING 1
-          )
-          -- l and r run although nothing reads them: data-modifying CTEs always execute, exactly once.
-          SELECT EXISTS (SELECT 1 FROM b) AS budget_ok, (SELECT credits FROM c) AS balance`.pipe(
-          decodeAdmit,
-          Effect.flatMap((rows) => {
-            const row = rows[0]!
-            if (budget && !row.budget_ok) return Effect.succeed<AdmitResult>({ _tag: "BudgetExhausted" })
-            if (amount <= 0) return Effect.succeed<AdmitResult>({ _tag: "Admitted", balance: undefined })
-            // Only a refusal pays a second read: the statement's own snapshot may predate the
-            // commits it waited for, so it cannot say what the pool holds now.
-            return row.balance === null
-              ? Effect.map(
-                decodeRows(Schema.Struct({ free: Num }))(sql`SELECT credits - leased AS free FROM workspaces WHERE id = ${DEFAULT_WORKSPACE}`),
-                (rows): AdmitResult => ({ _tag: "Insufficient", available: rows[0]!.free })
-              )
-              : Effect.succeed<AdmitResult>({ _tag: "Admitted", balance: row.balance })
-          })
-        ))
-      }
-
       const pgTx: BatchTx = {
         dialect: "postgres",
         all: (text, params) => sql.unsafe<Record<string, unknown>>(text, params as Array<unknown>),
@@ -280,6 +198,13 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
             yield* flush
             return counts
           })
+      }
+
+      /** Statements through the SqlClient (inside its transaction), `$n` placeholders on both dialects. */
+      const sqlTx: BatchTx = {
+        ...pgTx,
+        dialect,
+        all: (text, params) => sql.unsafe<Record<string, unknown>>(dialect === "sqlite" ? text.replace(/\$(\d+)/g, "?$1") : text, params as Array<unknown>)
       }
 
       /** A batch on Postgres in one SqlClient transaction; on SQLite in one synchronous transaction on the raw connection. */
@@ -340,14 +265,20 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           ),
           storeOp("CreditsRepo.poolLevels")
         ),
-        admitPaid: (input) =>
-          sqlite === undefined
-            ? admitPaidPostgres(input).pipe(storeOp("CreditsRepo.admitPaid"))
-            // SQLite: the three statements on the raw connection as one synchronous transaction,
-            // without the SqlClient's per-statement machinery (two thirds of the cost of the hot path
-            // of every paid request). Holding the client's connection lease meanwhile means no
-            // SqlClient transaction can be open across an await while it runs.
-            : Effect.scoped(Effect.andThen(sql.reserve, admitPaidSqlite(sqlite, input))).pipe(storeOp("CreditsRepo.admitPaid")),
+        budgetUsage: (rows) =>
+          Effect.gen(function*() {
+            const out = new Map<string, BudgetUsage>()
+            for (let i = 0; i < rows.length; i += 200) {
+              const part = rows.slice(i, i + 200)
+              if (part.length === 0) continue
+              const found = yield* decodeUsage(sql`SELECT holder, period_start, requests, credits FROM budget_usage WHERE ${
+                sql.or(part.map(([holder, period]) => sql`(holder = ${holder} AND period_start = ${period})`))
+              }`)
+              for (const r of found) out.set(`${r.holder} ${r.period_start}`, { requests: r.requests, credits: r.credits })
+            }
+            return out as ReadonlyMap<string, BudgetUsage>
+          }).pipe(storeOp("CreditsRepo.budgetUsage")),
+        resetBudget: (holder) => sql`DELETE FROM budget_usage WHERE holder = ${holder}`.pipe(Effect.asVoid, storeOp("CreditsRepo.resetBudget")),
         addCredits: (kind, movement) =>
           sql.withTransaction(
             Effect.gen(function*() {
@@ -360,11 +291,6 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
               return balance
             })
           ).pipe(storeOp("CreditsRepo.addCredits")),
-        settleReservation: (requestId) =>
-          sql`DELETE FROM credit_reservations WHERE request_id = ${requestId} RETURNING request_id`.pipe(
-            Effect.map((rows) => rows.length > 0),
-            storeOp("CreditsRepo.settleReservation")
-          ),
         refundReservation: (requestId, actor, note) =>
           sql.withTransaction(
             Effect.gen(function*() {
@@ -372,9 +298,12 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
               if (dialect === "postgres") yield* sql`SELECT 1 FROM workspaces WHERE id = ${DEFAULT_WORKSPACE} FOR UPDATE`
               // The delete decides who refunds: concurrent callers (the owner's batch, sweepers on
               // other replicas) serialise on the row, and only the one that removed it goes on.
-              const rows = yield* decodeReservations(sql`DELETE FROM credit_reservations WHERE request_id = ${requestId} RETURNING *`)
+              const deleted = yield* sql<Record<string, unknown>>`DELETE FROM credit_reservations WHERE request_id = ${requestId} RETURNING *`
+              const rows = yield* decodeReservations(Effect.succeed(deleted))
               if (rows.length === 0) return undefined
               const reservation: Reservation = rows[0]!
+              // The budgets it counted against get its credits back too.
+              yield* releaseBudgets(sqlTx, decodeBudgetRows(deleted[0]!.budgets), reservation.amount)
               const updated = yield* decodeCredits(sql`UPDATE workspaces SET credits = credits + ${reservation.amount}
                 WHERE id = ${DEFAULT_WORKSPACE} RETURNING credits`)
               yield* writeLedger("refund", reservation.amount, updated[0]!.credits, {
@@ -410,61 +339,6 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
     })
   )
 }
-
-const admitPaidSqlite = (raw: SqliteDatabase["Service"], input: AdmitInput): Effect.Effect<AdmitResult, SqlError> =>
-  Effect.try({
-    try: (): AdmitResult => {
-      const { db, prepare } = raw
-      db.exec("BEGIN IMMEDIATE")
-      try {
-        const result = ((): AdmitResult => {
-          if (typeof input.budget === "object") {
-            const ts = new Date().toISOString()
-            const counted = prepare(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
-              VALUES (?, ?, ?, 1, ?, ?)
-              ON CONFLICT (id) DO UPDATE SET budget_used = budget_used + 1 WHERE budget_used < ? RETURNING budget_used`)
-              .all(input.keyId, input.budget.issuer, input.budget.subject, ts, ts, input.budget.max_requests)
-            if (counted.length === 0) return { _tag: "BudgetExhausted" }
-          } else if (input.budget) {
-            const counted = prepare(`UPDATE api_keys SET budget_used = budget_used + 1
-              WHERE id = ? AND budget_max_requests IS NOT NULL AND budget_used < budget_max_requests RETURNING budget_used`)
-              .all(input.keyId)
-            if (counted.length === 0) return { _tag: "BudgetExhausted" }
-          }
-          const charge = input.charge
-          if (charge === undefined || charge.amount <= 0) return { _tag: "Admitted", balance: undefined }
-          const rows = prepare("UPDATE workspaces SET credits = credits - ? WHERE id = ? AND credits - leased >= ? RETURNING credits")
-            .all(charge.amount, DEFAULT_WORKSPACE, charge.amount) as Array<{ credits: number }>
-          if (rows.length === 0) {
-            const pool = prepare("SELECT credits - leased AS free FROM workspaces WHERE id = ?").get(DEFAULT_WORKSPACE) as { free: number }
-            return { _tag: "Insufficient", available: Number(pool.free) }
-          }
-          const balance = Number(rows[0]!.credits)
-          const ts = new Date().toISOString()
-          prepare(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model, note)
-            VALUES (?, ?, 'charge', ?, ?, ?, ?, ?, ?, ?)`).run(
-            ts, DEFAULT_WORKSPACE, -charge.amount, balance, charge.actor,
-            charge.key_id ?? null, charge.request_id ?? null, charge.model ?? null, charge.note ?? null
-          )
-          const reservation = input.reservation
-          if (reservation !== undefined && charge.request_id != null) {
-            prepare(`INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?)`).run(
-              charge.request_id, reservation.owner, charge.amount, charge.key_id ?? null, charge.model ?? null,
-              reservation.method, reservation.endpoint, ts
-            )
-          }
-          return { _tag: "Admitted", balance }
-        })()
-        db.exec("COMMIT")
-        return result
-      } catch (error) {
-        if (db.isTransaction) db.exec("ROLLBACK")
-        throw error
-      }
-    },
-    catch: (cause) => new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation: "admitPaid" }) })
-  })
 
 const sqliteTry = <A>(f: () => A, operation: string): Effect.Effect<A, SqlError> =>
   Effect.try({

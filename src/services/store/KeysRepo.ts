@@ -4,9 +4,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import type { ApiKeyRecord } from "../../domain/records.ts"
+import type { ApiKeyRecord, BudgetLimits } from "../../domain/records.ts"
 import { bumpKeyVersion, decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
+import { TEAM_JOIN_COLUMNS, TeamJoinRow, teamOfJoin } from "./TeamsRepo.ts"
 
 export type KeyPatch = Partial<
   Pick<
@@ -24,6 +25,7 @@ export type KeyPatch = Partial<
     | "previous_key_hash"
     | "previous_key_expires_at"
     | "budget_used"
+    | "team_id"
   >
 >
 
@@ -48,6 +50,8 @@ export interface KeyListQuery {
   readonly model?: string | undefined
   readonly last_used_before?: string | undefined
   readonly last_used_after?: string | undefined
+  /** Keys in this team (issue 33). */
+  readonly team_id?: string | undefined
   /** The ISO instant `status` is judged at. */
   readonly now: string
 }
@@ -60,7 +64,8 @@ export interface KeyPage {
 
 const Limits = Schema.Struct({
   requests_per_minute: Schema.optionalKey(Schema.Number),
-  concurrent_streams: Schema.optionalKey(Schema.Number)
+  concurrent_streams: Schema.optionalKey(Schema.Number),
+  tokens_per_minute: Schema.optionalKey(Schema.Number)
 })
 
 /** An `api_keys` row as both stores return it. */
@@ -77,22 +82,64 @@ const KeyRow = Schema.Struct({
   mcp_servers: NullableJson(Schema.Array(Schema.String)),
   budget_max_requests: NullableNum,
   budget_used: Num,
+  /** Micro-credits (migration 13); NULL: no maximum in credits. */
+  budget_max_credits: Schema.optionalKey(NullableNum),
+  budget_period: Schema.optionalKey(NullableString),
   limits: NullableJson(Limits),
   expires_at: NullableString,
   created_at: Schema.String,
   updated_at: Schema.String,
   last_used_at: NullableString,
   previous_key_hash: NullableString,
-  previous_key_expires_at: NullableString
+  previous_key_expires_at: NullableString,
+  /** NULL (every key older than migration 14, and keys in no team) is no team. */
+  team_id: Schema.optionalKey(NullableString)
 })
 
-const toKey = ({ budget_max_requests, mcp_servers, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
+const toKey = ({ budget_max_credits, budget_max_requests, budget_period, mcp_servers, team_id, ...row }: typeof KeyRow.Type): ApiKeyRecord => ({
   ...row,
+  team_id: team_id ?? null,
   mcp_servers: mcp_servers ?? [],
-  budget: budget_max_requests === null ? null : { max_requests: budget_max_requests }
+  budget: toBudget(budget_max_requests, budget_max_credits ?? null, budget_period ?? null)
+})
+
+/** A key's budget from its columns: none when neither maximum is set. */
+const toBudget = (maxRequests: number | null, maxCredits: number | null, period: string | null): BudgetLimits | null =>
+  maxRequests === null && maxCredits === null
+    ? null
+    : {
+      ...(maxRequests === null ? {} : { max_requests: maxRequests }),
+      ...(maxCredits === null ? {} : { max_credits_micros: maxCredits }),
+      ...(period === "day" || period === "week" || period === "month" ? { period } : {})
+    }
+
+const budgetColumns = (budget: BudgetLimits | null) => ({
+  budget_max_requests: budget?.max_requests ?? null,
+  budget_max_credits: budget?.max_credits_micros ?? null,
+  budget_period: budget?.period ?? null
 })
 
 const decodeKeys = decodeRows(KeyRow)
+/** A key with its team's columns (authentication's lookup): the key cache holds both, so a request reads neither. */
+const KeyWithTeamRow = Schema.Struct({ ...KeyRow.fields, ...TeamJoinRow.fields })
+const decodeKeysWithTeam = decodeRows(KeyWithTeamRow)
+const toKeyWithTeam = (row: typeof KeyWithTeamRow.Type): ApiKeyRecord => {
+  const { team_name, team_allowed_models, team_max_requests, team_max_credits_micros, team_period, team_requests_per_minute, team_concurrent_streams, team_tokens_per_minute, ...key } = row
+  const record = toKey(key)
+  return {
+    ...record,
+    team: teamOfJoin(record.team_id ?? null, {
+      team_name,
+      team_allowed_models,
+      team_max_requests,
+      team_max_credits_micros,
+      team_period,
+      team_requests_per_minute,
+      team_concurrent_streams,
+      team_tokens_per_minute
+    })
+  }
+}
 const decodeVersion = decodeRows(Schema.Struct({ version: Num }))
 
 const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
@@ -102,7 +149,7 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
   if (patch.allowed_models !== undefined) out.allowed_models = patch.allowed_models === null ? null : JSON.stringify(patch.allowed_models)
   if (patch.tools_enabled !== undefined) out.tools_enabled = patch.tools_enabled ? 1 : 0
   if (patch.mcp_servers !== undefined) out.mcp_servers = patch.mcp_servers.length === 0 ? null : JSON.stringify(patch.mcp_servers)
-  if (patch.budget !== undefined) out.budget_max_requests = patch.budget === null ? null : patch.budget.max_requests
+  if (patch.budget !== undefined) Object.assign(out, budgetColumns(patch.budget))
   if (patch.budget_used !== undefined) out.budget_used = patch.budget_used
   if (patch.limits !== undefined) out.limits = patch.limits === null ? null : JSON.stringify(patch.limits)
   if (patch.expires_at !== undefined) out.expires_at = patch.expires_at
@@ -110,6 +157,7 @@ const keyColumns = (patch: KeyPatch): Record<string, unknown> => {
   if (patch.key_hint !== undefined) out.key_hint = patch.key_hint
   if (patch.previous_key_hash !== undefined) out.previous_key_hash = patch.previous_key_hash
   if (patch.previous_key_expires_at !== undefined) out.previous_key_expires_at = patch.previous_key_expires_at
+  if (patch.team_id !== undefined) out.team_id = patch.team_id
   return out
 }
 
@@ -117,7 +165,7 @@ export class KeysRepo extends Context.Service<KeysRepo, {
   readonly insertKey: (key: ApiKeyRecord) => Effect.Effect<void, StoreError>
   /** Many keys in one transaction (an import; tests that need tens of thousands). */
   readonly insertKeys: (keys: ReadonlyArray<ApiKeyRecord>) => Effect.Effect<void, StoreError>
-  /** The key with this hash, current or (during a rotation's grace) previous. */
+  /** The key with this hash, current or (during a rotation's grace) previous, with its team (`team`). */
   readonly findKeyByHash: (hash: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly findKeyById: (id: string) => Effect.Effect<ApiKeyRecord | undefined, StoreError>
   readonly listKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
@@ -144,15 +192,16 @@ export class KeysRepo extends Context.Service<KeysRepo, {
         allowed_models: key.allowed_models === null ? null : JSON.stringify(key.allowed_models),
         tools_enabled: key.tools_enabled ? 1 : 0,
         mcp_servers: key.mcp_servers.length === 0 ? null : JSON.stringify(key.mcp_servers),
-        budget_max_requests: key.budget?.max_requests ?? null,
-        budget_used: key.budget_used,
+        ...budgetColumns(key.budget),
+        budget_used: 0,
         limits: key.limits === null ? null : JSON.stringify(key.limits),
         expires_at: key.expires_at,
         created_at: key.created_at,
         updated_at: key.updated_at,
         last_used_at: key.last_used_at,
         previous_key_hash: key.previous_key_hash,
-        previous_key_expires_at: key.previous_key_expires_at
+        previous_key_expires_at: key.previous_key_expires_at,
+        team_id: key.team_id ?? null
       })
       return KeysRepo.of({
         insertKey: (key) =>
@@ -172,9 +221,10 @@ export class KeysRepo extends Context.Service<KeysRepo, {
               yield* bump
             })).pipe(storeOp("KeysRepo.insertKeys")),
         findKeyByHash: (hash) =>
-          sql`SELECT * FROM api_keys WHERE key_hash = ${hash} OR previous_key_hash = ${hash}`.pipe(
-            decodeKeys,
-            Effect.map(first),
+          sql`SELECT api_keys.*, ${sql.literal(TEAM_JOIN_COLUMNS)} FROM api_keys LEFT JOIN teams ON teams.id = api_keys.team_id
+              WHERE api_keys.key_hash = ${hash} OR api_keys.previous_key_hash = ${hash}`.pipe(
+            decodeKeysWithTeam,
+            Effect.map((rows) => (rows[0] === undefined ? undefined : toKeyWithTeam(rows[0]))),
             storeOp("KeysRepo.findKeyByHash")
           ),
         findKeyById: (id) =>
@@ -198,7 +248,8 @@ export class KeysRepo extends Context.Service<KeysRepo, {
             // allowed_models is the JSON text of an array of strings: the entry with its quotes is one whole element.
             query.model !== undefined ? sql`allowed_models LIKE ${`%${likeLiteral(JSON.stringify(query.model))}%`} ESCAPE '\\'` : undefined,
             query.last_used_before !== undefined ? sql`last_used_at < ${query.last_used_before}` : undefined,
-            query.last_used_after !== undefined ? sql`last_used_at >= ${query.last_used_after}` : undefined
+            query.last_used_after !== undefined ? sql`last_used_at >= ${query.last_used_after}` : undefined,
+            query.team_id !== undefined ? sql`team_id = ${query.team_id}` : undefined
           ].filter((c) => c !== undefined)
           return sql`SELECT * FROM api_keys WHERE ${sql.and(conditions)} ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`.pipe(
             decodeKeys,

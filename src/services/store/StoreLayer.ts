@@ -11,6 +11,7 @@ import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import type { SqlClient } from "effect/sql/SqlClient"
 import { abandonAfter } from "../durability/backoff.ts"
+import { AlertsRepo } from "./AlertsRepo.ts"
 import { AuditRepo } from "./AuditRepo.ts"
 import { ConnectionsRepo } from "./ConnectionsRepo.ts"
 import { CreditsRepo } from "./CreditsRepo.ts"
@@ -24,9 +25,11 @@ import { layerSqliteClient } from "./sqlite-client.ts"
 import { SqlHistoryRepo } from "./SqlHistoryRepo.ts"
 import { noSecrets, StoreSecrets, type StoreSecretsShape } from "./secrets.ts"
 import { SubjectsRepo } from "./SubjectsRepo.ts"
+import { TeamsRepo } from "./TeamsRepo.ts"
 
 /** Every repository: what a store layer provides, and what a test swaps as a whole. */
 export type StoreRepos =
+  | AlertsRepo
   | KeysRepo
   | CreditsRepo
   | AuditRepo
@@ -36,8 +39,10 @@ export type StoreRepos =
   | SqlHistoryRepo
   | SubjectsRepo
   | ResponsesRepo
+  | TeamsRepo
 
 const repositories = Layer.mergeAll(
+  AlertsRepo.layer,
   KeysRepo.layer,
   CreditsRepo.layer,
   AuditRepo.layer,
@@ -46,7 +51,8 @@ const repositories = Layer.mergeAll(
   McpPinsRepo.layer,
   SqlHistoryRepo.layer,
   SubjectsRepo.layer,
-  ResponsesRepo.layer
+  ResponsesRepo.layer,
+  TeamsRepo.layer
 )
 
 /** The repositories on a client, built only after the schema is migrated (migrate.ts). */

@@ -50,13 +50,23 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
     { readonly items: ReadonlyArray<SubjectRecord>; readonly next: SubjectPosition | undefined },
     StoreError
   >
-  /** Sets the subject's request count back to 0; undefined when no such subject was ever seen. */
+  /** Forgets the subject's budget usage (every period); undefined when no such subject was ever seen. */
   readonly resetBudget: (id: string) => Effect.Effect<SubjectRecord | undefined, StoreError>
 }>()("modelgate/SubjectsRepo") {
   static readonly layer = Layer.effect(
     SubjectsRepo,
     Effect.gen(function*() {
       const sql = yield* SqlClient
+      // The requests counted in the subject's latest budget period (issue 33: budget_usage; its
+      // policy says which period, so the latest row is the current one, or the last one used).
+      const columns = sql.literal(`s.id, s.issuer, s.subject, s.first_seen_at, s.last_seen_at,
+        COALESCE((SELECT u.requests FROM budget_usage u WHERE u.holder = s.id ORDER BY u.period_start DESC LIMIT 1), 0) AS budget_used`)
+      const getSubject = (id: string) =>
+        sql`SELECT ${columns} FROM identity_subjects s WHERE s.id = ${id}`.pipe(
+          decodeSubjects,
+          Effect.map((rows) => rows[0]),
+          storeOp("SubjectsRepo.getSubject")
+        )
       return SubjectsRepo.of({
         touchSubjects: (sightings) =>
           sightings.length === 0
@@ -73,16 +83,11 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
                   sql`UPDATE identity_subjects SET last_seen_at = ${s.seen_at} WHERE id = ${s.id}`
                 ), { discard: true })
             ).pipe(storeOp("SubjectsRepo.touchSubjects")),
-        getSubject: (id) =>
-          sql`SELECT * FROM identity_subjects WHERE id = ${id}`.pipe(
-            decodeSubjects,
-            Effect.map((rows) => rows[0]),
-            storeOp("SubjectsRepo.getSubject")
-          ),
+        getSubject,
         pageSubjects: (query) =>
-          sql`SELECT * FROM identity_subjects WHERE ${
-            sql.and(query.after === undefined ? [] : [sql`(first_seen_at, id) < (${query.after.first_seen_at}, ${query.after.id})`])
-          } ORDER BY first_seen_at DESC, id DESC LIMIT ${query.limit + 1}`.pipe(
+          sql`SELECT ${columns} FROM identity_subjects s WHERE ${
+            sql.and(query.after === undefined ? [] : [sql`(s.first_seen_at, s.id) < (${query.after.first_seen_at}, ${query.after.id})`])
+          } ORDER BY s.first_seen_at DESC, s.id DESC LIMIT ${query.limit + 1}`.pipe(
             decodeSubjects,
             Effect.map((rows) => {
               const { items, last } = keysetPage(rows, query.limit)
@@ -90,11 +95,11 @@ export class SubjectsRepo extends Context.Service<SubjectsRepo, {
             }),
             storeOp("SubjectsRepo.pageSubjects")
           ),
+        // Every period's usage goes: the budget starts over from nothing.
         resetBudget: (id) =>
-          sql`UPDATE identity_subjects SET budget_used = 0 WHERE id = ${id} RETURNING *`.pipe(
-            decodeSubjects,
-            Effect.map((rows) => rows[0]),
-            storeOp("SubjectsRepo.resetBudget")
+          sql`DELETE FROM budget_usage WHERE holder = ${id}`.pipe(
+            storeOp("SubjectsRepo.resetBudget"),
+            Effect.andThen(getSubject(id))
           )
       })
     })

@@ -15,17 +15,63 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Reservation } from "../../domain/records.ts"
+import { microsToDecimalString } from "../../domain/money.ts"
 import { DEFAULT_WORKSPACE } from "./rows.ts"
 
 /**
- * An identity-provider subject's budget: counted on its `identity_subjects` row (created by the
- * count if the subject was not recorded yet), against the maximum its policy gives.
+ * One budget a request is counted against (issue 33): the usage row of `holder` (a key, an
+ * identity subject or a team id) for `period` (budget-periods.ts `periodKey`: '' never resets),
+ * with the maximums the holder's budget has now (micro-credits for `max_credits`).
  */
-export interface SubjectBudget {
-  readonly max_requests: number
-  readonly issuer: string
-  readonly subject: string
+export interface BudgetHold {
+  readonly holder: string
+  readonly period: string
+  readonly max_requests?: number | undefined
+  readonly max_credits?: number | undefined
+  /** An identity-provider subject's: its `identity_subjects` row is made by its first count, as by its first sighting. */
+  readonly subject?: { readonly issuer: string; readonly subject: string } | undefined
 }
+
+/** Where a reservation's credits were counted: [holder, period] pairs, as `credit_reservations.budgets` holds them (JSON). */
+export type BudgetRows = ReadonlyArray<readonly [string, string]>
+
+export const rowsOfHolds = (holds: ReadonlyArray<BudgetHold>): BudgetRows => holds.map((h) => [h.holder, h.period] as const)
+
+export const encodeBudgetRows = (rows: BudgetRows | undefined): string | null =>
+  rows === undefined || rows.length === 0 ? null : JSON.stringify(rows)
+
+export const decodeBudgetRows = (text: unknown): BudgetRows => {
+  if (typeof text !== "string" || text === "") return []
+  try {
+    const parsed = JSON.parse(text) as unknown
+    return Array.isArray(parsed)
+      ? parsed.filter((p): p is [string, string] => Array.isArray(p) && typeof p[0] === "string" && typeof p[1] === "string")
+      : []
+  } catch {
+    return []
+  }
+}
+
+/** A request's budget check: one more request and `amount` micro-credits against every hold, all or none. */
+export interface BudgetCheck {
+  /** Names the check in the batch's result (unique within the batch). */
+  readonly id: string
+  readonly holds: ReadonlyArray<BudgetHold>
+  readonly amount: number
+  /** Requests it counts: 1 (absent), or 0 for a request already counted (a fallback's price taking over its reservation). */
+  readonly requests?: number | undefined
+}
+
+/** Why a check was refused: the first hold, in order, that it would pass. */
+export interface BudgetRefusal {
+  readonly holder: string
+  readonly period: string
+  readonly limit: "max_requests" | "max_credits"
+  readonly max: number
+  readonly used: number
+}
+
+export type BudgetVerdict = { readonly _tag: "Counted" } | { readonly _tag: "Refused"; readonly refusal: BudgetRefusal }
 
 /**
  * A statement whose result nobody reads (with `check`: only how many rows it returned), or rows
@@ -66,19 +112,27 @@ export interface BatchCharge {
   /** A failed or abandoned commit carried it: it may be written already, so look first. */
   readonly retried: boolean
   /**
-   * The charge of a request whose budget count is in this batch too (one commit for both): it is
-   * written only if that count admitted the request, the `index`-th (from 0) of `keyId`'s counts.
+   * The charge of a request whose budget check is in this batch too (one commit for both): it is
+   * written only if that check admitted the request.
    */
-  readonly budget?: { readonly keyId: string; readonly index: number } | undefined
+  readonly check?: string | undefined
+  /** The budget rows its amount was counted against (kept on its reservation; released for what it does not spend). */
+  readonly budgets?: BudgetRows | undefined
+  /** The request already ended with a settlement keeping this much (micros, < amount): the rest is refunded after the charge. */
+  readonly keep?: number | undefined
 }
 
 export interface CreditBatch {
   readonly owner: string
-  /** Requests to count against each key's (or subject's) budget, in arrival order. */
-  readonly budgets: ReadonlyArray<{ readonly keyId: string; readonly count: number; readonly subject?: SubjectBudget | undefined }>
+  /** Requests to count against their budgets, in arrival order. */
+  readonly checks: ReadonlyArray<BudgetCheck>
+  /** Credits counted against budgets by an earlier commit whose request was then not charged (402, or a failed spend). */
+  readonly releases: ReadonlyArray<{ readonly budgets: BudgetRows; readonly amount: number }>
   readonly charges: ReadonlyArray<BatchCharge>
   /** Reservations (written by an earlier commit) whose requests ended and keep their charge. */
   readonly settles: ReadonlyArray<string>
+  /** Reservations whose requests ended keeping only `keep` micros: the rest goes back to the pool and their budgets. */
+  readonly partialSettles: ReadonlyArray<{ readonly request_id: string; readonly actor: string; readonly keep: number }>
   /** Reservations whose requests ended with a refund. */
   readonly refunds: ReadonlyArray<{ readonly request_id: string; readonly actor: string; readonly note: string }>
   /** Blocks of this owner (or of its previous start, from a spool) whose unspent rest goes back to the pool (after the charges above). */
@@ -98,8 +152,8 @@ export type LeaseResult =
   | { readonly _tag: "Short"; readonly free: number; readonly held: number }
 
 export interface BatchResult {
-  /** How many of each key's requests its budget admitted (the first ones, in order). */
-  readonly budgets: ReadonlyMap<string, number>
+  /** Each check's verdict, by its id. */
+  readonly checks: ReadonlyMap<string, BudgetVerdict>
   /** Charges this commit wrote. */
   readonly written: ReadonlySet<string>
   /** Retried charges an earlier, abandoned commit had written after all. */
@@ -112,6 +166,20 @@ export interface BatchResult {
   readonly lease: LeaseResult | undefined
   readonly reclaim: number
   readonly live: number
+  /**
+   * The budget rows this commit raised, with what they hold after it and the credit maximum the
+   * checks counted them against (issue 33: alerts watch them; no read of its own).
+   */
+  readonly budgetUsage: ReadonlyArray<BudgetUsageAfter>
+}
+
+/** A budget row after a commit counted against it. */
+export interface BudgetUsageAfter {
+  readonly holder: string
+  /** `''` (never resets) or `day:`/`week:`/`month:` and the period's first UTC date. */
+  readonly period: string
+  readonly credits: number
+  readonly max_credits: number
 }
 
 const n = (value: unknown) => Number(value)
@@ -126,16 +194,97 @@ export const storeNowMs = (dialect: "sqlite" | "postgres") =>
     ? "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
     : "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
-/**
- * Postgres: counts `count` (a placeholder) requests against the budget of the key locked by the
- * CTE `k`, from the locked (latest) values, so the count is exactly what a locking read and an
- * update would make it.
- */
-const countKey = (count: string) =>
-  `u AS (UPDATE api_keys a SET budget_used = a.budget_used + LEAST(${count}::bigint, GREATEST(0, k.budget_max_requests - k.budget_used))
-   FROM k WHERE a.id = k.id AND k.budget_max_requests IS NOT NULL RETURNING 1)`
-
 const placeholders = (from: number, count: number) => Array.from({ length: count }, (_, i) => `$${from + i}`).join(", ")
+
+const usageKey = (holder: string, period: string) => `${period}\u0000${holder}`
+
+/**
+ * The budget rows of a batch, locked (after the workspace row, as every commit and sweep takes
+ * them) and read once; checks and releases change them in memory, and `flush` writes the ones
+ * that changed. A row a release names that the batch did not load (no check of this batch counts
+ * against it) is released by a statement of its own.
+ */
+const budgetUsage = (tx: BatchTx) =>
+  Effect.gen(function*() {
+    const rows = new Map<string, { holder: string; period: string; requests: number; credits: number; dirty: boolean; max_credits?: number }>()
+    // Postgres sends the writes as one statement, where a row may be updated once: one release per row.
+    const direct = new Map<string, { holder: string; period: string; amount: number }>()
+    return {
+      load: (holds: ReadonlyArray<readonly [string, string]>) =>
+        Effect.gen(function*() {
+          const wanted = [...new Map(holds.map(([holder, period]) => [usageKey(holder, period), [holder, period] as const])).values()]
+            .sort((a, b) => a[1] === b[1] ? (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0) : a[1] < b[1] ? -1 : 1)
+          for (let i = 0; i < wanted.length; i += 500) {
+            const part = wanted.slice(i, i + 500)
+            const params = part.flat()
+            const values = part.map((_, j) => `($${2 * j + 1}, $${2 * j + 2}, 0, 0)`).join(", ")
+            yield* tx.all(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ${values} ON CONFLICT DO NOTHING`, params)
+            const match = part.map((_, j) => `(holder = $${2 * j + 1} AND period_start = $${2 * j + 2})`).join(" OR ")
+            const found = yield* tx.all(
+              `SELECT holder, period_start, requests, credits FROM budget_usage WHERE ${match} ORDER BY period_start, holder${tx.dialect === "postgres" ? " FOR UPDATE" : ""}`,
+              params
+            )
+            for (const r of found) {
+              const holder = String(r.holder)
+              const period = String(r.period_start)
+              rows.set(usageKey(holder, period), { holder, period, requests: n(r.requests), credits: n(r.credits), dirty: false })
+            }
+          }
+        }),
+      check: (check: BudgetCheck): BudgetVerdict => {
+        const counted = check.requests ?? 1
+        for (const hold of check.holds) {
+          const row = rows.get(usageKey(hold.holder, hold.period))
+          const requests = row?.requests ?? 0
+          const credits = row?.credits ?? 0
+          if (hold.max_requests !== undefined && counted > 0 && requests + counted > hold.max_requests) {
+            return { _tag: "Refused", refusal: { holder: hold.holder, period: hold.period, limit: "max_requests", max: hold.max_requests, used: requests } }
+          }
+          if (hold.max_credits !== undefined && credits + check.amount > hold.max_credits) {
+            return { _tag: "Refused", refusal: { holder: hold.holder, period: hold.period, limit: "max_credits", max: hold.max_credits, used: credits } }
+          }
+        }
+        for (const hold of check.holds) {
+          const row = rows.get(usageKey(hold.holder, hold.period))
+          if (row === undefined) continue
+          row.requests += counted
+          row.credits += check.amount
+          row.dirty = true
+          if (hold.max_credits !== undefined && check.amount > 0) row.max_credits = hold.max_credits
+        }
+        return { _tag: "Counted" }
+      },
+      release: (budgets: BudgetRows, amount: number) => {
+        if (amount <= 0) return
+        for (const [holder, period] of budgets) {
+          const row = rows.get(usageKey(holder, period))
+          if (row !== undefined) {
+            row.credits = Math.max(0, row.credits - amount)
+            row.dirty = true
+          } else {
+            const key = usageKey(holder, period)
+            const pending = direct.get(key)
+            if (pending !== undefined) pending.amount += amount
+            else direct.set(key, { holder, period, amount })
+          }
+        }
+      },
+      raised: (): Array<BudgetUsageAfter> =>
+        [...rows.values()].flatMap((r) =>
+          r.max_credits === undefined ? [] : [{ holder: r.holder, period: r.period, credits: r.credits, max_credits: r.max_credits }]
+        ),
+      writes: (): Array<BatchWrite> => [
+        ...[...rows.values()].filter((r) => r.dirty).map((r) => ({
+          text: `UPDATE budget_usage SET requests = $1, credits = $2 WHERE holder = $3 AND period_start = $4`,
+          params: [r.requests, r.credits, r.holder, r.period]
+        })),
+        ...[...direct.values()].map((r) => ({
+          text: `UPDATE budget_usage SET credits = CASE WHEN credits > $1 THEN credits - $1 ELSE 0 END WHERE holder = $2 AND period_start = $3`,
+          params: [r.amount, r.holder, r.period]
+        }))
+      ]
+    }
+  })
 
 /**
  * `optimistic` (Postgres, issue 25): each block's charge is not sent on its own and awaited
@@ -147,19 +296,7 @@ const placeholders = (from: number, count: number) => Array.from({ length: count
 export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () => string, optimistic = false) =>
   Effect.gen(function*() {
     const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
-    // Postgres: the first key's budget is counted by the statement that locks the workspace row
-    // (one round trip less); its row is locked only after the workspace's (`EXISTS (SELECT 1 FROM
-    // ws)` is evaluated before `k` locks a row), the order every commit takes them in.
-    const first = tx.dialect === "postgres" && batch.budgets[0]?.subject === undefined ? batch.budgets[0] : undefined
-    const [ws] = first === undefined
-      ? yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
-      : yield* tx.all(
-        `WITH ws AS MATERIALIZED (SELECT credits, leased, reclaim FROM workspaces WHERE id = $1 FOR UPDATE),
-         k AS MATERIALIZED (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $2 AND EXISTS (SELECT 1 FROM ws) FOR UPDATE),
-         ${countKey("$3")}
-         SELECT ws.credits, ws.leased, ws.reclaim, k.id AS key_id, k.budget_used, k.budget_max_requests FROM ws LEFT JOIN k ON true`,
-        [DEFAULT_WORKSPACE, first.keyId, first.count]
-      )
+    const [ws] = yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
     let credits = n(ws!.credits)
     let leased = n(ws!.leased)
     let reclaim = n(ws!.reclaim)
@@ -169,48 +306,22 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     const row = (kind: "charge" | "refund", amount: number, actor: string, keyId: string | null, requestId: string, model: string | null, note: string | null) =>
       ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
 
-    const budgets = new Map<string, number>()
-    const admittedOf = (key: Record<string, unknown> | undefined, count: number) =>
-      key === undefined || key.budget_max_requests === null || key.budget_max_requests === undefined
-        ? 0
-        : Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used)))
-    if (first !== undefined) budgets.set(first.keyId, ws!.key_id === null ? 0 : admittedOf(ws, first.count))
-    for (const [index, { count, keyId, subject }] of batch.budgets.entries()) {
-      if (index === 0 && first !== undefined) continue
-      if (subject !== undefined) {
-        // A subject's row is made by its first count; its maximum is its policy's, not stored. No
-        // conflict target: a racing first insert conflicts on (issuer, subject) as well as on id.
-        yield* tx.all(
-          `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at)
-           VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT DO NOTHING`,
-          [keyId, subject.issuer, subject.subject, ts]
-        )
-        const [row] = yield* tx.all(`SELECT budget_used FROM identity_subjects WHERE id = $1${lock}`, [keyId])
-        const admitted = Math.max(0, Math.min(count, subject.max_requests - n(row!.budget_used)))
-        budgets.set(keyId, admitted)
-        if (admitted > 0) yield* tx.all(`UPDATE identity_subjects SET budget_used = budget_used + $1 WHERE id = $2`, [admitted, keyId])
-        continue
-      }
-      if (tx.dialect === "postgres") {
-        // One round trip instead of two: the row is locked by `k` and counted by `u` from the
-        // locked (latest) values, so the count is exactly what the two statements would make it.
-        const [key] = yield* tx.all(
-          `WITH k AS MATERIALIZED (SELECT id, budget_used, budget_max_requests FROM api_keys WHERE id = $1 FOR UPDATE), ${countKey("$2")}
-           SELECT budget_used, budget_max_requests FROM k`,
-          [keyId, count]
-        )
-        budgets.set(keyId, admittedOf(key, count))
-        continue
-      }
-      const [key] = yield* tx.all(`SELECT budget_used, budget_max_requests FROM api_keys WHERE id = $1${lock}`, [keyId])
-      if (key === undefined || key.budget_max_requests === null) {
-        budgets.set(keyId, 0)
-        continue
-      }
-      const admitted = Math.max(0, Math.min(count, n(key.budget_max_requests) - n(key.budget_used)))
-      budgets.set(keyId, admitted)
-      if (admitted > 0) yield* tx.all(`UPDATE api_keys SET budget_used = budget_used + $1 WHERE id = $2`, [admitted, keyId])
+    // Budgets (issue 33): every row a check counts against, locked once; each check in order, all its holds or none.
+    const usage = yield* budgetUsage(tx)
+    // A subject counted before its sighting was written is recorded by its count. No conflict
+    // target: a racing first sighting conflicts on (issuer, subject) as well as on id.
+    const subjects = new Map<string, { issuer: string; subject: string }>()
+    for (const check of batch.checks) for (const hold of check.holds) if (hold.subject !== undefined) subjects.set(hold.holder, hold.subject)
+    for (const [id, subject] of subjects) {
+      yield* tx.all(
+        `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT DO NOTHING`,
+        [id, subject.issuer, subject.subject, ts]
+      )
     }
+    if (batch.checks.length > 0) yield* usage.load(batch.checks.flatMap((c) => c.holds.map((h) => [h.holder, h.period] as const)))
+    const checks = new Map<string, BudgetVerdict>()
+    for (const check of batch.checks) checks.set(check.id, usage.check(check))
+    for (const released of batch.releases) usage.release(released.budgets, released.amount)
 
     // Retried charges an abandoned commit wrote after all are not written again.
     const found = new Set<string>()
@@ -227,8 +338,8 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
     const byBlock = new Map<string, Array<BatchCharge>>()
     for (const charge of batch.charges) {
       if (found.has(charge.request_id)) continue
-      // Counted above, in order: a refused count leaves its charge unwritten (not charged, not served).
-      if (charge.budget !== undefined && charge.budget.index >= (budgets.get(charge.budget.keyId) ?? 0)) {
+      // Checked above, in order: a refused check leaves its charge unwritten (not charged, not served).
+      if (charge.check !== undefined && checks.get(charge.check)?._tag === "Refused") {
         unbudgeted.add(charge.request_id)
         continue
       }
@@ -244,7 +355,11 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       if (optimistic) blockCharges.push({ text: charge, params: [total, block], check: true })
       const paid = optimistic ? [true] : yield* tx.all(charge, [total, block])
       if (paid.length === 0) {
-        for (const c of charges) dropped.add(c.request_id)
+        for (const c of charges) {
+          dropped.add(c.request_id)
+          // Not charged: what its budgets counted for it goes back.
+          if (c.budgets !== undefined) usage.release(c.budgets, c.amount)
+        }
         continue
       }
       leased -= total
@@ -255,30 +370,50 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
         if (c.refundNote !== undefined) {
           credits += c.amount
           row("refund", c.amount, c.key_id, c.key_id, c.request_id, c.model, c.refundNote)
+          if (c.budgets !== undefined) usage.release(c.budgets, c.amount)
+        } else if (c.keep !== undefined && c.keep < c.amount) {
+          const rest = c.amount - Math.max(0, c.keep)
+          credits += rest
+          row("refund", rest, c.key_id, c.key_id, c.request_id, c.model, settledNote(c.amount - rest, c.amount))
+          if (c.budgets !== undefined) usage.release(c.budgets, rest)
         } else if (c.open !== undefined) {
-          reservations.push([c.request_id, batch.owner, c.amount, c.key_id, c.model, c.open.method, c.open.endpoint, ts])
+          reservations.push([c.request_id, batch.owner, c.amount, c.key_id, c.model, c.open.method, c.open.endpoint, ts, encodeBudgetRows(c.budgets)])
         }
       }
     }
 
     const refunded: Array<Reservation> = []
+    const ended = (r: Record<string, unknown>): Reservation => ({
+      request_id: String(r.request_id),
+      owner: String(r.owner),
+      amount: n(r.amount),
+      key_id: (r.key_id as string | null) ?? null,
+      model: (r.model as string | null) ?? null,
+      method: (r.method as string | null) ?? null,
+      endpoint: (r.endpoint as string | null) ?? null,
+      created_at: String(r.created_at)
+    })
     for (const refund of batch.refunds) {
       // The delete decides who refunds (this owner's end, or a sweeper that thought it dead).
       const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [refund.request_id])
       if (r === undefined) continue
-      const reservation: Reservation = {
-        request_id: String(r.request_id),
-        owner: String(r.owner),
-        amount: n(r.amount),
-        key_id: (r.key_id as string | null) ?? null,
-        model: (r.model as string | null) ?? null,
-        method: (r.method as string | null) ?? null,
-        endpoint: (r.endpoint as string | null) ?? null,
-        created_at: String(r.created_at)
-      }
+      const reservation = ended(r)
       credits += reservation.amount
       row("refund", reservation.amount, refund.actor, reservation.key_id, reservation.request_id, reservation.model, refund.note)
+      usage.release(decodeBudgetRows(r.budgets), reservation.amount)
       refunded.push(reservation)
+    }
+    for (const settle of batch.partialSettles) {
+      // As a refund: the delete decides (a sweeper may have refunded the whole of it already).
+      const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [settle.request_id])
+      if (r === undefined) continue
+      const reservation = ended(r)
+      const kept = Math.min(reservation.amount, Math.max(0, settle.keep))
+      const rest = reservation.amount - kept
+      if (rest <= 0) continue
+      credits += rest
+      row("refund", rest, settle.actor, reservation.key_id, reservation.request_id, reservation.model, settledNote(kept, reservation.amount))
+      usage.release(decodeBudgetRows(r.budgets), rest)
     }
 
     for (const block of batch.returns) {
@@ -309,7 +444,7 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       }
     }
 
-    const writes: Array<BatchWrite> = [...blockCharges]
+    const writes: Array<BatchWrite> = [...blockCharges, ...usage.writes()]
     for (let i = 0; i < batch.settles.length; i += 30_000) {
       const ids = batch.settles.slice(i, i + 30_000)
       writes.push({ text: `DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, ids.length)})`, params: ids })
@@ -322,7 +457,11 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       })
     }
     if (reservations.length > 0) {
-      writes.push({ table: "credit_reservations", columns: ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at"], rows: reservations })
+      writes.push({
+        table: "credit_reservations",
+        columns: ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at", "budgets"],
+        rows: reservations
+      })
     }
     if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
       writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
@@ -331,7 +470,26 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
       const paid = yield* tx.writeAll(writes)
       if (paid.some((rows) => rows === 0)) return yield* new OptimisticMiss()
     }
-    return { budgets, written, found, dropped, unbudgeted, refunded, lease, reclaim, live } satisfies BatchResult
+    return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live, budgetUsage: usage.raised() } satisfies BatchResult
+  })
+
+/** The ledger note of a settlement's refund: what the request kept of what it reserved. */
+export const settledNote = (kept: number, reserved: number) =>
+  `settled: the request cost ${microsToDecimalString(kept)} of the ${microsToDecimalString(reserved)} credits reserved`
+
+/**
+ * Gives `amount` micros counted against `budgets` back (a reservation refunded by a sweeper, or
+ * a settlement's rest), never below zero (a budget reset meanwhile starts from nothing).
+ */
+export const releaseBudgets = (tx: BatchTx, budgets: BudgetRows, amount: number) =>
+  Effect.gen(function*() {
+    if (amount <= 0) return
+    for (const [holder, period] of budgets) {
+      yield* tx.all(
+        `UPDATE budget_usage SET credits = CASE WHEN credits > $1 THEN credits - $1 ELSE 0 END WHERE holder = $2 AND period_start = $3`,
+        [amount, holder, period]
+      )
+    }
   })
 
 /** Returns the blocks of replicas whose lease lapsed (they died holding them); the rest of each goes back to the pool. */

@@ -343,6 +343,148 @@ const mcpServers = (_dialect: Dialect) =>
     )`
   ])
 
+/**
+ * Budget and pool alerts (issue 33): one row per alert (kind, target, period start, threshold),
+ * the claim that makes it sent once across replicas, with its delivery state. A replica owns a
+ * pending row while its `lease_until` (the store's clock) is ahead; one that dies mid-delivery
+ * leaves the row to whichever replica finds the lease lapsed. A new table: constant time.
+ */
+const alerts = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE alerts (
+      kind TEXT NOT NULL,
+      target TEXT NOT NULL,
+      period_start TEXT NOT NULL,
+      threshold TEXT NOT NULL,
+      period TEXT NOT NULL,
+      used_micros ${big} NOT NULL,
+      limit_micros ${big} NOT NULL,
+      crossed_at TEXT NOT NULL,
+      state TEXT NOT NULL,
+      owner TEXT,
+      lease_until TEXT,
+      attempts INTEGER NOT NULL DEFAULT 0,
+      last_error TEXT,
+      delivered_at TEXT,
+      PRIMARY KEY (kind, target, period_start, threshold)
+    )`,
+    `CREATE INDEX alerts_pending ON alerts (state, lease_until)`
+  ])
+}
+
+/**
+ * Spend reports (issue 33): each audit record keeps the cache tokens of its input (both part of
+ * `prompt_tokens`), the end user the client named and the team of its key. Nullable columns
+ * without a default: constant time on both engines, every existing record reads NULL (no end
+ * user, no team, cache unknown). The reports filter by team and by end user within a time
+ * window; the indexes are partial, over the records that have one, so building them on a large
+ * existing table reads it once and writes nothing for its rows (all NULL).
+ */
+const spendReports = (_dialect: Dialect) =>
+  exec([
+    `ALTER TABLE audit_log ADD COLUMN cache_read_tokens INTEGER`,
+    `ALTER TABLE audit_log ADD COLUMN cache_write_tokens INTEGER`,
+    `ALTER TABLE audit_log ADD COLUMN end_user TEXT`,
+    `ALTER TABLE audit_log ADD COLUMN team_id TEXT`,
+    `CREATE INDEX audit_log_team ON audit_log (team_id, ts) WHERE team_id IS NOT NULL`,
+    `CREATE INDEX audit_log_end_user ON audit_log (end_user, ts) WHERE end_user IS NOT NULL`
+  ])
+
+/**
+ * Teams (issue 33): a team groups keys under one list of models, one budget and shared limits.
+ * Budget amounts are micro-credits (src/domain/money.ts); the team's budget usage is kept where
+ * every budget's is. `api_keys.team_id` names a key's team (NULL: none), indexed for a team's
+ * member count and the refusal to delete a team that still has keys; the foreign key makes a key
+ * never point at a deleted team, even when a key change and a team deletion race on two
+ * replicas. A new table and a nullable column with no default rewrite nothing: constant time,
+ * plus one index build (n log n) on api_keys.
+ */
+const teams = (dialect: Dialect) => {
+  const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+  return exec([
+    `CREATE TABLE teams (
+      id TEXT PRIMARY KEY,
+      name TEXT NOT NULL UNIQUE,
+      allowed_models TEXT,
+      max_requests ${big},
+      max_credits_micros ${big},
+      period TEXT,
+      requests_per_minute ${big},
+      concurrent_streams ${big},
+      tokens_per_minute ${big},
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX teams_list_order ON teams (created_at, id)`,
+    `ALTER TABLE api_keys ADD COLUMN team_id TEXT REFERENCES teams(id)`,
+    `CREATE INDEX api_keys_team ON api_keys (team_id)`
+  ])
+}
+
+/**
+ * Micro-credits (issue 33): every credit amount the store holds becomes an integer number of
+ * micro-credits (1 credit = 1,000,000; src/domain/money.ts), so fractional prices add up
+ * exactly: the pool (balance and leased), the ledger (amounts and balances), open reservations,
+ * leased blocks and the audit trail's `credits`. Plain UPDATEs, one pass over each table.
+ *
+ * Budgets move to `budget_usage`, one row per holder (a key, an identity subject, a team) and
+ * period (`period_start`: '' for a budget that never resets, else `day:`/`week:`/`month:` and the
+ * period's first UTC day), with the requests and the micro-credits counted in it; each key's and
+ * subject's requests counted so far are carried over as their never-resetting usage. A key gets
+ * its maximum in credits and its period; a reservation names the budget rows it counted its
+ * credits against (`budgets`), so the part a request did not spend goes back to them.
+ *
+ * An amount past MAX_CREDITS (about 9 billion credits, the most a JavaScript number holds
+ * exactly as micros) cannot be converted: the migration refuses, naming it, and changes nothing
+ * (its transaction rolls back); the operator lowers it with the previous release first.
+ */
+const MICROS = 1_000_000
+const MAX_CREDITS_AT_13 = Math.floor(Number.MAX_SAFE_INTEGER / MICROS)
+const microCredits = (dialect: Dialect) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const big = dialect === "sqlite" ? "INTEGER" : "BIGINT"
+    const checks = [
+      ["workspaces.credits", `SELECT MAX(credits) AS n FROM workspaces`],
+      ["credit_ledger.amount", `SELECT MAX(ABS(amount)) AS n FROM credit_ledger`],
+      ["credit_ledger.balance_after", `SELECT MAX(ABS(balance_after)) AS n FROM credit_ledger`],
+      ["audit_log.credits", `SELECT MAX(ABS(credits)) AS n FROM audit_log`]
+    ] as const
+    for (const [column, query] of checks) {
+      const [row] = yield* sql.unsafe<{ n: number | string | null }>(query)
+      const value = row?.n === null || row?.n === undefined ? 0 : Number(row.n)
+      if (value > MAX_CREDITS_AT_13) {
+        return yield* Effect.fail(
+          new Error(
+            `store: cannot convert credits to micro-credits: ${column} holds ${value} credits, more than the ${MAX_CREDITS_AT_13} this release can hold exactly; lower it with the previous release first`
+          )
+        )
+      }
+    }
+    yield* exec([
+      `UPDATE workspaces SET credits = credits * ${MICROS}, leased = leased * ${MICROS}`,
+      `UPDATE credit_ledger SET amount = amount * ${MICROS}, balance_after = balance_after * ${MICROS}`,
+      `UPDATE credit_reservations SET amount = amount * ${MICROS}`,
+      `UPDATE credit_blocks SET remaining = remaining * ${MICROS}`,
+      `UPDATE audit_log SET credits = credits * ${MICROS} WHERE credits <> 0`,
+      `ALTER TABLE credit_reservations ADD COLUMN budgets TEXT`,
+      `ALTER TABLE api_keys ADD COLUMN budget_max_credits ${big}`,
+      `ALTER TABLE api_keys ADD COLUMN budget_period TEXT`,
+      `CREATE TABLE budget_usage (
+        holder TEXT NOT NULL,
+        period_start TEXT NOT NULL,
+        requests ${big} NOT NULL DEFAULT 0,
+        credits ${big} NOT NULL DEFAULT 0,
+        PRIMARY KEY (holder, period_start)
+      )`,
+      `INSERT INTO budget_usage (holder, period_start, requests, credits)
+         SELECT id, '', budget_used, 0 FROM api_keys WHERE budget_used > 0`,
+      `INSERT INTO budget_usage (holder, period_start, requests, credits)
+         SELECT id, '', budget_used, 0 FROM identity_subjects WHERE budget_used > 0`
+    ])
+  })
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -355,5 +497,9 @@ export const migrationsFor = (dialect: Dialect) => ({
   "9_stored_responses": storedResponses(dialect),
   "10_list_order": listOrder(dialect),
   "11_connection_ssh": connectionSsh(dialect),
-  "12_mcp_servers": mcpServers(dialect)
+  "12_mcp_servers": mcpServers(dialect),
+  "13_micro_credits": microCredits(dialect),
+  "14_teams": teams(dialect),
+  "15_spend_reports": spendReports(dialect),
+  "16_alerts": alerts(dialect)
 })

@@ -14,6 +14,7 @@
  * Plain node:sqlite and node:fs rather than the SqlClient: a backup must read the store as it is,
  * without the migrations or the workspace set-up that opening it through StoreLayer runs.
  */
+import { fromMicros } from "../../domain/money.ts"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { randomBytes } from "node:crypto"
@@ -96,13 +97,15 @@ const inspect = (db: DatabaseSync, what: string, bytes: number): StoreSummary =>
     )
   }
   const workspace = db.prepare("SELECT * FROM workspaces WHERE id = ?").get(DEFAULT_WORKSPACE) as Record<string, unknown> | undefined
+  // In credits: a store from migration 13 on holds micro-credits (issue 33), an older one whole credits.
+  const credits = (stored: number) => version >= 13 ? fromMicros(stored) : stored
   return {
     schema_version: version,
     keys: count(db, "SELECT COUNT(*) AS n FROM api_keys"),
-    credits: Number(workspace?.credits ?? 0),
+    credits: credits(Number(workspace?.credits ?? 0)),
     // The ledger, blocks and reservations came with later migrations; before the ledger, the balance was all there was.
-    ledger_sum: tables.has("credit_ledger") ? count(db, "SELECT COALESCE(SUM(amount), 0) AS n FROM credit_ledger") : Number(workspace?.credits ?? 0),
-    leased: tables.has("credit_blocks") ? Number(workspace?.leased ?? 0) : 0,
+    ledger_sum: credits(tables.has("credit_ledger") ? count(db, "SELECT COALESCE(SUM(amount), 0) AS n FROM credit_ledger") : Number(workspace?.credits ?? 0)),
+    leased: credits(tables.has("credit_blocks") ? Number(workspace?.leased ?? 0) : 0),
     open_reservations: tables.has("credit_reservations") ? count(db, "SELECT COUNT(*) AS n FROM credit_reservations") : 0,
     bytes
   }

@@ -7,27 +7,28 @@
  * (text, tool calls' inputs, tool results, thinking) and the tool definitions is counted, plus a
  * small overhead per message and a flat count per image or document, whose real cost depends on
  * their size. Work is bounded: at most `EXACT_CHARS` characters are tokenized exactly, the rest
- * is extrapolated at the ratio measured on that part, so a 1 MiB body costs the event loop a few
- * milliseconds, not hundreds. The encoding (several MB) is loaded on first use, not at start.
+ * is extrapolated at the ratio measured on that part, and the tokenizer sees slices of at most
+ * `SLICE_CHARS` characters, so the cost is linear (./slicing.ts, issue 22 finding 1).
  *
- * Work is also linear by construction (issue 22, finding 1): byte-pair encoding costs the square
- * of a pre-tokenized piece's length, and a run with no break (32,768 repetitions of one CJK
- * character) is one piece: 9.6 s of event loop on this machine. The text is therefore handed to
- * the tokenizer in slices of at most `SLICE_CHARS` characters, cut at whitespace where there is
- * some, so no piece is longer and the cost is at most (length / SLICE_CHARS) * SLICE_CHARS²:
- * the same 98 KB request takes about 3 ms. A cut in the middle of a word can add a token at the
- * cut; on ordinary prose the count moves by under 1 % (whitespace cuts), which an estimate bears.
+ * The encoding lives on its own thread (issue 32: no input may hold the event loop more than
+ * 50 ms): compiling its 200,000 ranks costs 150-300 ms of CPU, which on the gateway's thread
+ * stalled every request in flight when the first count came. The thread is started by the first
+ * estimate, not at start (a deployment that never counts never pays its memory); that estimate
+ * waits for it without holding the loop, and each estimate after costs the loop a message of at
+ * most 32 KB. A thread that cannot start (a broken installation) leaves the estimates to the
+ * gateway's own thread, with a warning in the log; one that dies is started again.
  */
 import { Context, Effect, Layer } from "effect"
+import { Worker } from "node:worker_threads"
+import { countSliced, type Counter } from "./slicing.ts"
+import type { TokenizerReply, TokenizerTask } from "./tokenizer-protocol.ts"
+
+export { countSliced, SLICE_CHARS } from "./slicing.ts"
 
 const EXACT_CHARS = 32_768
-/** The longest piece the tokenizer ever sees: 512 measured fastest (3 ms for 32,768 CJK characters). */
-export const SLICE_CHARS = 512
 const PER_MESSAGE = 3
 const PER_IMAGE = 1_600
 const PER_DOCUMENT = 3_000
-
-type Counter = (text: string) => number
 
 /** Collects the countable text of a Messages-format request, and the media it references. */
 const collect = (body: Record<string, unknown>) => {
@@ -73,52 +74,140 @@ const collect = (body: Record<string, unknown>) => {
   return { text: parts.join("\n"), media, documents, messages }
 }
 
-const isSpace = (code: number) => code === 32 || code === 10 || code === 9 || code === 13
-const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
-
 /**
- * Counts `text` in slices of at most SLICE_CHARS characters. A slice ends after the last
- * whitespace of its second half when there is one (tokens rarely span whitespace), else at the
- * limit, never between the two halves of a surrogate pair.
+ * What to tokenize of a body (at most EXACT_CHARS characters), how to scale its count to the
+ * whole text, and the flat part of the estimate (messages, images, documents).
  */
-export const countSliced = (count: Counter, text: string): number => {
-  let total = 0
-  let start = 0
-  while (text.length - start > SLICE_CHARS) {
-    let end = start + SLICE_CHARS
-    let cut = end
-    while (cut > start + SLICE_CHARS / 2 && !isSpace(text.charCodeAt(cut - 1))) cut--
-    if (cut > start + SLICE_CHARS / 2) end = cut
-    else if (isHighSurrogate(text.charCodeAt(end - 1))) end--
-    total += count(text.slice(start, end))
-    start = end
-  }
-  return total + (start < text.length ? count(text.slice(start)) : 0)
-}
-
-export const estimateWith = (count: Counter, body: Record<string, unknown>): number => {
+export const estimateParts = (body: Record<string, unknown>) => {
   const { text, media, documents, messages } = collect(body)
-  let tokens: number
-  if (text.length <= EXACT_CHARS) {
-    tokens = countSliced(count, text)
-  } else {
-    const sample = countSliced(count, text.slice(0, EXACT_CHARS))
-    tokens = Math.ceil(sample * (text.length / EXACT_CHARS))
+  return {
+    sample: text.length <= EXACT_CHARS ? text : text.slice(0, EXACT_CHARS),
+    scale: text.length <= EXACT_CHARS ? 1 : text.length / EXACT_CHARS,
+    flat: messages * PER_MESSAGE + media * PER_IMAGE + documents * PER_DOCUMENT
   }
-  return tokens + messages * PER_MESSAGE + media * PER_IMAGE + documents * PER_DOCUMENT
 }
 
+const combine = (parts: ReturnType<typeof estimateParts>, sampleTokens: number) =>
+  (parts.scale === 1 ? sampleTokens : Math.ceil(sampleTokens * parts.scale)) + parts.flat
+
+/** The estimate of `body` with `count` on this thread (tests; the service counts on the tokenizer's thread). */
+export const estimateWith = (count: Counter, body: Record<string, unknown>): number => {
+  const parts = estimateParts(body)
+  return combine(parts, countSliced(count, parts.sample))
+}
+
+const loadInProcess = () =>
+  import("gpt-tokenizer/encoding/o200k_base").then((m) => m.countTokens as Counter)
+
 /**
- * Tokens of a text known by its first characters (`sample`, at most EXACT_CHARS of them are
- * counted) and its whole length in characters: the sample is counted exactly, the rest
- * extrapolated at the sample's ratio. The gateway's own count of a stream cut before the
- * provider's usage (issue 33: the text relayed, and the request's text).
+ * The tokenizer's thread: started by the first count, unref'd (an idle one never keeps a
+ * process alive), one text per message. Counts run in the order they were asked; each is a few
+ * milliseconds, so one thread serves the whole process.
  */
-export const textTokensWith = (count: Counter, sample: string, totalChars: number): number => {
-  const exact = sample.length <= EXACT_CHARS ? sample : sample.slice(0, EXACT_CHARS)
-  if (exact.length === 0) return 0
-  const tokens = countSliced(count, exact)
-  return totalChars <= exact.length ? tokens : Math.ceil(tokens * (totalChars / exact.length))
+export class TokenizerThread {
+  private starting: Promise<Worker | undefined> | undefined
+  private readonly pending = new Map<number, { readonly resolve: (count: number) => void; readonly reject: (error: Error) => void }>()
+  private nextId = 1
+  private inProcess: Promise<Counter> | undefined
+  private closed = false
+  /** Why the estimates run on the gateway's thread, once, for the log. */
+  private unsaidFallback: string | undefined
+  private readonly workerUrl: URL
+
+  constructor(workerUrl: URL = new URL("./tokenizer-worker.ts", import.meta.url)) {
+    this.workerUrl = workerUrl
+  }
+
+  /** The tokens of `text` (countSliced with o200k_base); never rejects for a thread that died. */
+  async count(text: string): Promise<number> {
+    // A thread that dies on this text is started again once; a second death is not the thread's.
+    for (let attempt = 0; attempt < 2 && this.inProcess === undefined && !this.closed; attempt++) {
+      const worker = await this.started()
+      if (worker === undefined) break
+      try {
+        return await this.ask(worker, text)
+      } catch (error) {
+        this.unsaidFallback = `the tokenizer thread stopped: ${(error as Error).message}`
+      }
+    }
+    this.inProcess ??= loadInProcess()
+    return countSliced(await this.inProcess, text)
+  }
+
+  /** A reason to log, once, that estimates run on the gateway's own thread. */
+  takeFallback(): string | undefined {
+    const reason = this.inProcess === undefined ? undefined : this.unsaidFallback
+    if (reason !== undefined) this.unsaidFallback = undefined
+    return reason
+  }
+
+  /** Whether the thread is started (tests). */
+  get running(): boolean {
+    return this.starting !== undefined
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    const worker = await this.starting
+    this.starting = undefined
+    this.failPending(new Error("the tokenizer is shut down"))
+    await worker?.terminate()
+  }
+
+  private ask(worker: Worker, text: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const id = this.nextId++
+      this.pending.set(id, { resolve, reject })
+      worker.postMessage({ id, text } satisfies TokenizerTask)
+    })
+  }
+
+  private failPending(error: Error): void {
+    const pending = [...this.pending.values()]
+    this.pending.clear()
+    for (const { reject } of pending) reject(error)
+  }
+
+  private started(): Promise<Worker | undefined> {
+    this.starting ??= new Promise((resolve) => {
+      let ready = false
+      let worker: Worker
+      try {
+        worker = new Worker(this.workerUrl)
+      } catch (error) {
+        this.unsaidFallback = `the tokenizer thread could not start: ${(error as Error).message}`
+        return resolve(undefined)
+      }
+      worker.unref()
+      worker.on("message", (reply: TokenizerReply) => {
+        if ("ready" in reply) {
+          ready = true
+          return resolve(worker)
+        }
+        const pending = this.pending.get(reply.id)
+        if (pending === undefined) return
+        this.pending.delete(reply.id)
+        if (reply.ok) pending.resolve(reply.count)
+        else pending.reject(new Error(reply.error))
+      })
+      const died = (reason: string) => {
+        if (!ready) {
+          // It cannot even load the encoding: a second try will not do better, so the estimates
+          // stay on this thread (this.starting stays resolved to undefined).
+          this.unsaidFallback = `the tokenizer thread could not start: ${reason}`
+          return resolve(undefined)
+        }
+        worker.removeAllListeners()
+        worker.on("error", () => undefined)
+        void worker.terminate()
+        if (!this.closed) this.starting = undefined
+        this.failPending(new Error(reason))
+      }
+      worker.on("error", (error) => died(error instanceof Error ? error.message : String(error)))
+      worker.on("exit", (code) => died(`it exited with code ${code}`))
+    })
+    return this.starting
+  }
 }
 
 /** How many characters of a text `textTokens` counts exactly; a caller keeps no more than this of it. */
@@ -127,15 +216,35 @@ export const TEXT_SAMPLE_CHARS = EXACT_CHARS
 export class TokenEstimator extends Context.Service<TokenEstimator, {
   /** Estimated input tokens of a Messages-format request body. */
   readonly messagesInput: (body: Record<string, unknown>) => Effect.Effect<number>
-  /** Estimated tokens of a text of `totalChars` characters whose first ones are `sample` (see textTokensWith). */
+  /** Estimated tokens of a text of `totalChars` characters whose first ones are `sample` (the first EXACT_CHARS counted, the rest extrapolated at their ratio): the gateway's own count of a stream cut before its usage (issue 33). */
   readonly textTokens: (sample: string, totalChars: number) => Effect.Effect<number>
 }>()("modelgate/TokenEstimator") {
-  static readonly layer = Layer.sync(TokenEstimator, () => {
-    let counter: Promise<Counter> | undefined
-    const load = () => (counter ??= import("gpt-tokenizer/encoding/o200k_base").then((m) => m.countTokens as Counter))
-    return TokenEstimator.of({
-      messagesInput: (body) => Effect.map(Effect.promise(load), (count) => estimateWith(count, body)),
-      textTokens: (sample, totalChars) => Effect.map(Effect.promise(load), (count) => textTokensWith(count, sample, totalChars))
+  static readonly layer = Layer.effect(
+    TokenEstimator,
+    Effect.gen(function*() {
+      const thread = new TokenizerThread()
+      yield* Effect.addFinalizer(() => Effect.promise(() => thread.close()))
+      const warnFallback = Effect.suspend(() => {
+        const fallback = thread.takeFallback()
+        return fallback === undefined ? Effect.void : Effect.logWarning(`token estimates run on the gateway's thread: ${fallback}`)
+      })
+      return TokenEstimator.of({
+        messagesInput: (body) =>
+          Effect.gen(function*() {
+            const parts = estimateParts(body)
+            const tokens = yield* Effect.promise(() => thread.count(parts.sample))
+            yield* warnFallback
+            return combine(parts, tokens)
+          }),
+        textTokens: (sample, totalChars) =>
+          Effect.gen(function*() {
+            const exact = sample.length <= EXACT_CHARS ? sample : sample.slice(0, EXACT_CHARS)
+            if (exact.length === 0) return 0
+            const tokens = yield* Effect.promise(() => thread.count(exact))
+            yield* warnFallback
+            return totalChars <= exact.length ? tokens : Math.ceil(tokens * (totalChars / exact.length))
+          })
+      })
     })
-  })
+  )
 }

@@ -1,6 +1,7 @@
 import { Effect, Layer, Logger } from "effect"
 import { classifySqliteError, SqlError } from "effect/sql/SqlError"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it } from "@effect/vitest"
+import { TestClock } from "effect/testing"
 import type { AuditRecord } from "../../../src/domain/records.ts"
 import { Audit } from "../../../src/services/audit/Audit.ts"
 import { AuditRepo } from "../../../src/services/store/AuditRepo.ts"
@@ -31,7 +32,8 @@ describe("Audit", () => {
       Effect.gen(function*() {
         const audit = yield* Audit
         for (let n = 0; n < 8; n++) audit.append(record(n))
-        yield* Effect.sleep("20 millis")
+        // The drop is logged by a fiber of its own: wait for its line (a state), not for a clock.
+        while (!logs.some((line) => line.includes("audit buffer full"))) yield* Effect.sleep("5 millis")
         return audit.dropped()
       }).pipe(
         Effect.provide(Audit.makeLayer({ flushInterval: "1 hour", batchSize: 1000, maxBuffered: 3 }).pipe(Layer.provide(refusingStore))),
@@ -45,7 +47,9 @@ describe("Audit", () => {
     expect(dropLines[0]).toContain("dropped 1 oldest records")
   })
 
-  it("retries a refused batch with backoff, logging once when the outage starts and once when it ends", async () => {
+  // On the TestClock: an outage of exactly 1.5 s and the flush timer of exactly 10 ms, however
+  // loaded the machine (a real sleep counted fewer attempts the slower the machine ran).
+  it.effect("retries a refused batch with backoff, logging once when the outage starts and once when it ends", () => {
     const logs: Array<string> = []
     const logger = Logger.layer([Logger.make(({ message }) => void logs.push(String(message)))])
     let attempts = 0
@@ -64,32 +68,27 @@ describe("Audit", () => {
             })
         }))
     ).pipe(Layer.provideMerge(StoreLayer.memory))
-    const stored = await Effect.runPromise(
-      Effect.gen(function*() {
-        const audit = yield* Audit
-        for (let n = 0; n < 5; n++) audit.append(record(n))
-        yield* Effect.sleep("1500 millis")
-        const attemptsWhileDown = attempts
-        down = false
-        const store = yield* AuditRepo
-        let items = 0
-        // The next retry is at most one (capped, jittered) backoff away.
-        for (let waited = 0; waited < 5000 && items < 5; waited += 50) {
-          yield* Effect.sleep("50 millis")
-          items = (yield* store.queryAudit({ limit: 100 })).items.length
-        }
-        return { attemptsWhileDown, items }
-      }).pipe(
-        Effect.provide(Audit.makeLayer({ flushInterval: "10 millis", batchSize: 1000 }).pipe(Layer.provideMerge(flakyStore))),
-        Effect.provide(logger),
-        Effect.scoped
-      )
+    return Effect.gen(function*() {
+      const audit = yield* Audit
+      for (let n = 0; n < 5; n++) audit.append(record(n))
+      yield* TestClock.adjust("1500 millis")
+      const attemptsWhileDown = attempts
+      // Without backoff a 10 ms flush interval makes ~150 attempts in 1.5 s; with it (delays of
+      // 50-100, 100-200, 200-400, 400-800 ms...), at most 6.
+      expect(attemptsWhileDown).toBeGreaterThan(2)
+      expect(attemptsWhileDown).toBeLessThan(15)
+      expect(audit.buffered()).toBe(5)
+      down = false
+      // The next retry is at most one capped backoff away (10 s).
+      yield* TestClock.adjust("10 seconds")
+      const store = yield* AuditRepo
+      expect((yield* store.queryAudit({ limit: 100 })).items.map((r) => r.request_id).sort()).toEqual(["req_0", "req_1", "req_2", "req_3", "req_4"])
+      expect(audit.buffered()).toBe(0)
+      expect(logs.filter((line) => line.includes("cannot be written"))).toHaveLength(1)
+      expect(logs.filter((line) => line.includes("written again"))).toHaveLength(1)
+    }).pipe(
+      Effect.provide(Audit.makeLayer({ flushInterval: "10 millis", batchSize: 1000 }).pipe(Layer.provideMerge(flakyStore))),
+      Effect.provide(logger)
     )
-    // Without backoff a 10 ms flush interval makes ~150 attempts in 1.5 s; with it, a handful.
-    expect(stored.attemptsWhileDown).toBeGreaterThan(2)
-    expect(stored.attemptsWhileDown).toBeLessThan(15)
-    expect(stored.items).toBe(5)
-    expect(logs.filter((line) => line.includes("cannot be written"))).toHaveLength(1)
-    expect(logs.filter((line) => line.includes("written again"))).toHaveLength(1)
   })
 })

@@ -5,6 +5,9 @@
  * backoff instead of refusing paid requests forever.
  */
 import { createHash } from "node:crypto"
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Effect, Exit, ManagedRuntime, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import { makeBlockWriter } from "../../../src/services/credits/BlockWriter.ts"
@@ -66,6 +69,9 @@ const realStore = async (options: { readonly budget?: number } = {}) => {
   return { state, store, dispose: () => runtime.dispose() }
 }
 
+/** key_a's budget as a hold (its maximum from `realStore`'s `budget`), never resetting. */
+const keyA = (max_requests = 1000) => [{ holder: "key_a", period: "", max_requests }]
+
 const waitUntil = async (what: string, check: () => boolean) => {
   for (let i = 0; i < 200; i++) {
     if (check()) return
@@ -83,13 +89,13 @@ describe("BlockWriter", () => {
     )
     try {
       state.down = true
-      expect((await Effect.runPromise(writer.countBudget("key_a")))._tag).toBe("StoreFailed")
+      expect((await Effect.runPromise(writer.countBudget(keyA(), 0)))._tag).toBe("StoreFailed")
       expect(writer.down()).toBe(true)
       // While it is down, paid requests are refused at once (nothing is spent blind).
       expect((await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" })))._tag).toBe("StoreFailed")
       state.down = false
       await waitUntil("the writer to see the store again", () => !writer.down())
-      expect(await Effect.runPromise(writer.countBudget("key_a"))).toEqual({ _tag: "Counted" })
+      expect(await Effect.runPromise(writer.countBudget(keyA(), 0))).toEqual({ _tag: "Counted" })
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
       // The charge was in a commit before the admission returned.
       expect(state.commits.flatMap((c) => c.charges.map((x) => x.request_id))).toContain("req_2")
@@ -136,14 +142,17 @@ describe("BlockWriter", () => {
       // A block first (its lease is a commit of its own).
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
       const before = state.commits.length
-      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }, keyA(1)))).toEqual({ _tag: "Admitted" })
       const admitted = state.commits.slice(before)
       expect(admitted).toHaveLength(1)
-      expect(admitted[0]!.budgets).toEqual([{ keyId: "key_a", count: 1, subject: undefined }])
-      expect(admitted[0]!.charges).toMatchObject([{ request_id: "req_2", budget: { keyId: "key_a", index: 0 } }])
+      expect(admitted[0]!.checks).toMatchObject([{ holds: keyA(1), amount: 1 }])
+      expect(admitted[0]!.charges).toMatchObject([{ request_id: "req_2", check: admitted[0]!.checks[0]!.id, budgets: [["key_a", ""]] }])
 
       // The budget is used up: 429, and nothing is charged or left pending.
-      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_3", model: "m" }))).toEqual({ _tag: "Exhausted" })
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 1, key_id: "key_a", request_id: "req_3", model: "m" }, keyA(1)))).toMatchObject({
+        _tag: "Exhausted",
+        refusal: { holder: "key_a", limit: "max_requests", max: 1, used: 1 }
+      })
       expect(writer.pending()).toBe(0)
       // The refused request's price went back to the block: the 8 it still holds pay without a lease.
       const leases = state.commits.filter((c) => c.lease !== undefined).length
@@ -175,6 +184,59 @@ describe("BlockWriter", () => {
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
       await dispose()
+    }
+  })
+
+  it("a settlement to a smaller cost returns the rest to the pool and the budget, through an outage and a spool, once", async () => {
+    const { state, store, dispose } = await realStore()
+    const dir = mkdtempSync(join(tmpdir(), "mg-settle-"))
+    const holds = [{ holder: "key_a", period: "", max_credits: 100 }]
+    const ledgerOf = (id: string) => Effect.runPromise(Effect.map(store.ledger({ limit: 10, request_id: id }), (rows) => rows.map((r) => [r.kind, r.amount])))
+    const usage = () => Effect.runPromise(Effect.map(store.budgetUsage([["key_a", ""]]), (m) => m.get("key_a ")))
+    const open = async () => {
+      const scope = Effect.runSync(Scope.make())
+      const writer = await Effect.runPromise(
+        Scope.provide(makeBlockWriter({ store, owner: "rep_s", blockSize: 50, commitTimeout: "1 second", spoolDir: dir }), scope)
+      )
+      return { writer, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+    }
+    try {
+      let { writer, close } = await open()
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 10, key_id: "key_a", request_id: "req_s1", model: "m" }, holds))).toEqual({ _tag: "Admitted" })
+      expect(await Effect.runPromise(writer.countAndSpend({ amount: 10, key_id: "key_a", request_id: "req_s2", model: "m" }, holds))).toEqual({ _tag: "Admitted" })
+      expect(await usage()).toEqual({ requests: 2, credits: 20 })
+      // Settled while the store is away: retried until it lands.
+      state.down = true
+      await Effect.runPromise(writer.end("req_s1", "settle", "", 4))
+      await waitUntil("the settlement to be tried", () => writer.down())
+      state.down = false
+      await waitUntil("the settlement to land", () => writer.pending() === 0)
+      expect(await ledgerOf("req_s1")).toEqual([["refund", 6], ["charge", -10]])
+      expect(await usage()).toEqual({ requests: 2, credits: 14 })
+      // Settled as the process stops with the store away: spooled, and written by the next start.
+      state.down = true
+      await Effect.runPromise(writer.end("req_s2", "settle", "", 7))
+      await close()
+      expect(await ledgerOf("req_s2")).toEqual([["charge", -10]])
+      state.down = false
+      // This process's own spool is its own while it lives: hand it over as a previous start's.
+      const spooled = readdirSync(dir).filter((f) => f.startsWith("credit-outbox.") && f.endsWith(".jsonl"))
+      expect(spooled).toHaveLength(1)
+      expect(readFileSync(join(dir, spooled[0]!), "utf8")).toContain(`"keep":7`)
+      renameSync(join(dir, spooled[0]!), join(dir, "credit-outbox.jsonl"))
+      ;({ writer, close } = await open())
+      await waitUntil("the spool to be written", () => writer.pending() === 0)
+      expect(await ledgerOf("req_s2")).toEqual([["refund", 3], ["charge", -10]])
+      expect(await usage()).toEqual({ requests: 2, credits: 11 })
+      // A second end of the same request changes nothing.
+      await Effect.runPromise(writer.end("req_s2", "settle", "", 0))
+      await close()
+      const books = await Effect.runPromise(Effect.zip(store.getWorkspace, store.ledger({ limit: 100 })))
+      expect(books[1].reduce((sum, r) => sum + r.amount, 0)).toBe(books[0].credits)
+      expect(books[0].credits).toBe(1000 - 11)
+    } finally {
+      await dispose()
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })

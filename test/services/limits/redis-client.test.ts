@@ -42,6 +42,9 @@ const waitForFailure = <A>(effect: Effect.Effect<A, DependencyUnavailable>, acce
     return assert.fail(`no such failure within ${Duration.toMillis(within)} ms; the last: ${last}`)
   })
 
+/** How long a recovery may take: the reconnect's backoff, stretched by a machine at load 10 (not a bound under test). */
+const RECOVERY = Duration.seconds(15)
+
 const proxied = Effect.acquireRelease(Effect.promise(redisProxy), (p) => Effect.promise(() => p.close()))
 
 describe("RedisClient", () => {
@@ -79,7 +82,7 @@ describe("RedisClient", () => {
       assert.match(error?.message ?? "", /^redis unavailable at 127\.0\.0\.1:\d+: /)
       assert.deepStrictEqual(error?.details, { dependency: "redis" })
       yield* Effect.promise(() => proxy.up())
-      yield* recovers(call, Duration.seconds(3))
+      yield* recovers(call, RECOVERY)
     }))
 
   it.live("Redis silent: calls fail after the deadline, the dead connection is replaced, and it recovers", () =>
@@ -99,7 +102,7 @@ describe("RedisClient", () => {
       const fastFailure = yield* waitForFailure(call, (message) => !/no reply within/.test(message), Duration.seconds(5))
       assert.notMatch(fastFailure, /no reply within/)
       proxy.thaw()
-      yield* recovers(call, Duration.seconds(3))
+      yield* recovers(call, RECOVERY)
     }))
 
   it.live("unreachable at start: the layer still builds, and calls fail closed at once", () =>

@@ -108,8 +108,9 @@ describe("StreamSlots.layerMemory", () => {
   })
 })
 
+/** Deadlines generous for a machine at load 10: none of these tests is about them (redis-client.test.ts is). */
 const redisSlots = (options?: Parameters<typeof StreamSlots.layerRedis>[0], url = REDIS_URL) =>
-  StreamSlots.layerRedis(options).pipe(Layer.provide(RedisClient.layer(url, { commandTimeoutMs: 300, connectTimeoutMs: 300 })))
+  StreamSlots.layerRedis(options).pipe(Layer.provide(RedisClient.layer(url, { commandTimeoutMs: 3_000, connectTimeoutMs: 3_000 })))
 
 /**
  * How long the key's slots outlive now at most, by Redis's clock (the one their leases are
@@ -137,6 +138,15 @@ const acquireWhenFreed = (key: string) =>
       slot = yield* acquire(key, 5)
     }
     return slot
+  })
+
+/** Every slot's lease expiry of the key and Redis's TIME, in ms by Redis's clock. */
+const leaseEnds = (key: string) =>
+  Effect.promise(async () => {
+    const redis = await inspector()
+    const [scores, time] = await Promise.all([redis.zRangeWithScores(STREAM_KEY_PREFIX + key, 0, -1), redis.time()])
+    await redis.close()
+    return { ends: scores.map((s) => s.score), now: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000) }
   })
 
 const zcard = (key: string) =>
@@ -192,16 +202,29 @@ describe("StreamSlots.layerRedis", () => {
       const key = freshKey()
       const slot = yield* acquire(key, 1)
       assert.isDefined(slot)
-      yield* Effect.sleep(Duration.millis(800))
-      assert.strictEqual((yield* zcard(key)).count, 1)
+      // Its lease as first written, by Redis's clock; then wait for the state, not a sleep: Redis's
+      // clock past that lease's end (a loaded machine only makes the wait longer).
+      const first = yield* leaseEnds(key)
+      const originalEnd = Math.max(...first.ends)
+      let now = first.now
+      let ends = first.ends
+      while (now <= originalEnd) {
+        yield* Effect.sleep(Duration.millis(50))
+        ;({ now, ends } = yield* leaseEnds(key))
+      }
+      // Still held past the lease it was given: a heartbeat moved its expiry on.
+      assert.strictEqual(ends.length, 1)
+      assert.isAbove(ends[0]!, originalEnd)
       assert.isUndefined(yield* acquire(key, 1))
-    }).pipe(Effect.provide(redisSlots({ lease: Duration.millis(300) }))))
+    }).pipe(Effect.provide(redisSlots({ lease: Duration.millis(1500) }))))
 
   it.live("a holder that vanished (no heartbeat, no release) frees its slots within one lease", () =>
     Effect.gen(function*() {
       const key = freshKey()
       const proxy = yield* Effect.acquireRelease(Effect.promise(redisProxy), (p) => Effect.promise(() => p.close()))
-      const lease = Duration.millis(600)
+      // 3 s: the refusal right after the cut must come before the lease lapses, which 600 ms did
+      // not leave room for on a machine at load 25.
+      const lease = Duration.millis(3_000)
       const vanishing = yield* Scope.make()
       const holder = yield* Layer.buildWithScope(redisSlots({ lease }, proxy.url), vanishing)
       assert.strictEqual(held(yield* acquireMany(5, key, 5).pipe(Effect.provideContext(holder))).length, 5)
@@ -211,7 +234,7 @@ describe("StreamSlots.layerRedis", () => {
       // Within one lease, by Redis's clock: no slot of the holder's outlives the cut by more than
       // its lease (a loaded machine may take longer to poll, but not to lapse).
       const { count, left } = yield* longestLeaseLeft(key)
-      assert.isTrue(count === 0 || left <= 600, `one of ${count} slots outlives the holder by ${left} ms`)
+      assert.isTrue(count === 0 || left <= Duration.toMillis(lease), `one of ${count} slots outlives the holder by ${left} ms`)
       const other = yield* Layer.build(redisSlots({ lease }))
       assert.isUndefined(yield* acquire(key, 5).pipe(Effect.provideContext(other)))
       assert.isDefined(yield* acquireWhenFreed(key).pipe(Effect.provideContext(other)))
@@ -233,8 +256,14 @@ describe("StreamSlots.layerRedis", () => {
   it.live("unreachable Redis fails closed, fast", () =>
     Effect.gen(function*() {
       const started = Date.now()
-      const exit = yield* Effect.exit(acquire(freshKey(), 5).pipe(Effect.provide(redisSlots({}, "redis://127.0.0.1:1"))))
-      assert.isTrue(Date.now() - started < 1000)
+      const exit = yield* Effect.exit(
+        acquire(freshKey(), 5).pipe(
+          Effect.provide(StreamSlots.layerRedis().pipe(Layer.provide(RedisClient.layer("redis://127.0.0.1:1", { connectTimeoutMs: 300 }))))
+        )
+      )
+      // Failed at the client's 300 ms connect deadline, not after the 30 s test timeout: 10 s is
+      // generous for a machine at load 10 and still tells the two apart.
+      assert.isBelow(Date.now() - started, 10_000)
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit)) {
         const error = exit.cause.reasons.find((r) => r._tag === "Fail")?.error

@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import type { AuditRecord } from "../../../src/domain/records.ts"
 import { Gauge, Registry } from "prom-client"
 import { exposition, makeMetrics } from "../../../src/services/metrics/Metrics.ts"
+import { AUDIT_CREDIT_MICROS } from "../../../src/services/store/AuditRepo.ts"
 
 const record = (model: string): AuditRecord => ({
   request_id: "req_x",
@@ -49,6 +50,27 @@ describe("Metrics", () => {
       expect(credits).toContain(`modelgate_credits_total{model="other",provider="up"} 50`)
       const total = credits.reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0)
       expect(total).toBe(250)
+    }))
+
+  it.effect("counts spend and requests per team by team id only, never by key or end user (issue 33)", () =>
+    Effect.gen(function*() {
+      const metrics = makeMetrics()
+      // Credits in the audit trail's unit (AUDIT_CREDIT_MICROS micros each); the counter counts credits.
+      const spent = (team: string | null, credits: number, end_user: string) =>
+        ({ ...record("m"), team_id: team, credits: credits * 1_000_000 / AUDIT_CREDIT_MICROS, end_user })
+      metrics.observe(spent("team_a", 2, "alice"), "/v1/chat/completions")
+      metrics.observe(spent("team_a", 3, "bob"), "/v1/chat/completions")
+      metrics.observe(spent("team_b", 0, "alice"), "/v1/chat/completions")
+      metrics.observe(spent(null, 5, "carol"), "/v1/chat/completions")
+      const text = yield* metrics.render({ auditBuffered: 0, auditDropped: 0 })
+      expect(text).toContain(`\nmodelgate_team_credits_total{team="team_a"} 5\n`)
+      expect(text).toContain(`\nmodelgate_team_credits_total{team="team_b"} 0\n`)
+      expect(text).toContain(`\nmodelgate_team_requests_total{team="team_a"} 2\n`)
+      expect(text).toContain(`\nmodelgate_team_requests_total{team="team_b"} 1\n`)
+      const teamLines = text.split("\n").filter((line) => line.startsWith("modelgate_team_"))
+      expect(teamLines).toHaveLength(4)
+      // No series anywhere carries a key's or an end user's name.
+      expect(text).not.toMatch(/alice|bob|carol|key_x/)
     }))
 
   it.effect("follows the audit trail's drop count as a counter", () =>

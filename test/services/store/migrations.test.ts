@@ -96,11 +96,13 @@ const KEY_HASH = "a".repeat(64)
  */
 const rowsAt = (version: number): ReadonlyArray<string> => {
   if (version < 1) return []
+  // Releases from schema 13 on write micro-credits.
+  const m = version >= 13 ? 1_000_000 : 1
   const audit = (requestId: string, status: number, error: string | null, credits: number) =>
     `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
-     VALUES ('${requestId}', '${NOW}', 'key_1', 'POST', '/v1/chat/completions', ${status}, ${error === null ? "NULL" : `'${error}'`}, 'echo', ${credits}, 1.5, 0)`
+     VALUES ('${requestId}', '${NOW}', 'key_1', 'POST', '/v1/chat/completions', ${status}, ${error === null ? "NULL" : `'${error}'`}, 'echo', ${credits * m}, 1.5, 0)`
   const rows = [
-    `INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', 977, '${NOW}')`,
+    `INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', ${977 * m}, '${NOW}')`,
     `INSERT INTO api_keys (id, workspace_id, name, key_hash, key_hint, is_active, allowed_models, tools_enabled, budget_max_requests, budget_used, created_at, updated_at)
      VALUES ('key_1', 'ws_default', 'kept', '${KEY_HASH}', 'sk-mg-aaaa...aaaa', 1, '["echo"]', 1, 10, 3, '${NOW}', '${NOW}')`,
     audit("req_pair", 200, null, 5),
@@ -110,8 +112,8 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
       : [audit("req_twice", 200, null, 2), audit("req_lost", 503, "replica_lost", 0)])
   ]
   if (version >= 2) {
-    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, note) VALUES ('${NOW}', 'ws_default', 'initial', 1000, 1000, 'config', 'initial pool')`)
-    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model) VALUES ('${NOW}', 'ws_default', 'charge', -23, 977, 'key_1', 'key_1', 'req_pair', 'echo')`)
+    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, note) VALUES ('${NOW}', 'ws_default', 'initial', ${1000 * m}, ${1000 * m}, 'config', 'initial pool')`)
+    rows.push(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model) VALUES ('${NOW}', 'ws_default', 'charge', ${-23 * m}, ${977 * m}, 'key_1', 'key_1', 'req_pair', 'echo')`)
   }
   if (version >= 3) {
     rows.push(`INSERT INTO connections (id, name, dialect, url, created_at) VALUES (1, 'analytics', 'postgres', 'postgres://reader@db/analytics', '${NOW}')`)
@@ -122,8 +124,27 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
   if (version >= 5) {
     rows.push(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ('sub_1', 'https://idp', 'alice', 2, '${NOW}', '${NOW}')`)
   }
+  if (version >= 15) {
+    rows.push(`INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, end_user, team_id, duration_ms, stream)
+     VALUES ('req_spend', '${NOW}', 'key_1', 'POST', '/v1/messages', 200, NULL, 'echo', 3000000, 120, 7, 100, 10, 'user-42', 'team_1', 1.5, 0)`)
+  }
+  if (version >= 13) {
+    rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('team_1', 'month:2026-11-01', 4, 2500000)`)
+    // What migration 13 carries over from the request counters, a release from 13 on writes itself.
+    rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('key_1', '', 3, 0)`)
+    rows.push(`INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ('sub_1', '', 2, 0)`)
+  }
   if (version >= 9) {
     rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
+  }
+  if (version >= 16) {
+    rows.push(`INSERT INTO alerts (kind, target, period_start, threshold, period, used_micros, limit_micros, crossed_at, state, attempts, delivered_at)
+     VALUES ('key_budget', 'key_1', '2026-11-01T00:00:00.000Z', '0.8', 'month', 8000000, 10000000, '${NOW}', 'delivered', 1, '${NOW}')`)
+  }
+  if (version >= 14) {
+    rows.push(`INSERT INTO teams (id, name, allowed_models, max_credits_micros, period, requests_per_minute, created_at, updated_at)
+     VALUES ('team_1', 'platform', '["echo"]', 200500000, 'month', 30, '${NOW}', '${NOW}')`)
+    rows.push(`UPDATE api_keys SET team_id = 'team_1' WHERE id = 'key_1'`)
   }
   return rows
 }
@@ -175,15 +196,35 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           }))
 
           expect(key, at).toMatchObject({ id: "key_1", name: "kept", allowed_models: ["echo"], tools_enabled: true, budget_used: 3 })
-          expect(workspace.credits, at).toBe(977)
+          // Micro-credits from migration 13 on: the same 977 credits.
+          expect(workspace.credits, at).toBe(977 * 1_000_000)
+          const micros = (credits: number) => credits * 1_000_000
+          // A key keeps its team (issue 33), read with the key; keys from before teams have none.
+          expect(key?.team ?? null, at).toEqual(version >= 14
+            ? { id: "team_1", name: "platform", allowed_models: ["echo"], budget: { max_credits_micros: 200500000, period: "month" }, limits: { requests_per_minute: 30 } }
+            : null)
           // One record per request: a refund merged into its serving record, a repeat dropped.
           const audit = await store.query(`SELECT request_id, status, error, credits FROM audit_log ORDER BY request_id`)
           expect(audit.map((r) => [r.request_id, Number(r.status), r.error, Number(r.credits)]), at).toEqual([
             ["req_lost", 503, "replica_lost", 0],
-            ["req_pair", 200, version < 7 ? "replica_lost" : null, version < 7 ? 0 : 5],
-            ["req_plain", 200, null, 1],
-            ["req_twice", 200, null, 2]
+            ["req_pair", 200, version < 7 ? "replica_lost" : null, version < 7 ? 0 : micros(5)],
+            ["req_plain", 200, null, micros(1)],
+            ...(version >= 15 ? [["req_spend", 200, null, micros(3)]] : []),
+            ["req_twice", 200, null, micros(2)]
           ])
+          // The ledger in micros, still summing to the balance; budgets counted so far kept as never-resetting usage.
+          const ledgerSum = await store.query(`SELECT SUM(amount) AS n FROM credit_ledger`)
+          expect(Number(ledgerSum[0]!.n), at).toBe(version >= 2 ? micros(977) : micros(977))
+          const usage = await store.query(`SELECT holder, period_start, requests, credits FROM budget_usage ORDER BY holder`)
+          expect(usage.map((r) => [r.holder, r.period_start, Number(r.requests), Number(r.credits)]), at).toEqual([
+            ["key_1", "", 3, 0],
+            ...(version >= 5 ? [["sub_1", "", 2, 0]] : []),
+            ...(version >= 13 ? [["team_1", "month:2026-11-01", 4, 2500000]] : [])
+          ])
+          if (version >= 15) {
+            const [spend] = await store.query(`SELECT cache_read_tokens, cache_write_tokens, end_user, team_id FROM audit_log WHERE request_id = 'req_spend'`)
+            expect([Number(spend!.cache_read_tokens), Number(spend!.cache_write_tokens), spend!.end_user, spend!.team_id], at).toEqual([100, 10, "user-42", "team_1"])
+          }
           // The ledger: the initial pool (written by migration 2 from the workspace when it came later) plus what was charged.
           expect(await count(store, "credit_ledger"), at).toBe(version >= 2 ? 2 : 1)
           expect(await count(store, "connections"), at).toBe(version >= 3 ? 1 : 0)
@@ -194,6 +235,22 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           await runtime.dispose()
         }
       }
+    })
+
+    it("refuses to convert a balance past what micro-credits hold exactly, naming it, and changes nothing", { timeout: 60_000 }, async () => {
+      const store = await makeStore(dialect, "mg_mig_too_rich")
+      await migrateAsEarlierRelease(store, dialect, 12)
+      await store.query(`INSERT INTO workspaces (id, name, credits, created_at) VALUES ('ws_default', 'default', 9007199255, '${NOW}')`)
+      const runtime = ManagedRuntime.make(StoreLayer.fromUrl(store.url))
+      try {
+        const failure = await runtime.runPromise(Effect.void).then(() => undefined, (error: unknown) => String(error))
+        expect(failure).toContain("workspaces.credits holds 9007199255 credits, more than the 9007199254")
+      } finally {
+        await runtime.dispose()
+      }
+      expect(Number((await store.query(`SELECT credits FROM workspaces`))[0]!.credits)).toBe(9007199255)
+      const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
+      expect(recorded.map((r) => Number(r.migration_id))).not.toContain(13)
     })
 
     it("refuses a store whose schema is newer than this release, naming both versions, and changes nothing", { timeout: 60_000 }, async () => {

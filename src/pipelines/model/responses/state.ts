@@ -67,6 +67,9 @@ const forVendor = (items: ReadonlyArray<JsonItem>): Array<JsonItem> =>
 
 const TERMINAL_STORED = new Set(["response.completed", "response.incomplete"])
 
+/** Items looked at per turn of the event loop. */
+const YIELD_EVERY = 1_000
+
 /**
  * Resolves the request's references and returns what the pipeline needs to answer and store it.
  * `passthroughProvider`: the provider's name when the body will be forwarded to its own
@@ -86,7 +89,13 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
     const items: ReadonlyArray<unknown> = typeof input === "string"
       ? [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }]
       : Array.isArray(input) ? input : []
-    const references = items.flatMap((item, index) => isReference(item) ? [{ index, id: item.id }] : [])
+    const references: Array<{ readonly index: number; readonly id: string }> = []
+    for (let index = 0; index < items.length; index++) {
+      // A 1 MiB body holds up to about 20,000 items: the event loop gets a turn every YIELD_EVERY (issue 32).
+      if (index % YIELD_EVERY === YIELD_EVERY - 1) yield* Effect.yieldNow
+      const item = items[index]
+      if (isReference(item)) references.push({ index, id: item.id })
+    }
 
     // Read once: a config reload meanwhile does not change what this request does.
     const enabled = stored.enabled
@@ -127,7 +136,9 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
     // Each item parsed once however often it is referenced; the event loop gets a turn between items.
     const parsed = new Map<string, JsonItem>()
     const ownInput: Array<JsonItem> = []
-    for (const item of items) {
+    for (let index = 0; index < items.length; index++) {
+      if (index % YIELD_EVERY === YIELD_EVERY - 1) yield* Effect.yieldNow
+      const item = items[index]
       if (!isReference(item)) {
         ownInput.push(withId(isObject(item) ? item : { value: item }))
         continue

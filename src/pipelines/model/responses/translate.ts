@@ -12,7 +12,7 @@
  */
 import { Effect, Result } from "effect"
 import { decodedOrFail } from "../../../domain/validation.ts"
-import { decodeResponsesRequest, type ResponsesRequest } from "../../../wire/openai-responses.ts"
+import { decodeResponsesRequestInSlices, type ResponsesRequest } from "../../../wire/openai-responses.ts"
 import { type ChatRequestFromResponses, responsesRequestToChat } from "../../../wire/translate/responses-request-to-chat.ts"
 import { modelReasons } from "../../../services/catalog/reasoning.ts"
 import type { AdapterContext } from "../adapter.ts"
@@ -22,7 +22,7 @@ import { presentFields, RESPONSES_TO_CHAT_DROPS } from "../../../wire/translate/
 
 export const responsesAsChat = (context: AdapterContext) =>
   Effect.gen(function*() {
-    const request: ResponsesRequest = yield* decodedOrFail(decodeResponsesRequest(context.raw))
+    const request: ResponsesRequest = yield* decodedOrFail(yield* decodeResponsesRequestInSlices(context.raw))
     recordDropped(context.state, presentFields(context.raw, RESPONSES_TO_CHAT_DROPS))
     const translated = responsesRequestToChat(request, { model: context.resolved.model.id, nonFunctionTools: "drop" })
     if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)

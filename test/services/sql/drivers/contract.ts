@@ -171,7 +171,8 @@ export const driverContract = <E>(
         const started = Date.now()
         const error = yield* Effect.flip(read(sql.sleep(token), [], { timeoutMs: 300 }))
         assert.strictEqual(error._tag, "SqlQueryTimeout")
-        assert.isBelow(Date.now() - started, 3_000)
+        // Ended by the 300 ms timeout, not the statement's 20 s: 10 s is generous for a machine at load 10.
+        assert.isBelow(Date.now() - started, 10_000)
         assert.isTrue(yield* eventually(Effect.map(running(token), (count) => count === "0")))
         // The pool replaced the destroyed session.
         assert.strictEqual(yield* scalar("SELECT 1"), 1)

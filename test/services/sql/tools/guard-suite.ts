@@ -105,7 +105,9 @@ const pgChecksumSql = (s: string) => `SELECT md5(concat_ws('|',
      WHERE m.member = 'postgres'::regrole),
   (SELECT string_agg(format('%s:%s:%s', s.setdatabase, s.setrole, s.setconfig), ',' ORDER BY s.setdatabase, s.setrole)
      FROM pg_db_role_setting s
-     WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname IN ('test', current_database())))
+     -- One list (not a scalar subquery: with both databases present it would return two rows and
+     -- fail as soon as any database or role setting exists on the shared server).
+     WHERE s.setdatabase IN (SELECT 0::oid UNION ALL SELECT oid FROM pg_database WHERE datname IN ('test', current_database()))
        AND s.setrole IN (0, 'postgres'::regrole)),
   (SELECT string_agg(format('%s=%s', name, setting), ',' ORDER BY name) FROM pg_file_settings
      WHERE sourcefile LIKE '%postgresql.auto.conf'),

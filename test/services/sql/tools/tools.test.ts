@@ -547,7 +547,8 @@ describe("sql_run", () => {
       const outcome = await call("sql_run", { connection_id: id, statement, timeout_ms: 300 })
       const elapsed = Date.now() - started
       expect(expectFailure(outcome)).toMatchObject({ status: 504, error: "upstream_timeout" })
-      expect(elapsed).toBeLessThan(3_000)
+      // Ended by the 300 ms timeout, not by the statement (which runs for minutes): 10 s is generous at load 10.
+      expect(elapsed).toBeLessThan(10_000)
       // A cancelled backend may take a moment to report idle; it must not still be running a second later.
       let remaining = await active()
       for (let i = 0; i < 20 && Number(remaining[0]?.n) !== 0; i++) {
