@@ -18,9 +18,12 @@ import { StreamSlots } from "../services/limits/StreamSlots.ts"
 import { stageSpan } from "../services/tracing/stage-span.ts"
 import type { DecodeResult } from "../wire/decode.ts"
 import { AuthenticatedKey, RateDecision } from "./authenticate.ts"
+import { boundFor, isTokenPriced, type Meter, meteredCost, meterOf, startMeter } from "./metering.ts"
+import type { ModelPricing } from "../domain/pricing.ts"
+import { TokenEstimator } from "../services/tokens/TokenEstimator.ts"
 import { endUserOf } from "./end-user.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody } from "./request.ts"
+import { CurrentRequest, limitsInForce, outcomeOf, owesRefund, RequestBody, type RequestState } from "./request.ts"
 import { holdTokens } from "./token-admission.ts"
 
 const REFUND_NOTE = "the request failed with a server or provider error"
@@ -59,13 +62,29 @@ export const waiveCharge = (scope: Scope.Scope, note: string): void => {
  * without counting the budget again; only then is the old charge refunded. Fails with the
  * reservation's refusal (402, or the store's 503) and leaves the old charge in place.
  */
-export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly amount: number; readonly model: string }) =>
+export const repriceCharge = (options: {
+  readonly scope: Scope.Scope
+  readonly amount: number
+  readonly model: string
+  /** The answering model's price and output cap: a metered request's cost follows them (issue 33). */
+  readonly pricing?: ModelPricing | undefined
+  readonly cap?: number | undefined
+}) =>
   Effect.gen(function*() {
     const held = heldCharges.get(options.scope)
     if (held === undefined) return
+    const meter = meterOf(options.scope)
+    const reprice = () => {
+      if (meter === undefined || options.pricing === undefined) return
+      meter.pricing = options.pricing
+      meter.bound = boundFor(meter, options.pricing, options.cap ?? Number.MAX_SAFE_INTEGER)
+    }
     const current = held.charge?.amount ?? 0
-    const amount = micros(options.amount)
-    if (current === amount) return
+    // A metered request reserves the answering model's bound (its price, its output cap).
+    const amount = meter !== undefined && options.pricing !== undefined
+      ? boundFor(meter, options.pricing, options.cap ?? Number.MAX_SAFE_INTEGER)
+      : micros(options.amount)
+    if (current === amount) return reprice()
     const state = yield* CurrentRequest
     const key = yield* AuthenticatedKey
     const credits = yield* Credits
@@ -82,6 +101,7 @@ export const repriceCharge = (options: { readonly scope: Scope.Scope; readonly a
     if (held.charge !== undefined) yield* credits.refund(held.charge, `the request was answered by model "${options.model}" at another price`)
     held.charge = next
     state.audit.credits += (next?.amount ?? 0) - current
+    reprice()
   })
 
 /**
@@ -116,13 +136,16 @@ export const admitCosts = (options: {
   readonly stream: boolean
   readonly model: string
   readonly credits: number
+  /** What to reserve, in micro-credits, when it is not `credits`: a token-priced request's bound (issue 33). */
+  readonly reserveMicros?: number | undefined
   readonly repriceable?: boolean
 }) =>
   Effect.gen(function*() {
     const key = yield* AuthenticatedKey
+    const amount = options.reserveMicros ?? micros(options.credits)
     // Nothing to hold: no slot, no budget to count, no price now or later. The reservation and
     // its finalizer are skipped whole (they were about 4% of a free request's CPU; issue 25).
-    if (!options.stream && options.credits <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
+    if (!options.stream && amount <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
     const state = yield* CurrentRequest
     const credits = yield* Credits
     if (options.stream) {
@@ -141,7 +164,7 @@ export const admitCosts = (options: {
     }
     yield* Effect.acquireRelease(
       credits.reserve({
-        amount: micros(options.credits),
+        amount,
         key_id: key.id,
         request_id: state.requestId,
         model: options.model,
@@ -172,6 +195,22 @@ export const admitCosts = (options: {
       heldCharges.set(options.scope, { charge, reprices: 0 })
     })))
   }).pipe(Scope.provide(options.scope))
+
+/**
+ * When the request ends, its cost from the answering model's price and its tokens (metering.ts).
+ * Added after the charge, so it runs before the charge's finalizer, which settles to it.
+ */
+const meterUntilEnd = (state: RequestState, meter: Meter) =>
+  Effect.gen(function*() {
+    const estimator = yield* TokenEstimator
+    yield* Scope.addFinalizerExit(state.scope, (exit) =>
+      meteredCost(state, meter, outcomeOf(exit).status < 400, estimator).pipe(
+        Effect.map((cost) => {
+          meter.cost = cost
+          settleCost(state.scope, cost.micros)
+        })
+      ))
+  })
 
 /** A chat-only model asked for embeddings, or the other way round: the client's mistake, named. */
 const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
@@ -211,12 +250,20 @@ export const admitModelRequest = <A extends { readonly model: string; readonly s
     if (options.countsTokens !== false) {
       yield* holdTokens({ scope: state.scope, body: raw, embeddings: options.endpoint === "embeddings", modelMaxTokens: resolved.model.max_tokens })
     }
+    const repriceable = (resolved.model.fallbacks?.length ?? 0) > 0
+    // Token prices (issue 33): the request is metered when its model, or a fallback that may
+    // answer it, is priced by tokens; a price of its own (count_tokens) is flat.
+    const meter = options.credits === undefined && (isTokenPriced(resolved.model.pricing) || repriceable)
+      ? startMeter({ scope: state.scope, stream, body: raw, pricing: resolved.model.pricing, cap: resolved.model.max_tokens })
+      : undefined
     yield* admitCosts({
       scope: state.scope,
       stream,
       model: request.model,
       credits: options.credits ?? resolved.model.credits,
-      repriceable: (resolved.model.fallbacks?.length ?? 0) > 0
+      reserveMicros: meter?.bound,
+      repriceable
     })
+    if (meter !== undefined) yield* meterUntilEnd(state, meter)
     return { raw, request, resolved }
   }).pipe(stageSpan("Admission.admitModelRequest"))

@@ -27,7 +27,11 @@ export interface AuditFields {
   tool: string | null
   connection_id: number | null
   credits: number
+  /** The whole input, cache reads and writes included (issue 33). */
   prompt_tokens: number | null
+  /** Of `prompt_tokens`, read from and written to the provider's prompt cache; null: unknown. */
+  cache_read_tokens: number | null
+  cache_write_tokens: number | null
   completion_tokens: number | null
   /** Who the request was for (end-user.ts); absent: none named. */
   end_user?: string | null
@@ -181,6 +185,8 @@ export const makeRequestState = (options: {
     connection_id: null,
     credits: 0,
     prompt_tokens: null,
+    cache_read_tokens: null,
+    cache_write_tokens: null,
     completion_tokens: null,
     stream: false,
     details: null

@@ -32,6 +32,8 @@ export interface UsageSpec {
   readonly output?: number
   readonly cacheRead?: number
   readonly cacheWrite?: number
+  /** Gemini only: `thoughtsTokenCount`, the thinking tokens reported beside `candidatesTokenCount`. */
+  readonly thoughts?: number
 }
 
 export interface StreamOptions {

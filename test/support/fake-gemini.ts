@@ -198,8 +198,9 @@ const usageOf = (body: JsonBody, output: number, scenario: TextScenario | ToolCa
   return {
     promptTokenCount: prompt,
     candidatesTokenCount: out,
-    totalTokenCount: prompt + out,
+    totalTokenCount: prompt + out + (scenario.usage?.thoughts ?? 0),
     ...(scenario.usage?.cacheRead === undefined ? {} : { cachedContentTokenCount: scenario.usage.cacheRead }),
+    ...(scenario.usage?.thoughts === undefined ? {} : { thoughtsTokenCount: scenario.usage.thoughts }),
     promptTokensDetails: [{ modality: "TEXT", tokenCount: prompt }]
   }
 }
@@ -245,7 +246,7 @@ const respond = async (ctx: ResponseContext, scenario: Scenario, target: Target)
       }
       const frames: Array<string> = []
       const words = splitWords(text)
-      const partial = { ...usage, candidatesTokenCount: undefined, totalTokenCount: usage.promptTokenCount }
+      const partial = { ...usage, candidatesTokenCount: undefined, thoughtsTokenCount: undefined, totalTokenCount: usage.promptTokenCount }
       words.forEach((word, i) => {
         const last = i === words.length - 1 && calls.length === 0
         frames.push(`data: ${JSON.stringify(envelope({ content: { role: "model", parts: [{ text: word }] }, ...(last ? { finishReason: finish } : {}) }, last ? usage : partial, responseId, target.model))}\r\n\r\n`)

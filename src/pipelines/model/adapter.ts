@@ -83,6 +83,8 @@ export interface ClientFormat<Request extends { readonly model: string; readonly
   readonly framer: (state: RequestState, request: Request) => StreamFramer
   /** How a cut stream of this format is continued on another deployment (issue 20); absent: it is not. */
   readonly continuation?: ContinuationSupport
+  /** The output text of one streamed event, for the gateway's own count of a stream cut before its usage (issue 33). */
+  readonly outputText?: (event: ClientEvent) => string
   /** The deprecated fields the body uses (issue 40): announced by headers on the answer. */
   readonly deprecatedFields?: (raw: Readonly<Record<string, unknown>>) => ReadonlyArray<Deprecation>
 }

@@ -22,6 +22,8 @@ import { AppConfig } from "../../services/config/AppConfig.ts"
 import { Providers } from "../../services/providers/Providers.ts"
 import { decodeLegacyCompletionRequest, decodeModerationRequest } from "../../wire/openai-completions.ts"
 import { admitCosts, admitModelRequest } from "../admission.ts"
+import { meterOf, relayOutput } from "../metering.ts"
+import { chatOutputText } from "./output-text.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest, RequestBody } from "../request.ts"
 import { eventStreamResponse, json } from "../respond.ts"
@@ -53,16 +55,23 @@ export const legacyCompletionsPipeline = authenticated(Effect.gen(function*() {
     return json(answer)
   }
   const upstream = yield* client.legacy.completionsStream(body)
+  // A token-priced request counts the text it relays, in case the stream ends before its usage (metering.ts).
+  const meter = meterOf(state.scope)
   const frames = upstream.pipe(
     Stream.map((item) => {
       const usage = item.chunk.usage
       if (usage) recordChatUsage(state, usage)
+      if (meter !== undefined) relayOutput(meter, chatOutputText({ data: item.raw, value: item.chunk }))
       return `data: ${item.raw}\n\n`
     })
   )
   // Framed like chat's stream (the same SSE, `[DONE]` last, a failure as one envelope frame).
   const framer = chatCompletionsFormat.framer(state, undefined as never)
-  return yield* eventStreamResponse(Stream.concat(frames, Stream.sync(framer.end)), framer.failure)
+  const end = Stream.sync(() => {
+    if (meter !== undefined) meter.completed = true
+    return framer.end()
+  })
+  return yield* eventStreamResponse(Stream.concat(frames, end), framer.failure)
 }))
 
 export const moderationsPipeline = authenticated(Effect.gen(function*() {

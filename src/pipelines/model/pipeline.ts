@@ -17,6 +17,7 @@ import { eventStreamResponse, json } from "../respond.ts"
 import type { Adapter, AdapterContext, ClientEvent, ClientFormat } from "./adapter.ts"
 import { clientOfTarget, makePlan, routedEvents, type Target } from "./route.ts"
 import { withFirstChunk } from "./stream-chunks.ts"
+import { meterOf, relayOutput } from "../metering.ts"
 import { mergedDeprecationHeaders } from "../../domain/deprecation.ts"
 import { turnIfLargeBody } from "../../wire/turns.ts"
 
@@ -79,12 +80,24 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
     const openContinuation = (target: Target, partial: string) => Effect.flatMap(clientOf(target), (client) => {
       const body = follower!.continueBody(raw, partial, client.kind)
+      const meter = meterOf(state.scope)
+      if (meter !== undefined) meter.continued = true
       // The continuation's usage is its own: its adapter records it on a copy, added to the first's when it ends.
-      const before = { prompt: state.audit.prompt_tokens ?? 0, completion: state.audit.completion_tokens ?? 0 }
-      const own: RequestState = { ...state, audit: { ...state.audit, prompt_tokens: null, completion_tokens: null } }
+      const before = {
+        prompt: state.audit.prompt_tokens ?? 0,
+        cacheRead: state.audit.cache_read_tokens ?? 0,
+        cacheWrite: state.audit.cache_write_tokens ?? 0,
+        completion: state.audit.completion_tokens ?? 0
+      }
+      const own: RequestState = {
+        ...state,
+        audit: { ...state.audit, prompt_tokens: null, cache_read_tokens: null, cache_write_tokens: null, completion_tokens: null }
+      }
       const addUp = Effect.sync(() => {
         if (own.audit.prompt_tokens === null && own.audit.completion_tokens === null) return
         state.audit.prompt_tokens = before.prompt + (own.audit.prompt_tokens ?? 0)
+        state.audit.cache_read_tokens = before.cacheRead + (own.audit.cache_read_tokens ?? 0)
+        state.audit.cache_write_tokens = before.cacheWrite + (own.audit.cache_write_tokens ?? 0)
         state.audit.completion_tokens = before.completion + (own.audit.completion_tokens ?? 0)
       })
       return Effect.map(
@@ -95,9 +108,19 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const first = yield* plan.run(open)
     const events = routedEvents({ plan, first, open, follower, openContinuation })
     const framer = format.framer(state, request)
-    const frames = events.pipe(
+    // A token-priced request counts the text it relays, in case the stream ends before its usage (metering.ts).
+    const meter = meterOf(state.scope)
+    const outputText = format.outputText
+    const counted = meter === undefined || outputText === undefined ? events : Stream.map(events, (event) => {
+      relayOutput(meter, outputText(event))
+      return event
+    })
+    const frames = counted.pipe(
       Stream.map(framer.frame),
-      Stream.concat(Stream.suspend(() => Stream.make(framer.end()))),
+      Stream.concat(Stream.suspend(() => {
+        if (meter !== undefined) meter.completed = true
+        return Stream.make(framer.end())
+      })),
       Stream.filter((frame) => frame !== "")
     )
     return yield* eventStreamResponse(frames, framer.failure)

@@ -214,7 +214,7 @@ export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
         if (found === undefined || !found.model.endpoints.includes(endpoint)) continue
         if (!catalog.isAllowed(key, found.model) && found.model.allow_via_fallback !== true) continue
         if (groups.some((g) => g.resolved.model === found.model)) continue
-        const repriced = yield* Effect.result(repriceCharge({ scope: state.scope, amount: found.model.credits, model: name }))
+        const repriced = yield* Effect.result(repriceCharge({ scope: state.scope, amount: found.model.credits, model: name, pricing: found.model.pricing, cap: found.model.max_tokens }))
         if (repriced._tag === "Failure") {
           recordAttempt({
             deployment: found.provider.name,

@@ -27,14 +27,24 @@ const sumOf = (...values: ReadonlyArray<unknown>): number | null => {
   return tokenCount(total)
 }
 
+/**
+ * OpenAI's usage (Chat Completions): `prompt_tokens` is the whole input, of which
+ * `prompt_tokens_details.cached_tokens` were cache reads (and, on the compatible upstreams that
+ * report it, `cache_write_tokens` cache writes); reasoning tokens are inside `completion_tokens`.
+ */
 export const recordChatUsage = (state: RequestState, usage: ChatUsage | null | undefined) => {
   if (!usage) return
   state.audit.prompt_tokens = tokenCount(usage.prompt_tokens)
+  state.audit.cache_read_tokens = tokenCount(usage.prompt_tokens_details?.cached_tokens ?? 0)
+  state.audit.cache_write_tokens = tokenCount(usage.prompt_tokens_details?.cache_write_tokens ?? 0)
   state.audit.completion_tokens = tokenCount(usage.completion_tokens)
 }
 
+/** Usage in disjoint kinds (every vendor's, wire/translate): the audit's `prompt_tokens` is their whole input. */
 export const recordAuditUsage = (state: RequestState, usage: AuditUsage) => {
   state.audit.prompt_tokens = sumOf(usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+  state.audit.cache_read_tokens = tokenCount(usage.cache_read_tokens)
+  state.audit.cache_write_tokens = tokenCount(usage.cache_write_tokens)
   state.audit.completion_tokens = tokenCount(usage.output_tokens)
 }
 

@@ -14,6 +14,7 @@
 import { Context, Effect, Layer } from "effect"
 import { NotFound, ScopeViolation } from "../../domain/errors.ts"
 import type { Principal } from "../../domain/records.ts"
+import { creditsMicros, type ModelPricing, priceMicros } from "../../domain/pricing.ts"
 import type { GatewayConfig, ModelEndpoint, ProviderConfig } from "../config/schema.ts"
 import { bySpecificity, compilePattern, matchesPattern, ROUTABLE_NAME } from "./patterns.ts"
 
@@ -41,6 +42,8 @@ export interface CatalogModel {
   readonly display_name?: string | undefined
   readonly provider: string
   readonly credits: number
+  /** `credits` in micros and `price` per token kind (issue 33; src/domain/pricing.ts). */
+  readonly pricing: ModelPricing
   readonly max_tokens: number
   /** What it serves: chat (every generation format) and/or embeddings. */
   readonly endpoints: ReadonlyArray<ModelEndpoint>
@@ -61,6 +64,7 @@ export interface ModelRoute {
   readonly id?: string | undefined
   readonly provider: string
   readonly credits: number
+  readonly pricing: ModelPricing
   readonly max_tokens: number
   readonly endpoints: ReadonlyArray<ModelEndpoint>
   readonly deployments?: ReadonlyArray<DeploymentSpec> | undefined
@@ -134,6 +138,13 @@ export const makeCatalog = (
       allow_via_fallback: entry.allow_via_fallback ?? false
     }
   }
+  // The schema checked every amount (toMicros); a price that still fails to convert is a bug.
+  const pricingOf = (entry: GatewayConfig["models"][number]): ModelPricing => {
+    if (entry.price === undefined) return { credits_micros: creditsMicros(entry.credits) }
+    const price = priceMicros(entry.price)
+    if (price === undefined) throw new Error(`model catalog: invalid price for "${entry.id ?? entry.match}"`)
+    return { credits_micros: creditsMicros(entry.credits), price }
+  }
   const models: Array<CatalogModel> = []
   const routes: Array<ModelRoute> = []
   for (const entry of config.models) {
@@ -142,6 +153,7 @@ export const makeCatalog = (
         match: entry.match,
         id: entry.id,
         credits: entry.credits,
+        pricing: pricingOf(entry),
         max_tokens: entry.max_tokens,
         endpoints: entry.endpoints,
         ...routingOf(entry),
@@ -153,6 +165,7 @@ export const makeCatalog = (
         alias: entry.alias,
         display_name: entry.display_name,
         credits: entry.credits,
+        pricing: pricingOf(entry),
         max_tokens: entry.max_tokens,
         endpoints: entry.endpoints,
         ...routingOf(entry),
@@ -191,6 +204,7 @@ export const makeCatalog = (
           id,
           provider: route.provider,
           credits: route.credits,
+          pricing: route.pricing,
           max_tokens: route.max_tokens,
           endpoints: route.endpoints,
           deployments: route.deployments,

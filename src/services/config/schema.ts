@@ -107,6 +107,19 @@ export const RoutingConfig = Schema.Struct({
 export type RoutingConfig = typeof RoutingConfig.Type
 
 /**
+ * `models[].price` (issue 33): credits per 1,000,000 tokens of each kind. `cache_read` and
+ * `cache_write` (input read from or written to the provider's prompt cache) default to `input`;
+ * thinking and reasoning tokens are output. Added to the model's `credits` (src/domain/pricing.ts).
+ */
+export const PriceConfig = Schema.Struct({
+  input: DecimalCredits,
+  output: DecimalCredits,
+  cache_read: Schema.optional(DecimalCredits),
+  cache_write: Schema.optional(DecimalCredits)
+})
+export type PriceConfig = typeof PriceConfig.Type
+
+/**
  * One entry of `models:`. Either a model (`id`, optionally `alias` and `display_name`) or a
  * route (`match`, a pattern like `claude-*`) that serves every name it matches, passing the
  * requested name upstream unless `id` names the one model to send instead. Which fields may be
@@ -133,6 +146,8 @@ export const ModelConfig = Schema.Struct({
   allow_via_fallback: Schema.optional(Schema.Boolean),
   /** The flat price per request, in credits (decimals: issue 33). */
   credits: def(DecimalCredits, 1),
+  /** Token prices (issue 33): the request's cost is `credits` plus its tokens at these prices. */
+  price: Schema.optional(PriceConfig),
   max_tokens: def(PositiveInt, 4096),
   /**
    * What the model serves: `chat` (every generation format: chat completions, messages,

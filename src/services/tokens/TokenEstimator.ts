@@ -210,23 +210,39 @@ export class TokenizerThread {
   }
 }
 
+/** How many characters of a text `textTokens` counts exactly; a caller keeps no more than this of it. */
+export const TEXT_SAMPLE_CHARS = EXACT_CHARS
+
 export class TokenEstimator extends Context.Service<TokenEstimator, {
   /** Estimated input tokens of a Messages-format request body. */
   readonly messagesInput: (body: Record<string, unknown>) => Effect.Effect<number>
+  /** Estimated tokens of a text of `totalChars` characters whose first ones are `sample` (the first EXACT_CHARS counted, the rest extrapolated at their ratio): the gateway's own count of a stream cut before its usage (issue 33). */
+  readonly textTokens: (sample: string, totalChars: number) => Effect.Effect<number>
 }>()("modelgate/TokenEstimator") {
   static readonly layer = Layer.effect(
     TokenEstimator,
     Effect.gen(function*() {
       const thread = new TokenizerThread()
       yield* Effect.addFinalizer(() => Effect.promise(() => thread.close()))
+      const warnFallback = Effect.suspend(() => {
+        const fallback = thread.takeFallback()
+        return fallback === undefined ? Effect.void : Effect.logWarning(`token estimates run on the gateway's thread: ${fallback}`)
+      })
       return TokenEstimator.of({
         messagesInput: (body) =>
           Effect.gen(function*() {
             const parts = estimateParts(body)
             const tokens = yield* Effect.promise(() => thread.count(parts.sample))
-            const fallback = thread.takeFallback()
-            if (fallback !== undefined) yield* Effect.logWarning(`token estimates run on the gateway's thread: ${fallback}`)
+            yield* warnFallback
             return combine(parts, tokens)
+          }),
+        textTokens: (sample, totalChars) =>
+          Effect.gen(function*() {
+            const exact = sample.length <= EXACT_CHARS ? sample : sample.slice(0, EXACT_CHARS)
+            if (exact.length === 0) return 0
+            const tokens = yield* Effect.promise(() => thread.count(exact))
+            yield* warnFallback
+            return totalChars <= exact.length ? tokens : Math.ceil(tokens * (totalChars / exact.length))
           })
       })
     })

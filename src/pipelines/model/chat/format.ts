@@ -5,6 +5,7 @@ import { type ChatRequest, decodeChatRequest } from "../../../wire/openai-chat.t
 import { dataFrame, DONE_FRAME } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
 import { chatContinuation } from "./continuation.ts"
+import { chatOutputText } from "../output-text.ts"
 import { chatToAnthropic } from "./anthropic.ts"
 import { chatToOpenAI } from "./openai.ts"
 import { chatToBedrock } from "./bedrock.ts"
@@ -15,6 +16,7 @@ import { withLegacyFunctions } from "./legacy-functions.ts"
 export const chatCompletionsFormat: ClientFormat<ChatRequest> = {
   decode: decodeChatRequest,
   continuation: chatContinuation,
+  outputText: chatOutputText,
   // `functions`, `function_call` and `max_tokens`, which OpenAI deprecated (src/domain/deprecation.ts).
   deprecatedFields: (raw) => deprecatedFields("POST /v1/chat/completions", raw),
   // Anthropic's models have tools only: the legacy functions API reaches them as tools (issue 34).

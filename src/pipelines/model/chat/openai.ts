@@ -42,7 +42,7 @@ export const chatToOpenAI: Adapter<ChatRequest, OpenAIClient> = {
           }
           return true
         }),
-        Stream.map((item): ClientEvent => ({ data: item.raw })),
+        Stream.map((item): ClientEvent => ({ data: item.raw, value: item.chunk })),
         Stream.concat(Stream.suspend(() =>
           clientWantsUsage && heldUsage !== undefined ? Stream.make({ data: heldUsage } as ClientEvent) : Stream.empty
         ))

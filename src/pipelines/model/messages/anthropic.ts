@@ -45,7 +45,7 @@ export const forwardedAnthropicHeaders = (headers: Headers): AnthropicHeaders =>
   "anthropic-beta": headers["anthropic-beta"]
 })
 
-export const eventOf = (event: AnthropicStreamEvent): ClientEvent => ({ event: event.type, data: JSON.stringify(event) })
+export const eventOf = (event: AnthropicStreamEvent): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event })
 
 const overwriteUsage = (usage: AuditUsage, delta: MessageDeltaUsage): AuditUsage => ({
   input_tokens: delta.input_tokens ?? usage.input_tokens,

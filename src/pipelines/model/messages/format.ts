@@ -4,6 +4,7 @@ import { decodeMessagesPassthrough, type MessagesPassthroughRequest } from "../.
 import { namedFrame } from "../../respond.ts"
 import type { ClientFormat } from "../adapter.ts"
 import { messagesContinuation } from "./continuation.ts"
+import { messagesOutputText } from "../output-text.ts"
 import { messagesToAnthropic } from "./anthropic.ts"
 import { messagesToOpenAI } from "./openai.ts"
 import { messagesToBedrock } from "./bedrock.ts"
@@ -14,6 +15,7 @@ export const messagesFormat: ClientFormat<MessagesPassthroughRequest> = {
   // What the gateway relies on; a translating adapter decodes the whole body strictly.
   decode: decodeMessagesPassthrough,
   continuation: messagesContinuation,
+  outputText: messagesOutputText,
   adapters: { anthropic: messagesToAnthropic, openai: messagesToOpenAI, bedrock: messagesToBedrock, gemini: messagesToGemini, vertex: vertexAdapter(messagesToAnthropic, messagesToGemini) },
   framer: (state) => ({
     frame: (event) => namedFrame(event.event ?? "message", event.data),

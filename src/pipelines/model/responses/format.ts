@@ -9,11 +9,13 @@ import { responsesToOpenAI } from "./openai.ts"
 import { responsesToBedrock } from "./bedrock.ts"
 import { responsesToGemini } from "./gemini.ts"
 import { vertexAdapter } from "../vertex.ts"
+import { responsesOutputText } from "../output-text.ts"
 
 const framed = (event: { readonly type: string }) => namedFrame(event.type, JSON.stringify(event))
 
 export const responsesFormat: ClientFormat<ResponsesPassthroughRequest> = {
   decode: decodeResponsesPassthrough,
+  outputText: responsesOutputText,
   adapters: { openai: responsesToOpenAI, anthropic: responsesToAnthropic, bedrock: responsesToBedrock, gemini: responsesToGemini, vertex: vertexAdapter(responsesToAnthropic, responsesToGemini) },
   framer: (state, request) => {
     // Responses events are numbered and carry the response so far: the framer follows them, so
