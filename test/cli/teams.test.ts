@@ -73,7 +73,8 @@ describe("modelgate teams", () => {
       expect((await chat(gateway.url, key.key, "other")).status).toBe(403)
 
       const listed = JSON.parse((await cli("teams", "list")).stdout)
-      expect(listed).toEqual([{ ...team, key_count: 1 }])
+      // The team's budget counted the member's one request (a free model: no credits).
+      expect(listed).toEqual([{ ...team, key_count: 1, budget: { ...team.budget, used_requests: 1, used: 1 } }])
       expect(JSON.parse((await cli("teams", "show", team.id)).stdout).key_count).toBe(1)
 
       const updated = await cli("teams", "update", team.id, "--models", "", "--clear-budget", "--streams", "2")

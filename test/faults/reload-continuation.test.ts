@@ -53,7 +53,7 @@ describe("a reload that removes the provider a stream continuation needs", () =>
     const reader = response.body!.getReader()
     const decoder = new TextDecoder()
     let text = decoder.decode((await reader.read()).value, { stream: true })
-    expect(await balance()).toBe(before - PRICE)
+    expect(await balance()).toBe(before - PRICE * 1_000_000)
 
     // The deployment serving it stays; the reload removes the other, provider and all.
     const serving = fakes.one.requests.length === 1 ? "one" : "two"

@@ -186,6 +186,7 @@ describe("a client that leaves a non-streaming request", () => {
       if (record === undefined) await new Promise((resolve) => setTimeout(resolve, 50))
     }
     // The provider may have started (and billed) the work: the charge is kept (README).
-    expect(record).toMatchObject({ status: 499, error: "client_closed_request", credits: 1 })
+    // One credit, in the audit trail's micro-credits.
+    expect(record).toMatchObject({ status: 499, error: "client_closed_request", credits: 1_000_000 })
   })
 })

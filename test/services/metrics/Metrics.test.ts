@@ -18,7 +18,8 @@ const record = (model: string): AuditRecord => ({
   provider: "up",
   tool: null,
   connection_id: null,
-  credits: 1,
+  // One credit, in the audit trail's micro-credits.
+  credits: 1_000_000,
   prompt_tokens: 3,
   completion_tokens: 2,
   duration_ms: 12,
