@@ -70,7 +70,8 @@ describe("end users (issue 33)", () => {
     expect(await endUserOf(gw, translated)).toBe("user-chat-2")
     // The admin API's audit list and its JSON Lines export show it.
     const listed = await (await gw.admin("GET", "/audit?include=api&limit=1")).json() as { data: Array<Record<string, unknown>> }
-    expect(listed.data[0]).toMatchObject({ end_user: "user-chat-2", team_id: null, cache_read_tokens: null, cache_write_tokens: null })
+    // The fake Anthropic answer reports no cache use: counted as 0, not unknown.
+    expect(listed.data[0]).toMatchObject({ end_user: "user-chat-2", team_id: null, cache_read_tokens: 0, cache_write_tokens: 0 })
     const exported = await (await gw.admin("GET", "/audit?include=api&limit=1&format=jsonl")).text()
     expect(JSON.parse(exported.trim())).toMatchObject({ end_user: "user-chat-2" })
   })
