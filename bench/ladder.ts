@@ -46,7 +46,9 @@ const gatewayConfig = (upstream: string, store: string, extra: Record<string, un
   providers: [{ name: "up", kind: "openai", base_url: `${upstream}/d0/n1/v1`, api_key: UPSTREAM_KEY }],
   models: [
     { id: "bench", provider: "up", credits: 1, max_tokens: 4096 },
-    { id: "bench-free", provider: "up", credits: 0, max_tokens: 4096 }
+    { id: "bench-free", provider: "up", credits: 0, max_tokens: 4096 },
+    // Token prices (issue 33): the bound reserved at admission, the cost from the answer's usage settled.
+    { id: "bench-priced", provider: "up", credits: 0, price: { input: 3, output: 15 }, max_tokens: 4096 }
   ],
   ...extra
 })
@@ -105,6 +107,7 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
   viaGateway("gw:audit", "+ audit", full, freeKey.key, "bench-free")
   viaGateway("gw:budget", "+ request budget", full, budgetKey.key, "bench-free")
   viaGateway("gw:credits", "+ 1 credit per request (SQLite): the full paid pipeline", full, budgetKey.key, "bench")
+  viaGateway("gw:priced", "token prices instead of 1 credit: the bound reserved, the cost settled (SQLite)", full, budgetKey.key, "bench-priced")
 
   try {
     log("ladder: gateways on Postgres and Redis")
