@@ -29,6 +29,7 @@
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -62,6 +63,7 @@ const ROOT = "/tmp/modelgate-capture"
 /** More requests than this in one run is a loop (Claude Code's /context sends 27). */
 const MAX_REQUESTS = 60
 const REPO = resolve(import.meta.dirname, "..")
+const EVERYTHING = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/dist/index.js")
 const NODE = process.execPath
 
 /** The scenarios run live: a plain prompt and a tool turn, on every surface each client speaks. */
@@ -76,7 +78,9 @@ const LIVE = [
   "opencode/openai-plain",
   "opencode/openai-tool",
   "opencode/compatible-plain",
-  "opencode/compatible-tool"
+  "opencode/compatible-tool",
+  "claude-code/gateway-mcp",
+  "opencode/gateway-mcp"
 ]
 
 /**
@@ -245,11 +249,14 @@ const startGateway = async (dir: string, provider: Record<string, unknown> | und
       limits: { requests_per_minute: 10_000, concurrent_streams: 50, max_body_bytes: 8 * 1024 * 1024 },
       log: { level: "warn" },
       providers: provider === undefined ? [] : [provider],
-      models: [{ match: "*", id: model, provider: provider === undefined ? "echo" : provider.name, max_tokens: 64_000 }]
+      models: [{ match: "*", id: model, provider: provider === undefined ? "echo" : provider.name, max_tokens: 64_000 }],
+      // An upstream MCP server behind /v1/mcp for the gateway-mcp scenarios (issue 37): the
+      // reference server from npm, over stdio, kept by the gateway.
+      mcp: { servers: [{ name: "local", command: NODE, args: [EVERYTHING, "stdio"], timeout_ms: 20_000 }] }
     })
   )
   const cli = [join(REPO, "bin", "modelgate.js"), "--config", config]
-  const created = spawnSync(NODE, [...cli, "keys", "create", "--name", "live-clis"], { cwd: dir, encoding: "utf8" })
+  const created = spawnSync(NODE, [...cli, "keys", "create", "--name", "live-clis", "--tools", "--mcp-servers", "local"], { cwd: dir, encoding: "utf8" })
   // It prints the new key's record as JSON; `key` is the full key (shown only here).
   const key = /"key":\s*"(sk-mg-[0-9a-f]+)"/.exec(created.stdout)?.[1]
   if (key === undefined) throw new Error(`keys create failed: ${created.stdout}${created.stderr}`)
@@ -351,7 +358,12 @@ const runLive = async (spec: ScenarioSpec, kind: Kind, gateway: Gateway, fakes: 
     problems[0] ??
     (result.code !== 0 ? `exit ${result.code}: ${result.output.slice(-400)}` : undefined) ??
     (exchanges.length === 0 ? "no request reached the gateway" : undefined) ??
-    (!toolTurn ? "the tool result never came back" : undefined)
+    (!toolTurn ? "the tool result never came back" : undefined) ??
+    // Through the gateway's own MCP endpoint: the upstream server's answer reached the client.
+    (spec.scenario === "gateway-mcp" && kind !== "echo" &&
+        !exchanges.some((e) => e.request.path === "/v1/mcp" && e.response.body.includes("Echo: pineapple"))
+      ? "no tools/call of local__echo through /v1/mcp came back"
+      : undefined)
   return {
     client: spec.client,
     scenario: spec.scenario,

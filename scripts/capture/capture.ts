@@ -9,7 +9,7 @@
 // paths, so paths inside the captured prompts stay the same from one capture to the next) and a
 // minimal environment, so nothing from this machine's user config reaches the client.
 import { spawn, spawnSync } from "node:child_process"
-import { mkdirSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { startRecorder } from "./record.ts"
@@ -158,6 +158,9 @@ const mcpSetup = (ctx: Context): void => {
   )
 }
 
+/** What the gateway-mcp scenarios ask: the fake model answers by calling the upstream echo tool with the secret word. */
+const GATEWAY_MCP_PROMPT = "Use the echo tool of the gateway to echo the secret word, then tell me what it said."
+
 const codexSetup = codexSetupFor("gpt-5.5")
 export const codexEnv = (ctx: Context): Record<string, string> => ({ MODELGATE_API_KEY: ctx.apiKey })
 
@@ -235,6 +238,21 @@ export const SCENARIOS: ReadonlyArray<ScenarioSpec> = [
   },
   {
     client: "claude-code",
+    scenario: "gateway-mcp",
+    description:
+      "`claude -p --mcp-config` with the gateway's own `/v1/mcp` (HTTP, the key as bearer): the fake model calls the upstream server's tool `local__echo` through it (issue 37).",
+    args: (ctx) => ["-p", GATEWAY_MCP_PROMPT, "--mcp-config", join(ctx.home, "gateway-mcp.json"), "--allowedTools=mcp__gateway__local__echo"],
+    setup: (ctx) =>
+      writeFileSync(
+        join(ctx.home, "gateway-mcp.json"),
+        JSON.stringify({ mcpServers: { gateway: { type: "http", url: `${ctx.baseUrl}/v1/mcp`, headers: { Authorization: `Bearer ${ctx.apiKey}` } } } })
+      ),
+    // MCP tools offered to the model directly, not behind ToolSearch (tool-search-mcp covers that).
+    env: (ctx) => ({ ...claudeEnv(ctx), ENABLE_TOOL_SEARCH: "false" }),
+    toolCalls: () => ({ mcp__gateway__local__echo: { message: "pineapple" } })
+  },
+  {
+    client: "claude-code",
     scenario: "context",
     description: "`claude -p /context`: the context report, built from `POST /v1/messages/count_tokens` calls.",
     args: () => ["-p", "/context"],
@@ -256,6 +274,23 @@ export const SCENARIOS: ReadonlyArray<ScenarioSpec> = [
     setup: opencodeSetup,
     env: opencodeEnv,
     toolCalls: (work) => ({ read: { filePath: join(work, "hello.txt") } })
+  },
+  {
+    client: "opencode",
+    scenario: "gateway-mcp",
+    description:
+      "`opencode run` with the gateway's own `/v1/mcp` as a remote MCP server (the key as bearer): the fake model calls the upstream server's tool `local__echo` through it (issue 37).",
+    args: () => ["run", "-m", "anthropic/claude-sonnet-4-6", GATEWAY_MCP_PROMPT],
+    setup: (ctx) => {
+      opencodeSetup(ctx)
+      const file = join(ctx.home, ".config", "opencode", "opencode.json")
+      const config = JSON.parse(readFileSync(file, "utf8"))
+      config.mcp = { gateway: { type: "remote", url: `${ctx.baseUrl}/v1/mcp`, headers: { Authorization: `Bearer ${ctx.apiKey}` }, enabled: true } }
+      writeFileSync(file, `${JSON.stringify(config, null, 2)}\n`)
+    },
+    env: opencodeEnv,
+    // opencode names an MCP tool `<server>_<tool>`.
+    toolCalls: () => ({ gateway_local__echo: { message: "pineapple" } })
   },
   {
     client: "opencode",
