@@ -139,7 +139,8 @@ describe.skipIf(!HAS_CHROMIUM)("teams page in Chromium", () => {
     await edit.getByLabel("Allowed models").fill("")
     await edit.getByRole("button", { name: "Save changes" }).click()
     await page.getByRole("status").getByText("Saved “platform”.").waitFor()
-    expect(await teamRow().locator("[data-label='Models']").textContent()).toBe("all")
+    // The list is read again after the save: wait for the row to show it, not for the message.
+    await teamRow().locator("[data-label='Models']", { hasText: /^all$/ }).waitFor()
     expect((await chat("other")).status).toBe(200)
   })
 

@@ -11,6 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { spawnSync } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { delimiter, dirname, join } from "node:path"
 import { childEnv, type GatewayProcess, NODE, ROOT, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
@@ -51,8 +52,9 @@ const snippets = snippetsOf(readFileSync(join(ROOT, "README.md"), "utf8")).filte
   RUNNABLE_CODE.has(s.lang) || (SHELL.has(s.lang) && s.code.includes("127.0.0.1:8080"))
 )
 // Inside the checkout, so imports find its node_modules (the SDKs are dev dependencies); not under
-// node_modules, where Node does not strip types. Git ignores it.
-const SCRATCH = join(ROOT, ".readme-snippets")
+// node_modules, where Node does not strip types. Git ignores it. A folder of this process's own:
+// two suites run in one checkout at once (npm run test:stress) must not delete each other's files.
+const SCRATCH = join(ROOT, ".readme-snippets", `${process.pid}-${randomBytes(4).toString("hex")}`)
 
 describe("README snippets run as printed on the embedded default", () => {
   let gateway: GatewayProcess
