@@ -5,8 +5,10 @@
  * interleaved rounds with the bare Node hop (the reference proxy), so two versions of a hot-path
  * change are compared within one run on a noisy machine. Per store, one gateway per tree: SQLite,
  * and Postgres with the limits in Redis (the ladder's paid rungs, the same config); the model costs
- * 1 credit and the key has a request budget (`--free`: the free model, budget only).
- * Prints p50 beyond the hop and the median of the rounds' p99s. `--cpu`: then the same targets
+ * 1 credit and the key has a request budget (`--free`: the free model, budget only; `--bare`: the
+ * free model and a key without a budget, the ladder's first gateway rung but with audit and metrics on).
+ * `--logs none,info`: each tree's `log.level` (to a pipe this process drains), so the same tree
+ * twice prices the request line. Prints p50 beyond the hop and the median of the rounds' p99s. `--cpu`: then the same targets
  * at concurrency 32 in interleaved windows (`--windows`, 2 s each), printing each server's CPU per
  * request and req/s, each gateway's CPU against the first tree's: how a hot-path change is judged
  * on a machine shared with other work (CPU per request moves much less with the load than time).
@@ -42,6 +44,8 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "10" },
     per: { type: "string", default: "150" },
     free: { type: "boolean", default: false },
+    bare: { type: "boolean", default: false },
+    logs: { type: "string" },
     cpu: { type: "boolean", default: false },
     windows: { type: "string", default: "8" }
   }
@@ -50,6 +54,8 @@ if (values.roots === undefined) throw new Error("--roots A,B: the source trees t
 installSignalHandlers()
 const roots = values.roots.split(",").map((root) => resolve(root))
 const stores = values.stores!.split(",")
+/** `--logs none,info`: each tree's log level, in the order of `--roots` (default none). */
+const logLevels = (values.logs ?? "").split(",").filter((level) => level !== "")
 const dir = tempDir()
 const flags = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(/\s+/).filter((flag) => flag !== "")
 const UPSTREAM_KEY = "sk-bench-upstream"
@@ -67,17 +73,19 @@ const freePort = () =>
   })
 
 /** `modelgate serve` from `root`, with a budgeted key created through the admin API. */
-const startGatewayAt = async (root: string, name: string, config: Record<string, unknown>) => {
+const startGatewayAt = async (root: string, name: string, config: Record<string, unknown>, logLevel = "none") => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
   const configPath = join(dir, `${name}.yaml`)
-  writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: "none" } }))
+  writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: logLevel } }))
   const port = await freePort()
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MODELGATE_")))
   const child = spawn(process.execPath, [...flags, "bin/modelgate.js", "--config", configPath, "serve", "--port", String(port)], {
     cwd: root,
     env: { ...env, BENCH_GATEWAY_NAME: name },
-    stdio: ["ignore", "ignore", "inherit"]
+    // A gateway that logs writes to a pipe this process drains, as a log shipper would read it.
+    stdio: ["ignore", logLevel === "none" ? "ignore" : "pipe", "inherit"]
   })
+  child.stdout?.resume()
   const exited = new Promise<void>((r) => child.once("exit", () => r()))
   onCleanup(async () => {
     child.kill("SIGTERM")
@@ -91,7 +99,7 @@ const startGatewayAt = async (root: string, name: string, config: Record<string,
   const created = await fetch(`${url}/api-keys`, {
     method: "POST",
     headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "lone", budget: { max_requests: 1_000_000_000 }, limits: { requests_per_minute: 1_000_000, concurrent_streams: 1_000 } })
+    body: JSON.stringify({ name: "lone", ...(values.bare ? {} : { budget: { max_requests: 1_000_000_000 } }), limits: { requests_per_minute: 1_000_000, concurrent_streams: 1_000 } })
   })
   if (created.status !== 201) throw new Error(`creating a key failed: ${created.status} ${await created.text()}`)
   return { url, pid: child.pid!, key: ((await created.json()) as { key: string }).key }
@@ -121,7 +129,7 @@ try {
         workspace: { credits: 1_000_000_000 },
         providers: [{ name: "up", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: UPSTREAM_KEY }],
         models: [{ id: "bench", provider: "up", credits: 1, max_tokens: 4096 }, { id: "bench-free", provider: "up", credits: 0, max_tokens: 4096 }]
-      })
+      }, logLevels[i])
       origin.set(name, root)
       pids.set(name, gateway.pid)
       urls.set(name, gateway.url)
@@ -130,7 +138,7 @@ try {
         pool: makePool(gateway.url, 1),
         path,
         headers: { "content-type": "application/json", authorization: `Bearer ${gateway.key}` },
-        body: BODY(values.free ? "bench-free" : "bench")
+        body: BODY(values.free || values.bare ? "bench-free" : "bench")
       })
     }
   }
