@@ -126,13 +126,62 @@ export const makeDecoder = <S extends Schema.Top & { readonly DecodingServices: 
   schema: S,
   options: { readonly excess?: ExcessFields } = {}
 ) => {
-  const decode = Schema.decodeUnknownResult(schema, { onExcessProperty: options.excess ?? "error", errors: "first" })
-  return (body: unknown): DecodeResult<S["Type"]> => {
+  const whole = decoderOf<S["Type"]>(schema, options.excess ?? "error")
+  const fields = (schema as { readonly fields?: Schema.Struct.Fields }).fields
+  return fields === undefined || (options.excess ?? "error") !== "error" ? whole : byFieldsPresent(schema, fields, whole)
+}
+
+const decoderOf = <A>(schema: Schema.Top & { readonly DecodingServices: never }, excess: ExcessFields) => {
+  const decode = Schema.decodeUnknownResult(schema, { onExcessProperty: excess, errors: "first" })
+  return (body: unknown): DecodeResult<A> => {
     const result = decode(body)
-    if (Result.isSuccess(result)) return { ok: true, value: result.success }
+    if (Result.isSuccess(result)) return { ok: true, value: result.success as A }
     const found = firstProblem(result.failure.issue, [], body)
     const path = found.path.map(String).join(".")
     return { ok: false, path, message: `${path === "" ? "body" : path}: ${found.message}` }
+  }
+}
+
+/** Key sets remembered per strict struct decoder; past it, bodies of a new shape take the whole struct. */
+const KEY_SETS = 64
+
+/**
+ * A strict struct decoder that decodes a body against the struct of the fields it has, built
+ * once per key set (a client sends the same few, in the same order, request after request): a
+ * chat body names 3 to 8 of the format's 37 fields, and Effect Schema's struct parser visits
+ * every field of the schema, present or not, allocating as it goes (issue 38). Same field schemas,
+ * same struct checks, same output; a body with a field the schema does not name, or without a
+ * required one, takes the whole struct, whose refusal names it.
+ */
+const byFieldsPresent = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  schema: S,
+  fields: Schema.Struct.Fields,
+  whole: (body: unknown) => DecodeResult<S["Type"]>
+) => {
+  const required = Object.keys(fields).filter((name) => !SchemaAST.isOptional(fields[name]!.ast))
+  const checks = schema.ast.checks
+  const bySet = new Map<string, (body: unknown) => DecodeResult<S["Type"]>>()
+  const narrowed = (keys: ReadonlyArray<string>) => {
+    const picked: Record<string, Schema.Struct.Fields[string]> = {}
+    for (const name of Object.keys(fields)) if (keys.includes(name)) picked[name] = fields[name]!
+    const struct = Schema.Struct(picked)
+    // The struct's fields are the schema's own, which need no services (S's constraint).
+    const narrow = (checks === undefined ? struct : struct.check(...checks)) as unknown as S
+    return decoderOf<S["Type"]>(narrow, "error")
+  }
+  return (body: unknown): DecodeResult<S["Type"]> => {
+    if (!Predicate.isObject(body) || Array.isArray(body)) return whole(body)
+    const keys = Object.keys(body)
+    const set = keys.join(",")
+    let decode = bySet.get(set)
+    if (decode === undefined) {
+      if (bySet.size >= KEY_SETS || !keys.every((key) => Object.hasOwn(fields, key)) || !required.every((name) => keys.includes(name))) {
+        return whole(body)
+      }
+      decode = narrowed(keys)
+      bySet.set(set, decode)
+    }
+    return decode(body)
   }
 }
 
