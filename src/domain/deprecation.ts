@@ -78,12 +78,22 @@ export const DEPRECATIONS = {
   // specification (section 4.1) names `max_tokens` as this endpoint's field, and it stays one.
 } as const satisfies Record<string, Deprecation>
 
+/** Per route key, its deprecated fields: worked out once, since the check runs on every request. */
+const fieldsByRoute = new Map<string, ReadonlyArray<readonly [string, Deprecation]>>()
+const NONE: ReadonlyArray<Deprecation> = []
+
 /** The declared deprecations among a body's top-level fields, for a route (`<METHOD> <path>`). */
 export const deprecatedFields = (routeKey: string, body: Readonly<Record<string, unknown>>): ReadonlyArray<Deprecation> => {
+  let fields = fieldsByRoute.get(routeKey)
+  if (fields === undefined) {
+    fields = Object.entries(DEPRECATIONS)
+      .filter(([key]) => key.startsWith(`${routeKey} `))
+      .map(([key, deprecation]) => [key.slice(routeKey.length + 1), deprecation] as const)
+    fieldsByRoute.set(routeKey, fields)
+  }
+  if (fields.length === 0) return NONE
   const found: Array<Deprecation> = []
-  for (const [key, deprecation] of Object.entries(DEPRECATIONS)) {
-    if (!key.startsWith(`${routeKey} `)) continue
-    const field = key.slice(routeKey.length + 1)
+  for (const [field, deprecation] of fields) {
     if (body[field] !== undefined && body[field] !== null) found.push(deprecation)
   }
   return found

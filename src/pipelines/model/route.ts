@@ -206,8 +206,11 @@ export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
     /** What the client is told when nothing answers: the provider's trouble, rather than a fallback's refusal. */
     let answer: ApiError | undefined
 
-    /** The next fallback this request may use, its price reserved; undefined when none is left. */
-    const nextFallback: Effect.Effect<Group | undefined> = Effect.gen(function*() {
+    /**
+     * The next fallback this request may use, its price reserved; undefined when none is left.
+     * Built when asked for: most requests never get that far (it was built for each one).
+     */
+    const nextFallback = (): Effect.Effect<Group | undefined> => pendingFallbacks.length === 0 ? Effect.succeed(undefined) : Effect.gen(function*() {
       while (pendingFallbacks.length > 0) {
         const name = pendingFallbacks.shift()!
         const found = catalog.lookup(name)
@@ -269,7 +272,7 @@ export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
               current++
               continue
             }
-            const fallback = yield* nextFallback
+            const fallback = yield* nextFallback()
             if (fallback === undefined) return yield* Effect.fail(answer ?? failed!)
             groups.push(fallback)
             current = groups.length - 1

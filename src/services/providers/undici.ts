@@ -31,11 +31,30 @@ type RequestOptions = Omit<Undici.Dispatcher.RequestOptions, "origin" | "path" |
  * URL split into origin and path as undici's index does, then the dispatcher's request.
  */
 export const request = (url: string | URL, options: RequestOptions): Promise<Undici.Dispatcher.ResponseData> => {
-  const parsed = typeof url === "string" ? new URL(url) : url
+  const { origin, path } = typeof url === "string" ? splitUrl(url) : split(url)
   const { dispatcher, ...rest } = options
-  return dispatchRequest.call(dispatcher, {
-    ...rest,
-    origin: parsed.origin,
-    path: parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname
-  })
+  return dispatchRequest.call(dispatcher, { ...rest, origin, path })
+}
+
+interface Split {
+  readonly origin: string
+  readonly path: string
+}
+
+const split = (parsed: URL): Split => ({ origin: parsed.origin, path: parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname })
+
+/**
+ * Upstream URLs split once: a deployment calls the same few URLs request after request, and
+ * parsing one is a WHATWG URL parse each time. Bounded, since a route may put a client-chosen
+ * model name in the path: past the bound, a new URL is parsed every time.
+ */
+const SPLIT_URLS = 512
+const splitUrls = new Map<string, Split>()
+const splitUrl = (url: string): Split => {
+  let found = splitUrls.get(url)
+  if (found === undefined) {
+    found = split(new URL(url))
+    if (splitUrls.size < SPLIT_URLS) splitUrls.set(url, found)
+  }
+  return found
 }
