@@ -149,7 +149,18 @@ export interface CreditBatch {
 
 export type LeaseResult =
   | { readonly _tag: "Leased"; readonly id: string; readonly amount: number }
-  | { readonly _tag: "Short"; readonly free: number; readonly held: number }
+  | {
+    readonly _tag: "Short"
+    readonly free: number
+    /** Credits in blocks, whoever holds them (a dead replica's too, until a sweep returns them). */
+    readonly held: number
+    /**
+     * Credits in blocks of other replicas whose lease is valid now (issue 39): what a reclaim can
+     * still bring back soon. A dead replica's block comes back only after its lease lapsed and a
+     * sweep ran, which no request waits for.
+     */
+    readonly heldLive: number
+  }
 
 export interface BatchResult {
   /** Each check's verdict, by its id. */
@@ -444,7 +455,13 @@ export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () =
         leased += amount
         lease = { _tag: "Leased", id, amount }
       } else {
-        lease = { _tag: "Short", free, held: leased }
+        // Near empty only (a lease that comes up short), so the extra read costs nothing on the hot path.
+        const [live] = leased <= 0 ? [{ held: 0 }] : yield* tx.all(
+          `SELECT COALESCE(SUM(b.remaining), 0) AS held FROM credit_blocks b JOIN replicas r ON r.id = b.owner
+            WHERE b.owner <> $1 AND r.lease_until >= ${storeNowMs(tx.dialect)}`,
+          [batch.owner]
+        )
+        lease = { _tag: "Short", free, held: leased, heldLive: n(live!.held) }
         if (batch.reclaim && leased > 0) reclaim++
       }
     }
