@@ -276,15 +276,34 @@ describe("BlockWriter", () => {
     )
     try {
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
-      await Effect.runPromise(writer.end("req_1", "settle", ""))
       const before = state.commits.length
-      await new Promise((r) => setTimeout(r, 100))
-      expect(state.commits.length).toBe(before)
+      await Effect.runPromise(writer.end("req_1", "settle", ""))
       expect(writer.pending()).toBe(1)
-      // The next admission's commit carries it.
+      // The next admission's commit carries it: the one commit since the settlement (issue 39: no
+      // sleep to show that none ran in between, the list of commits says it).
       expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_2", model: "m" }))).toEqual({ _tag: "Admitted" })
-      expect(state.commits.slice(before)).toMatchObject([{ settles: ["req_1"], charges: [{ request_id: "req_2" }] }])
+      expect(state.commits.slice(before)).toEqual([expect.objectContaining({ settles: ["req_1"], charges: [expect.objectContaining({ request_id: "req_2" })] })])
       expect(writer.pending()).toBe(0)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      await dispose()
+    }
+  })
+
+  it("a settlement no request follows gets a commit of its own once its delay is over (issue 38: a timer, the writer is not woken before)", async () => {
+    const { state, store, dispose } = await realStore()
+    const scope = Effect.runSync(Scope.make())
+    const writer = await Effect.runPromise(
+      Scope.provide(makeBlockWriter({ store, owner: "rep_t", blockSize: 10, commitTimeout: "1 second", spoolDir: undefined, settleDelayMs: 20 }), scope)
+    )
+    try {
+      expect(await Effect.runPromise(writer.spend({ amount: 1, key_id: "key_a", request_id: "req_1", model: "m" }))).toEqual({ _tag: "Admitted" })
+      const before = state.commits.length
+      await Effect.runPromise(writer.end("req_1", "settle", ""))
+      await waitUntil("the settlement to land by itself", () => writer.pending() === 0)
+      expect(state.commits.slice(before)).toEqual([expect.objectContaining({ settles: ["req_1"], charges: [] })])
+      const reservations = await Effect.runPromise(store.orphanedReservations("rep_other", 10, 3_600_000))
+      expect(reservations).toEqual([])
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
       await dispose()
