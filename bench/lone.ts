@@ -5,10 +5,13 @@
  * interleaved rounds with the bare Node hop (the reference proxy), so two versions of a hot-path
  * change are compared within one run on a noisy machine. Per store, one gateway per tree: SQLite,
  * and Postgres with the limits in Redis (the ladder's paid rungs, the same config); the model costs
- * 1 credit and the key has a request budget (`--free`: the free model, budget only; `--bare`: the
- * free model and a key without a budget, the ladder's first gateway rung but with audit and metrics on).
- * `--logs none,info`: each tree's `log.level` (to a pipe this process drains), so the same tree
- * twice prices the request line. Prints p50 beyond the hop and the median of the rounds' p99s. `--cpu`: then the same targets
+ * 1 credit and the key has a request budget (`--free`: the free model, budget only).
+ * `--logs none,info`: each tree's `log.level` (to a pipe this process drains, as a log shipper
+ * would), so the same tree twice prices the request line.
+ * `--kinds free,budget,paid`: several targets per gateway instead, interleaved in the same rounds: the free
+ * model with a key without a budget, the free model with a budgeted key, the paid model with a
+ * budgeted key (what a paid request costs beyond a free one, measured in one run).
+ * Prints p50 beyond the hop and the median of the rounds' p99s. `--cpu`: then the same targets
  * at concurrency 32 in interleaved windows (`--windows`, 2 s each), printing each server's CPU per
  * request and req/s, each gateway's CPU against the first tree's: how a hot-path change is judged
  * on a machine shared with other work (CPU per request moves much less with the load than time).
@@ -44,7 +47,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "10" },
     per: { type: "string", default: "150" },
     free: { type: "boolean", default: false },
-    bare: { type: "boolean", default: false },
+    kinds: { type: "string" },
     logs: { type: "string" },
     cpu: { type: "boolean", default: false },
     windows: { type: "string", default: "8" }
@@ -73,7 +76,7 @@ const freePort = () =>
   })
 
 /** `modelgate serve` from `root`, with a budgeted key created through the admin API. */
-const startGatewayAt = async (root: string, name: string, config: Record<string, unknown>, logLevel = "none") => {
+const startGatewayAt = async (root: string, name: string, config: Record<string, unknown>, budgets: ReadonlyArray<boolean> = [true], logLevel = "none") => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
   const configPath = join(dir, `${name}.yaml`)
   writeFileSync(configPath, stringify({ ...config, admin: { token: adminToken }, log: { level: logLevel } }))
@@ -82,7 +85,6 @@ const startGatewayAt = async (root: string, name: string, config: Record<string,
   const child = spawn(process.execPath, [...flags, "bin/modelgate.js", "--config", configPath, "serve", "--port", String(port)], {
     cwd: root,
     env: { ...env, BENCH_GATEWAY_NAME: name },
-    // A gateway that logs writes to a pipe this process drains, as a log shipper would read it.
     stdio: ["ignore", logLevel === "none" ? "ignore" : "pipe", "inherit"]
   })
   child.stdout?.resume()
@@ -96,13 +98,21 @@ const startGatewayAt = async (root: string, name: string, config: Record<string,
     if (i > 600 || child.exitCode !== null) throw new Error(`gateway ${name} (${root}) did not start`)
     await sleep(50)
   }
-  const created = await fetch(`${url}/api-keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "lone", ...(values.bare ? {} : { budget: { max_requests: 1_000_000_000 } }), limits: { requests_per_minute: 1_000_000, concurrent_streams: 1_000 } })
-  })
-  if (created.status !== 201) throw new Error(`creating a key failed: ${created.status} ${await created.text()}`)
-  return { url, pid: child.pid!, key: ((await created.json()) as { key: string }).key }
+  const keys: Array<string> = []
+  for (const budget of budgets) {
+    const created = await fetch(`${url}/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        name: "lone",
+        ...(budget ? { budget: { max_requests: 1_000_000_000 } } : {}),
+        limits: { requests_per_minute: 1_000_000, concurrent_streams: 1_000 }
+      })
+    })
+    if (created.status !== 201) throw new Error(`creating a key failed: ${created.status} ${await created.text()}`)
+    keys.push(((await created.json()) as { key: string }).key)
+  }
+  return { url, pid: child.pid!, key: keys[0]!, keys }
 }
 
 try {
@@ -119,6 +129,13 @@ try {
   const origin = new Map<string, string>()
   const pids = new Map<string, number>([["hop", hop.pid]])
   const urls = new Map<string, string>([["hop", hop.url]])
+  /** Per target of a gateway: its label's suffix, whether its key has a budget, the model. */
+  const kinds = values.kinds === undefined
+    ? [{ suffix: "", budget: true, model: values.free ? "bench-free" : "bench" }]
+    : values.kinds.split(",").map((kind) => {
+      if (kind !== "free" && kind !== "budget" && kind !== "paid") throw new Error(`--kinds: ${kind} is not free, budget or paid`)
+      return { suffix: `:${kind}`, budget: kind !== "free", model: kind === "paid" ? "bench" : "bench-free" }
+    })
   for (const store of stores) {
     for (const [i, root] of roots.entries()) {
       const name = `${store}-${i}`
@@ -129,17 +146,20 @@ try {
         workspace: { credits: 1_000_000_000 },
         providers: [{ name: "up", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: UPSTREAM_KEY }],
         models: [{ id: "bench", provider: "up", credits: 1, max_tokens: 4096 }, { id: "bench-free", provider: "up", credits: 0, max_tokens: 4096 }]
-      }, logLevels[i])
-      origin.set(name, root)
-      pids.set(name, gateway.pid)
-      urls.set(name, gateway.url)
-      targets.push({
-        label: name,
-        pool: makePool(gateway.url, 1),
-        path,
-        headers: { "content-type": "application/json", authorization: `Bearer ${gateway.key}` },
-        body: BODY(values.free || values.bare ? "bench-free" : "bench")
-      })
+      }, kinds.map((kind) => kind.budget), logLevels[i])
+      for (const [k, kind] of kinds.entries()) {
+        const label = `${name}${kind.suffix}`
+        origin.set(label, root)
+        pids.set(label, gateway.pid)
+        urls.set(label, gateway.url)
+        targets.push({
+          label,
+          pool: makePool(gateway.url, 1),
+          path,
+          headers: { "content-type": "application/json", authorization: `Bearer ${gateway.keys[k]}` },
+          body: BODY(kind.model)
+        })
+      }
     }
   }
   await warmUp(targets, 400, 1)
@@ -152,7 +172,7 @@ try {
     const p99s = Array.from({ length: rounds }, (_, i) => percentile(samples.slice(i * per, (i + 1) * per), 99))
     const p50 = percentile(samples, 50)
     console.log(
-      `${target.label.padEnd(10)} p50 ${p50.toFixed(3)} ms, beyond the hop ${(p50 - hopP50).toFixed(3)} ms; p99 ${median(p99s).toFixed(3)} ms` +
+      `${target.label.padEnd(16)} p50 ${p50.toFixed(3)} ms, beyond the hop ${(p50 - hopP50).toFixed(3)} ms; p99 ${median(p99s).toFixed(3)} ms` +
         (origin.has(target.label) ? `  (${origin.get(target.label)})` : "")
     )
   }
@@ -174,7 +194,7 @@ try {
       if (origin.has(target.label) && !firstOf.has(store)) firstOf.set(store, cpuUs)
       const against = origin.has(target.label) ? `, ${(cpuUs / firstOf.get(store)!).toFixed(3)}x the first tree's` : ""
       console.log(
-        `${target.label.padEnd(10)} c=${CONCURRENCY}: CPU ${cpuUs.toFixed(0)} us/request${against}; ${median(result.rates).toFixed(0)} req/s` +
+        `${target.label.padEnd(16)} c=${CONCURRENCY}: CPU ${cpuUs.toFixed(0)} us/request${against}; ${median(result.rates).toFixed(0)} req/s` +
           (origin.has(target.label) ? `  (${origin.get(target.label)})` : "")
       )
     }

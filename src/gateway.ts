@@ -214,7 +214,12 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
   const requestServices = Layer.mergeAll(
     overrides.limits ?? limitsLayer(config),
     adminThrottleLayer(config),
-    Credits.layer({ leaseSeconds: config.credits.reservation_lease_seconds, blockSize: config.credits.block_size * MICROS_PER_CREDIT, dataDir }),
+    Credits.layer({
+      leaseSeconds: config.credits.reservation_lease_seconds,
+      blockSize: config.credits.block_size * MICROS_PER_CREDIT,
+      commitTimeoutMs: config.store_timeouts.commit_ms,
+      dataDir
+    }),
     StatelessMcp.layer.pipe(Layer.provideMerge(SqlTools.layer.pipe(Layer.provideMerge(SqlDrivers.layer)))),
     // With Redis, a session's cancellation reaches the replica running the request it names.
     config.redis === undefined

@@ -23,8 +23,16 @@ let db: TempDatabase
 type Replica = ManagedRuntime.ManagedRuntime<Credits | CreditsRepo, unknown>
 let replicas: Array<Replica> = []
 
+/**
+ * A commit is abandoned only past a minute (issue 39): these tests count what concurrent requests
+ * are charged, and on a loaded machine a round of a hundred can take longer than the default 2 s,
+ * which answered some of them 503 (a miscount, not what is tested). How a frozen store's commit is
+ * abandoned is test/faults/partition.test.ts's and credits-outage.test.ts's, with the default.
+ */
 const replica = (url: string): Replica =>
-  ManagedRuntime.make(Credits.layer({ leaseSeconds: 30, blockSize: 2 * M }).pipe(Layer.provideMerge(StoreLayer.fromUrl(url))))
+  ManagedRuntime.make(
+    Credits.layer({ leaseSeconds: 30, blockSize: 2 * M, commitTimeoutMs: 60_000 }).pipe(Layer.provideMerge(StoreLayer.fromUrl(url)))
+  )
 
 const team: TeamScope = {
   id: "team_devs",

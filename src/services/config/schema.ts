@@ -495,6 +495,8 @@ export const GatewayConfig = Schema.Struct({
    * Schema migrations at start (issue 31) have bounds of their own, not the request path's: one
    * migration statement runs at most `migration_ms` (Postgres), and a replica waits at most
    * `migration_lock_ms` for another one's migration (both stores).
+   * A group commit of credit movements (issue 39) is abandoned and retried after `commit_ms`
+   * (Postgres: a frozen store; the paid requests waiting for it answer 503).
    */
   store_timeouts: def(
     Schema.Struct({
@@ -503,6 +505,7 @@ export const GatewayConfig = Schema.Struct({
       idle_in_transaction_ms: def(PositiveInt, 2_000),
       keepalive_seconds: def(PositiveInt, 5),
       call_ms: def(PositiveInt, 6_000),
+      commit_ms: def(PositiveInt, 2_000),
       migration_ms: def(PositiveInt, 900_000),
       /** One spend report's query (GET /usage, issue 33): it reads a window of the whole audit trail, off the request path. */
       report_ms: def(PositiveInt, 60_000),

@@ -19,8 +19,11 @@
  *
  * Near empty, a replica whose lease comes up short while other replicas hold blocks bumps the
  * workspace's reclaim counter; every replica that sees it move (in its next commit, or by polling
- * while it holds a block) returns its block, and the short replica retries for up to
- * RECLAIM_WAIT_MS before its 402. A 402 with no block held anywhere is exact.
+ * while it holds a block) returns its block, and the short replica retries until no live replica
+ * holds a block any more (issue 39: a state, not a fixed wait; a loaded machine made the others
+ * answer after the old 2 s and the 402 came while they still held credits). Then its 402 is exact
+ * but for a dead replica's block, which comes back only once a sweep finds its lease lapsed.
+ * RECLAIM_SAFETY_MS only bounds the wait should a live replica never answer.
  *
  * Budgets are not split into blocks (a budget per key per replica would strand requests with an
  * idle replica): a budgeted request waits for the commit that counts it, shared with every other
@@ -52,8 +55,12 @@ const tick = () => performance.now()
 
 export const SPOOL_FILE = "credit-outbox.jsonl"
 
-/** How long a request short of credits waits for other replicas to return their blocks before its 402. */
-const RECLAIM_WAIT_MS = 2_000
+/**
+ * The longest a request short of credits waits for live replicas to return their blocks before its
+ * 402: a safety net for a replica that renews its lease but never answers (a replica answers
+ * within RECLAIM_POLL_MS when idle, or with its next commit when busy).
+ */
+export const RECLAIM_SAFETY_MS = 10_000
 /** Between two lease attempts while waiting for blocks to come back. */
 const RECLAIM_RETRY_MS = 10
 /** A block nothing was spent from for this long goes back to the pool. */
@@ -190,6 +197,8 @@ export const makeBlockWriter = (options: {
   readonly commitTimeout: Duration.Input
   /** The data directory the outbox spools to at stop (a file of this process's own) and takes spools back from at start. */
   readonly spoolDir: string | undefined
+  /** How long a request short of credits waits at most for live replicas to return their blocks; default RECLAIM_SAFETY_MS. */
+  readonly reclaimSafetyMs?: number | undefined
   /** How long a settlement waits for a round that happens anyway; default SETTLE_DELAY_MS. */
   readonly settleDelayMs?: number | undefined
   /** After each commit: the budget rows it raised and the pool's balance, as they now stand (alerts). */
@@ -222,6 +231,29 @@ export const makeBlockWriter = (options: {
       const resume = wakeUp
       wakeUp = undefined
       resume?.()
+    }
+
+    /**
+     * Wakes the worker when the oldest waiting settlement is due (issue 38). A settlement used to
+     * wake the worker at once, only for it to find nothing due and wait again: at concurrency 1
+     * that was a run of the worker's loop (about 30 us) on every paid request's way out, for a
+     * settlement the next admission's round takes anyway. A plain timer costs a microsecond; a
+     * round that takes the settlement first disarms it.
+     */
+    let settleTimer: ReturnType<typeof setTimeout> | undefined
+    const armSettleTimer = (delayMs: number) => {
+      if (settleTimer !== undefined) return
+      settleTimer = setTimeout(() => {
+        settleTimer = undefined
+        wake()
+      }, delayMs)
+      // Never what keeps the process alive: a stop writes every settlement (or spools it).
+      settleTimer.unref()
+    }
+    const disarmSettleTimer = () => {
+      if (settleTimer === undefined) return
+      clearTimeout(settleTimer)
+      settleTimer = undefined
     }
 
     const detach = () => {
@@ -334,6 +366,7 @@ export const makeBlockWriter = (options: {
         }
       }
       settleDue = undefined
+      disarmSettleTimer()
       const leasing = waiters.length > 0 && now >= retryAt
       // The block cannot pay the first waiter: its rest goes back in the same commit as the new lease.
       if (leasing) detach()
@@ -454,8 +487,11 @@ export const makeBlockWriter = (options: {
             retryAt = 0
           } else {
             // Other replicas hold blocks: they return them when they see the reclaim counter move.
-            refuse((w) => now - w.since >= RECLAIM_WAIT_MS, lease.free)
-            reclaimRound = true
+            // Once no live one holds any, every one answered (or spent its block): nothing more
+            // will come back soon, and the refusal is as exact as it can be now.
+            const safety = options.reclaimSafetyMs ?? RECLAIM_SAFETY_MS
+            refuse((w) => lease.heldLive === 0 || now - w.since >= safety, lease.free)
+            reclaimRound = waiters.length > 0
             retryAt = now + RECLAIM_RETRY_MS
           }
         } else if (block !== undefined && result.reclaim > block.reclaimSeen) {
@@ -612,6 +648,7 @@ export const makeBlockWriter = (options: {
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         yield* Fiber.interrupt(fiber)
+        disarmSettleTimer()
         // A round cut short by the stop is retried like a failed one.
         if (current !== undefined) failed(current, new Error("the gateway is stopping"))
         current = undefined
@@ -764,9 +801,14 @@ export const makeBlockWriter = (options: {
           // A settlement changes no balance (the reservation row goes): nobody waits for it, and
           // it goes with the next round (within SETTLE_DELAY_MS). A crash before it lands refunds
           // the request (the sweep), in the customer's favour.
-          if (op === "settle") settleDue ??= tick() + (options.settleDelayMs ?? SETTLE_DELAY_MS)
+          if (op === "settle") {
+            const delay = options.settleDelayMs ?? SETTLE_DELAY_MS
+            settleDue ??= tick() + delay
+            armSettleTimer(Math.max(1, Math.ceil(settleDue - tick())))
+            return Effect.void
+          }
           wake()
-          if (outage.down || op === "settle") return Effect.void
+          if (outage.down) return Effect.void
           // SQLite commits synchronously: the refund is written on this request's fiber before
           // its scope finishes closing, as it was before blocks (the worker would write it a tick later).
           if (store.dialect === "sqlite") return Effect.asVoid(round)

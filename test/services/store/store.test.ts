@@ -440,7 +440,7 @@ const creditContract = (name: string, makeLayer: StoreFixture) =>
         const late = yield* credits.commitBatch({ ...empty, charges: [charge("req_c5")] }, newId)
         expect([...late.dropped]).toEqual(["req_c5"])
         const short = yield* credits.commitBatch({ ...empty, lease: { min: 1_000_000, size: 1_000_000 }, reclaim: true }, newId)
-        expect(short.lease).toEqual({ _tag: "Short", free: start - 6, held: 0 })
+        expect(short.lease).toEqual({ _tag: "Short", free: start - 6, held: 0, heldLive: 0 })
 
         // Budgets: of five requests checked at once against a budget of three, the first three pass.
         const check = (id: string, holder: string, max_requests: number, amount = 0) => ({ id, holds: [{ holder, period: "", max_requests }], amount })
