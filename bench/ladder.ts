@@ -224,8 +224,9 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
     viaFormats("fmt:responses-chat", "formats: responses -> Chat Completions provider (translated, store: false)", "/v1/responses", RESPONSES_BODY("gpt-bench", { store: false }))
   }
 
-  const windows = input.quick ? 1 : 3
-  const windowMs = input.quick ? 300 : 1000
+  // `--formats` compares a few rungs (often two versions of them): longer windows for steadier CPU per request.
+  const windows = input.quick ? 1 : only === "formats" ? 5 : 3
+  const windowMs = input.quick ? 300 : only === "formats" ? 1500 : 1000
   log(`ladder: ${targets.length} targets at concurrency ${concurrency}`)
   await warmUp(targets, input.quick ? 50 : 400, 4)
   const throughput = await throughputWindows(targets, { windows, windowMs, concurrency })
