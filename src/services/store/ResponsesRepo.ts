@@ -147,58 +147,66 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
         }))
 
       /**
-       * SQLite: the same transaction on the raw connection, holding the client's connection lease
-       * (as CreditsRepo's batches do), each statement prepared once and run synchronously. Through
-       * the SqlClient its seven statements (BEGIN to COMMIT) cost about 25 µs of machinery each,
-       * which made a stored conversation's turn cost about twice a plain passthrough (issue 38).
-       * The event loop still gets a turn between batches of ITEM_BATCH items.
+       * SQLite: the same transaction on the raw connection, each statement prepared once and run
+       * synchronously. Through the SqlClient its seven statements (BEGIN to COMMIT) cost about
+       * 25 µs of machinery each, which made a stored conversation's turn cost about twice a plain
+       * passthrough (issue 38). A save of at most ITEM_BATCH items, when no transaction is open,
+       * runs from BEGIN to COMMIT in one synchronous step: nothing can run in between, so it needs
+       * no lease. A larger one holds the client's connection lease (as CreditsRepo's batches do)
+       * and gives the event loop a turn between batches of ITEM_BATCH items.
        */
+      const sqliteWrites = (raw: SqliteDatabase["Service"], response: NewStoredResponse, retentionMs: number) => {
+        const times = raw.prepare(`SELECT ${storeIso(dialect)} AS created_at, ${storeIso(dialect, retentionMs)} AS expires_at`).get() as {
+          readonly created_at: string
+          readonly expires_at: string
+        }
+        raw.prepare(`DELETE FROM stored_response_items INDEXED BY stored_response_items_response WHERE response_id = ? AND owner = ?`)
+          .run(response.id, response.owner)
+        raw.prepare(`DELETE FROM stored_responses WHERE id = ? AND owner = ?`).run(response.id, response.owner)
+        raw.prepare(INSERT_RESPONSE).run(
+          response.id,
+          response.owner,
+          response.provider,
+          response.model,
+          response.previous_response_id,
+          response.response,
+          response.input_items,
+          response.bytes,
+          times.created_at,
+          times.expires_at
+        )
+        const insertItem = raw.prepare(INSERT_ITEM)
+        return (batch: ReadonlyArray<StoredItemRecord>) => {
+          for (const item of batch) insertItem.run(response.owner, item.item_id, item.response_id, item.item, times.created_at, times.expires_at)
+        }
+      }
+      const rollback = (raw: SqliteDatabase["Service"]) => {
+        if (raw.db.isTransaction) raw.db.exec("ROLLBACK")
+      }
       const insertSqlite = (raw: SqliteDatabase["Service"], response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
-        Effect.scoped(Effect.gen(function*() {
-          yield* sql.reserve
-          yield* sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN")
-          yield* Effect.gen(function*() {
-            const times = yield* sqliteTry(
-              () =>
-                raw.prepare(`SELECT ${storeIso(dialect)} AS created_at, ${storeIso(dialect, retentionMs)} AS expires_at`).get() as {
-                  readonly created_at: string
-                  readonly expires_at: string
-                },
-              "insert"
-            )
-            yield* sqliteTry(() => {
-              raw.prepare(`DELETE FROM stored_response_items INDEXED BY stored_response_items_response WHERE response_id = ? AND owner = ?`)
-                .run(response.id, response.owner)
-              raw.prepare(`DELETE FROM stored_responses WHERE id = ? AND owner = ?`).run(response.id, response.owner)
-              raw.prepare(INSERT_RESPONSE).run(
-                response.id,
-                response.owner,
-                response.provider,
-                response.model,
-                response.previous_response_id,
-                response.response,
-                response.input_items,
-                response.bytes,
-                times.created_at,
-                times.expires_at
-              )
-            }, "insert")
-            const insertItem = raw.prepare(INSERT_ITEM)
-            for (let start = 0; start < items.length; start += ITEM_BATCH) {
-              if (start > 0) yield* Effect.yieldNow
-              yield* sqliteTry(() => {
-                for (const item of items.slice(start, start + ITEM_BATCH)) {
-                  insertItem.run(response.owner, item.item_id, item.response_id, item.item, times.created_at, times.expires_at)
-                }
-              }, "insert")
+        items.length <= ITEM_BATCH && !raw.db.isTransaction
+          ? sqliteTry(() => {
+            raw.db.exec("BEGIN IMMEDIATE")
+            try {
+              sqliteWrites(raw, response, retentionMs)(items)
+              raw.db.exec("COMMIT")
+            } catch (error) {
+              rollback(raw)
+              throw error
             }
-          }).pipe(Effect.onError(() =>
-            Effect.sync(() => {
-              if (raw.db.isTransaction) raw.db.exec("ROLLBACK")
-            })
-          ))
-          yield* sqliteTry(() => raw.db.exec("COMMIT"), "COMMIT")
-        }))
+          }, "insert")
+          : Effect.scoped(Effect.gen(function*() {
+            yield* sql.reserve
+            yield* sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN")
+            yield* Effect.gen(function*() {
+              const insertItems = yield* sqliteTry(() => sqliteWrites(raw, response, retentionMs), "insert")
+              for (let start = 0; start < items.length; start += ITEM_BATCH) {
+                if (start > 0) yield* Effect.yieldNow
+                yield* sqliteTry(() => insertItems(items.slice(start, start + ITEM_BATCH)), "insert")
+              }
+            }).pipe(Effect.onError(() => Effect.sync(() => rollback(raw))))
+            yield* sqliteTry(() => raw.db.exec("COMMIT"), "COMMIT")
+          }))
 
       /** SQLite, outside any transaction: one synchronous read on the raw connection (nothing can run in between). */
       const FIND = `SELECT id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at
