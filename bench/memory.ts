@@ -18,6 +18,7 @@
  * started once untimed first, so its compile cache is warm (as on an operator's second start).
  */
 import { readFileSync } from "node:fs"
+import { basename, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { makePool, mean, type Target, throughputWindows } from "./load.ts"
 import { cleanupAll, cpuTimeMs, createKey, installSignalHandlers, peakRssMiB, rssMiB, startGateway, startUpstream, stopping, tempDir } from "./processes.ts"
@@ -27,7 +28,12 @@ import { table } from "./report.ts"
 const split = process.argv.indexOf("--", 2)
 const { values } = parseArgs({
   args: process.argv.slice(2, split < 0 ? undefined : split),
-  options: { rounds: { type: "string", default: "2" }, seconds: { type: "string", default: "6" }, quick: { type: "boolean", default: false } }
+  options: {
+    rounds: { type: "string", default: "2" },
+    seconds: { type: "string", default: "6" },
+    quick: { type: "boolean", default: false },
+    roots: { type: "string" }
+  }
 })
 const positionals = split < 0 ? [] : process.argv.slice(split + 1)
 const ROUNDS = values.quick ? 1 : Number(values.rounds)
@@ -35,19 +41,36 @@ const PHASE_MS = (values.quick ? 2 : Number(values.seconds)) * 1000
 const IDLE_SETTLE_MS = 3000
 const CONCURRENCY = 32
 const UPSTREAM_KEY = "sk-bench-upstream"
-const variants = positionals.length === 0 ? [""] : positionals
+const flagVariants = positionals.length === 0 ? [""] : positionals
+/**
+ * `--roots A,B`: every variant for the gateway of each source tree (a checkout or a `git archive`
+ * with a node_modules), to judge a change to what the gateway holds in one run. A variant is then
+ * `<variant>@<tree>`.
+ */
+const roots = values.roots?.split(",").map((root) => resolve(root))
+const AT = "@@"
+const variants = roots === undefined ? flagVariants : flagVariants.flatMap((variant) => roots.map((root) => `${variant}${AT}${root}`))
+const rootOf = (variant: string) => variant.includes(AT) ? variant.slice(variant.indexOf(AT) + AT.length) : undefined
+const flagsOf = (variant: string) => variant.includes(AT) ? variant.slice(0, variant.indexOf(AT)) : variant
+const nameOf = (variant: string) => {
+  const root = rootOf(variant)
+  const flags = flagsOf(variant)
+  return `${flags === "" ? "as shipped" : `\`${flags}\``}${root === undefined ? "" : ` @${basename(root)}`}`
+}
 
 const log = (message: string) => process.stderr.write(`memory: ${message}\n`)
 
 const parseVariant = (variant: string) => {
-  const words = variant.split(/\s+/).filter((word) => word !== "")
+  const root = rootOf(variant)
+  const words = flagsOf(variant).split(/\s+/).filter((word) => word !== "")
   return {
     nodeFlags: words.filter((word) => word.startsWith("-")),
     env: Object.fromEntries(words.filter((word) => !word.startsWith("-")).map((word) => {
       const at = word.indexOf("=")
       if (at < 1) throw new Error(`memory: ${word} is neither a flag nor NAME=value`)
       return [word.slice(0, at), word.slice(at + 1)]
-    }))
+    })),
+    ...(root === undefined ? {} : { root })
   }
 }
 
@@ -136,7 +159,7 @@ const main = async () => {
   // misses it compiles every TypeScript module and keeps Node's type stripper resident (about
   // 17 MiB), which an operator's second start never pays.
   for (const variant of variants) {
-    log(`warming the compile cache: ${variant === "" ? "as shipped" : variant}`)
+    log(`warming the compile cache: ${nameOf(variant)}`)
     const gateway = await startGateway(dir, `warm-${variants.indexOf(variant)}`, config(upstream.url, `sqlite:${dir}/warm.db`), parseVariant(variant))
     await gateway.stop()
   }
@@ -144,7 +167,7 @@ const main = async () => {
   for (let round = 0; round < ROUNDS; round++) {
     // Rotated each round, so drift does not always favour the same variant.
     for (const variant of [...variants.slice(round % variants.length), ...variants.slice(0, round % variants.length)]) {
-      log(`round ${round + 1}/${ROUNDS}: ${variant === "" ? "as shipped" : variant}`)
+      log(`round ${round + 1}/${ROUNDS}: ${nameOf(variant)}`)
       readings.get(variant)!.push(await measure(upstream.url, dir, variant, round))
     }
   }
@@ -159,7 +182,7 @@ const main = async () => {
       variants.map((variant) => {
         const rs = readings.get(variant)!
         return [
-          variant === "" ? "as shipped" : `\`${variant}\``,
+          nameOf(variant),
           range(rs.map((r) => r.idle)),
           range(rs.map((r) => r.peak)),
           range(rs.map((r) => r.rps)),

@@ -86,8 +86,8 @@ export interface Child {
  */
 const childEnv = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("MODELGATE_")))
 
-const startChild = (args: ReadonlyArray<string>, stdin: "pipe" | "ignore", env: Record<string, string> = {}): Child => {
-  const child = spawn(NODE, args, { cwd: ROOT, env: { ...childEnv(), ...env }, stdio: [stdin, "pipe", "pipe"] })
+const startChild = (args: ReadonlyArray<string>, stdin: "pipe" | "ignore", env: Record<string, string> = {}, cwd = ROOT): Child => {
+  const child = spawn(NODE, args, { cwd, env: { ...childEnv(), ...env }, stdio: [stdin, "pipe", "pipe"] })
   // Bounded: only the tail matters for a failure message. Chunks are kept as they come and joined
   // only when asked: a gateway at `log.level: info` sends a chunk per event-loop turn, and copying
   // 20 KB per chunk here took the cores the measured gateway runs on (the ladder's logged rung).
@@ -190,6 +190,11 @@ export const startGateway = async (
     readonly nodeFlags?: ReadonlyArray<string>
     /** More environment for this gateway (MALLOC_ARENA_MAX, NODE_OPTIONS). */
     readonly env?: Record<string, string>
+    /**
+     * The source tree to run (a checkout or a `git archive` of another version, with a
+     * node_modules), to compare two versions in one run; this checkout by default.
+     */
+    readonly root?: string
   } = {}
 ): Promise<Gateway> => {
   const adminToken = `bench-admin-${randomBytes(12).toString("hex")}`
@@ -213,7 +218,7 @@ export const startGateway = async (
     const variantEnv = options.without !== undefined && !heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS)
       ? Object.fromEntries(Object.entries(SERVE_ENV).filter(([name]) => process.env[name] === undefined))
       : {}
-    const child = startChild([...(options.nodeFlags ?? GATEWAY_NODE_FLAGS), ...command], "ignore", { ...variantEnv, ...options.env })
+    const child = startChild([...(options.nodeFlags ?? GATEWAY_NODE_FLAGS), ...command], "ignore", { ...variantEnv, ...options.env }, options.root)
     const url = `http://127.0.0.1:${port}`
     const started = Date.now()
     while (child.process.exitCode === null && Date.now() - started < 30_000) {

@@ -3,7 +3,11 @@
  * in-process limits, the bench's full pipeline) under a closed-loop load and writes a CPU profile
  * of it (`--cpu-prof`) to bench/profiles/, then prints the self time by function and by file.
  * Models: `bench-free` (no credits), `bench` (1 credit: the paid path), `bench-stream` (200
- * chunks, passthrough) or `bench-stream-translated` (200 chunks from an Anthropic upstream); the fourth argument
+ * chunks, passthrough) or `bench-stream-translated` (200 chunks from an Anthropic upstream);
+ * the translated paths of the ladder, not streamed: `chat-anthropic` (Chat Completions client,
+ * Anthropic provider), `messages-openai` (Messages client, OpenAI provider), `responses` (a plain
+ * Responses passthrough, `store: false`) and `responses-stored` (continuing a stored conversation,
+ * `previous_response_id` and `store: true`); the fourth argument
  * `nobudget` leaves the key without a request budget, so `bench-free nobudget` is the hot path
  * without any store write.
  */
@@ -30,13 +34,17 @@ const gateway = await startGateway(dir, "profile", {
   providers: [
     { name: "up", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: "sk-up" },
     { name: "up-stream", kind: "openai", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}/v1`, api_key: "sk-up" },
-    { name: "up-anthropic", kind: "anthropic", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}`, api_key: "sk-up" }
+    { name: "up-anthropic", kind: "anthropic", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}`, api_key: "sk-up" },
+    { name: "up-anthropic-1", kind: "anthropic", base_url: `${upstream.url}/d0/n1`, api_key: "sk-up" },
+    { name: "up-responses", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: "sk-up", responses_api: true }
   ],
   models: [
     { id: "bench", provider: "up", credits: 1 },
     { id: "bench-free", provider: "up", credits: 0 },
     { id: "bench-stream", provider: "up-stream", credits: 0 },
-    { id: "bench-stream-translated", provider: "up-anthropic", credits: 0 }
+    { id: "bench-stream-translated", provider: "up-anthropic", credits: 0 },
+    { id: "claude-bench", provider: "up-anthropic-1", credits: 0 },
+    { id: "responses-bench", provider: "up-responses", credits: 0 }
   ]
 })
 const key = await createKey(gateway, {
@@ -45,13 +53,23 @@ const key = await createKey(gateway, {
   limits: { requests_per_minute: 1_000_000, concurrent_streams: 1_000 }
 })
 const pool = makePool(gateway.url, Number(concurrency))
-const target = {
-  label: "gateway",
-  pool,
-  path: "/v1/chat/completions",
-  headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-  body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], ...(streamed ? { stream: true } : {}) })
+const headers = { authorization: `Bearer ${key.key}`, "content-type": "application/json" }
+const responsesBody = (extra: Record<string, unknown>) => JSON.stringify({ model: "responses-bench", input: "hi", ...extra })
+/** The conversation's first turn, which every `responses-stored` request continues. */
+const firstTurn = async () => {
+  const response = await fetch(`${gateway.url}/v1/responses`, { method: "POST", headers, body: responsesBody({ store: true }) })
+  return ((await response.json()) as { id: string }).id
 }
+const request = model === "chat-anthropic"
+  ? { path: "/v1/chat/completions", body: JSON.stringify({ model: "claude-bench", messages: [{ role: "user", content: "hi" }] }) }
+  : model === "messages-openai"
+  ? { path: "/v1/messages", body: JSON.stringify({ model: "bench-free", max_tokens: 64, messages: [{ role: "user", content: "hi" }] }) }
+  : model === "responses"
+  ? { path: "/v1/responses", body: responsesBody({ store: false }) }
+  : model === "responses-stored"
+  ? { path: "/v1/responses", body: responsesBody({ store: true, previous_response_id: await firstTurn() }) }
+  : { path: "/v1/chat/completions", body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], ...(streamed ? { stream: true } : {}) }) }
+const target = { label: "gateway", pool, headers: model === "messages-openai" ? { ...headers, "anthropic-version": "2023-06-01" } : headers, ...request }
 const until = Date.now() + Number(seconds) * 1000
 let count = 0
 const cpuBefore = cpuTimeMs(gateway.pid)

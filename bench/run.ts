@@ -13,6 +13,7 @@
  * See bench/README.md for how to read the output.
  */
 import { cpus, loadavg, totalmem } from "node:os"
+import { resolve } from "node:path"
 import { fetchText, latencyRounds, makePool, mean, percentile, type Target, throughputWindows, warmUp } from "./load.ts"
 import {
   cleanupAll,
@@ -58,6 +59,13 @@ import {
 const QUICK = process.argv.includes("--quick")
 /** `--ladder`: only the cost ladder (a minute or two), for judging a hot-path change rung by rung. */
 const LADDER_ONLY = process.argv.includes("--ladder")
+/** `--ladder --formats`: only the translated-path rungs and their passthroughs (with the hop). */
+const FORMATS_ONLY = process.argv.includes("--formats")
+/** `--roots A,B` (with `--ladder`): the translated-path rungs for the gateways of these source trees, to compare versions in one run. */
+const ROOTS = (() => {
+  const at = process.argv.indexOf("--roots")
+  return at < 0 ? undefined : process.argv[at + 1]!.split(",").map((root) => resolve(root))
+})()
 const n = (count: number) => Math.max(2, Math.round(count * (QUICK ? 0.1 : 1)))
 
 const UPSTREAM_DELAY_MS = 20
@@ -274,7 +282,9 @@ const printLadder = async (upstream: string, dir: string, sides: Sides, proxySid
     quick: QUICK,
     direct: directChat(sides, 0, 1, false),
     hop: viaProxy(proxySide, directChat(sides, 0, 1, false)),
-    log
+    log,
+    only: LADDER_ONLY && FORMATS_ONLY ? "formats" : "all",
+    ...(ROOTS === undefined ? {} : { roots: ROOTS })
   })
   print(section("Cost ladder (non-streaming, upstream 0 ms)", ladderTable(ladder.rows), [
     "Each rung adds one thing to the rung above it; all rows were measured in the same interleaved rounds, so compare",

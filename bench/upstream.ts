@@ -8,6 +8,8 @@
  *
  *   POST /d<delay ms>/n<chunks>/v1/chat/completions   OpenAI Chat Completions
  *   POST /d<delay ms>/n<chunks>/v1/messages           Anthropic Messages
+ *   POST /d<delay ms>/n<chunks>/v1/responses          OpenAI Responses (a fresh response id each answer, so a
+ *                                                     gateway that stores responses keeps one per request)
  *   POST /v1/traces                                   an OTLP/HTTP collector that keeps nothing (the ladder's tracing rung)
  *
  * `delay` is waited before the status line (time to first byte); a streamed answer then sends
@@ -23,6 +25,8 @@ interface Canned {
   readonly json: string
   /** SSE frames, written one by one. */
   readonly frames: ReadonlyArray<string>
+  /** Responses: RESPONSE_ID replaced by a new id in every answer. */
+  readonly freshId?: boolean
 }
 
 const WORD = " token"
@@ -109,12 +113,81 @@ const anthropicCanned = (chunks: number): Canned => {
   return { json, frames }
 }
 
+/**
+ * OpenAI Responses: the JSON answer and the SSE event sequence (created, in_progress, output item
+ * and content part added, N text deltas, the done events, completed). Every answer carries a fresh
+ * `resp_` id (`ID` below is replaced): the ladder's stored-conversation rung stores each one, and
+ * a vendor never answers two requests with one id.
+ */
+const RESPONSE_ID = "resp_bench00000000000000000000000000000000"
+const responsesCanned = (chunks: number): Canned => {
+  const message = (text: string, status: string) => ({
+    id: "msg_bench0000000000000000000000000000000000",
+    type: "message",
+    status,
+    role: "assistant",
+    content: [{ type: "output_text", text, annotations: [], logprobs: [] }]
+  })
+  const response = (status: string, output: ReadonlyArray<unknown>, usage: unknown) => ({
+    id: RESPONSE_ID,
+    object: "response",
+    created_at: CREATED,
+    status,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    max_output_tokens: null,
+    model: "bench-upstream",
+    output,
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    reasoning: { effort: null, summary: null },
+    store: false,
+    temperature: 1,
+    text: { format: { type: "text" } },
+    tool_choice: "auto",
+    tools: [],
+    top_p: 1,
+    truncation: "disabled",
+    usage,
+    metadata: {}
+  })
+  const usageOf = (output: number) => ({
+    input_tokens: 12,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 12 + output
+  })
+  const json = JSON.stringify(response("completed", [message("Hello from the benchmark upstream.", "completed")], usageOf(7)))
+  let sequence = 0
+  const event = (type: string, data: Record<string, unknown>) =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`
+  const text = WORD.repeat(chunks)
+  const frames: Array<string> = [
+    event("response.created", { response: response("in_progress", [], null) }),
+    event("response.in_progress", { response: response("in_progress", [], null) }),
+    event("response.output_item.added", { output_index: 0, item: { ...message("", "in_progress"), content: [] } }),
+    event("response.content_part.added", { item_id: message("", "").id, output_index: 0, content_index: 0, part: { type: "output_text", text: "", annotations: [] } })
+  ]
+  for (let i = 0; i < chunks; i++) {
+    frames.push(event("response.output_text.delta", { item_id: message("", "").id, output_index: 0, content_index: 0, delta: WORD, logprobs: [] }))
+  }
+  frames.push(
+    event("response.output_text.done", { item_id: message("", "").id, output_index: 0, content_index: 0, text, logprobs: [] }),
+    event("response.content_part.done", { item_id: message("", "").id, output_index: 0, content_index: 0, part: { type: "output_text", text, annotations: [] } }),
+    event("response.output_item.done", { output_index: 0, item: message(text, "completed") }),
+    event("response.completed", { response: response("completed", [message(text, "completed")], usageOf(chunks)) })
+  )
+  return { json, frames, freshId: true }
+}
+
 interface Route {
   readonly delayMs: number
   readonly canned: Canned
 }
 
-const ROUTE = /^\/d(\d+)\/n(\d+)\/v1\/(chat\/completions|messages)$/
+const ROUTE = /^\/d(\d+)\/n(\d+)\/v1\/(chat\/completions|messages|responses)$/
 const routes = new Map<string, Route | null>()
 
 const routeOf = (url: string): Route | null => {
@@ -123,7 +196,11 @@ const routeOf = (url: string): Route | null => {
   const match = ROUTE.exec(url)
   route = match === null ? null : {
     delayMs: Number(match[1]),
-    canned: match[3] === "messages" ? anthropicCanned(Number(match[2])) : openaiCanned(Number(match[2]))
+    canned: match[3] === "messages"
+      ? anthropicCanned(Number(match[2]))
+      : match[3] === "responses"
+      ? responsesCanned(Number(match[2]))
+      : openaiCanned(Number(match[2]))
   }
   routes.set(url, route)
   return route
@@ -132,14 +209,21 @@ const routeOf = (url: string): Route | null => {
 const JSON_HEADERS = { "content-type": "application/json" }
 const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" }
 
+let responseCount = 0
+/** A `resp_` id of the canned one's length, new for every answer. */
+const freshResponseId = () => `resp_bench${(++responseCount).toString(16).padStart(RESPONSE_ID.length - 10, "0")}`
+
 const respond = (res: http.ServerResponse, canned: Canned, stream: boolean) => {
+  const id = canned.freshId === true ? freshResponseId() : undefined
+  const fresh = (text: string) => id === undefined ? text : text.replaceAll(RESPONSE_ID, id)
   if (!stream) {
-    res.writeHead(200, { ...JSON_HEADERS, "content-length": Buffer.byteLength(canned.json) })
-    res.end(canned.json)
+    const json = fresh(canned.json)
+    res.writeHead(200, { ...JSON_HEADERS, "content-length": Buffer.byteLength(json) })
+    res.end(json)
     return
   }
   res.writeHead(200, SSE_HEADERS)
-  for (const frame of canned.frames) res.write(frame)
+  for (const frame of canned.frames) res.write(fresh(frame))
   res.end()
 }
 

@@ -10,9 +10,12 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
+import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import { decodeRows, NullableString, Num } from "./rows.ts"
+import { SqliteDatabase } from "./sqlite-client.ts"
 import { storeDialect, storeIso } from "./store-clock.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -66,6 +69,17 @@ const ItemRow = Schema.Struct({
 })
 
 const decodeResponses = decodeRows(ResponseRow)
+
+const INSERT_RESPONSE =
+  `INSERT INTO stored_responses (id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at)
+   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const INSERT_ITEM = `INSERT INTO stored_response_items (owner, item_id, response_id, item, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
+
+const sqliteTry = <A>(f: () => A, operation: string): Effect.Effect<A, SqlError> =>
+  Effect.try({
+    try: f,
+    catch: (cause) => new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation }) })
+  })
 const decodeItems = decodeRows(ItemRow)
 
 /** A response to insert: its times are the store's (`created_at` now, `expires_at` `retentionMs` later). */
@@ -95,37 +109,120 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
       const sql = yield* SqlClient
       const dialect = yield* storeDialect
       const now = sql.literal(storeIso(dialect))
+      // SQLite, without statistics, answers `response_id = ? AND owner = ?` from the primary key
+      // (owner, item_id, response_id) by its owner prefix: every item the owner ever stored was
+      // read on each save, a cost that grew with the conversation history (about 300 µs per
+      // request after 5,000 responses; issue 38). The index on response_id finds the few rows
+      // directly. Postgres plans from statistics and needs no hint.
+      const itemsByResponse = sql.literal(dialect === "sqlite" ? "stored_response_items INDEXED BY stored_response_items_response" : "stored_response_items")
+      const sqlite = Option.getOrUndefined(yield* Effect.serviceOption(SqliteDatabase))
+
+      /** Through the SqlClient (Postgres; and SQLite while another fiber's transaction holds the connection). */
+      const insertClient = (response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const [times] = yield* sql<{ readonly created_at: string; readonly expires_at: string }>`SELECT ${now} AS created_at, ${
+            sql.literal(storeIso(dialect, retentionMs))
+          } AS expires_at`
+          const record: StoredResponseRecord = { ...response, created_at: String(times?.created_at), expires_at: String(times?.expires_at) }
+          // The same id stored twice (a client replaying a vendor id) keeps the newest answer.
+          yield* sql`DELETE FROM ${itemsByResponse} WHERE response_id = ${record.id} AND owner = ${record.owner}`
+          yield* sql`DELETE FROM stored_responses WHERE id = ${record.id} AND owner = ${record.owner}`
+          yield* sql`INSERT INTO stored_responses ${sql.insert({ ...record })}`
+          for (let start = 0; start < items.length; start += ITEM_BATCH) {
+            const rows = items.slice(start, start + ITEM_BATCH).map((item) => ({
+              owner: record.owner,
+              item_id: item.item_id,
+              response_id: item.response_id,
+              item: item.item,
+              created_at: record.created_at,
+              expires_at: record.expires_at
+            }))
+            const [first, ...rest] = rows
+            if (first !== undefined) yield* sql`INSERT INTO stored_response_items ${sql.insert([first, ...rest])}`
+            // Inside the transaction: readers see all of the response or none of it, and a crash
+            // leaves nothing (it is rolled back). On SQLite the transaction holds the one
+            // connection, so other statements wait for it rather than run in between.
+            yield* Effect.yieldNow
+          }
+        }))
+
+      /**
+       * SQLite: the same transaction on the raw connection, each statement prepared once and run
+       * synchronously. Through the SqlClient its seven statements (BEGIN to COMMIT) cost about
+       * 25 µs of machinery each, which made a stored conversation's turn cost about twice a plain
+       * passthrough (issue 38). A save of at most ITEM_BATCH items, when no transaction is open,
+       * runs from BEGIN to COMMIT in one synchronous step: nothing can run in between, so it needs
+       * no lease. A larger one holds the client's connection lease (as CreditsRepo's batches do)
+       * and gives the event loop a turn between batches of ITEM_BATCH items.
+       */
+      const sqliteWrites = (raw: SqliteDatabase["Service"], response: NewStoredResponse, retentionMs: number) => {
+        const times = raw.prepare(`SELECT ${storeIso(dialect)} AS created_at, ${storeIso(dialect, retentionMs)} AS expires_at`).get() as {
+          readonly created_at: string
+          readonly expires_at: string
+        }
+        raw.prepare(`DELETE FROM stored_response_items INDEXED BY stored_response_items_response WHERE response_id = ? AND owner = ?`)
+          .run(response.id, response.owner)
+        raw.prepare(`DELETE FROM stored_responses WHERE id = ? AND owner = ?`).run(response.id, response.owner)
+        raw.prepare(INSERT_RESPONSE).run(
+          response.id,
+          response.owner,
+          response.provider,
+          response.model,
+          response.previous_response_id,
+          response.response,
+          response.input_items,
+          response.bytes,
+          times.created_at,
+          times.expires_at
+        )
+        const insertItem = raw.prepare(INSERT_ITEM)
+        return (batch: ReadonlyArray<StoredItemRecord>) => {
+          for (const item of batch) insertItem.run(response.owner, item.item_id, item.response_id, item.item, times.created_at, times.expires_at)
+        }
+      }
+      const rollback = (raw: SqliteDatabase["Service"]) => {
+        if (raw.db.isTransaction) raw.db.exec("ROLLBACK")
+      }
+      const insertSqlite = (raw: SqliteDatabase["Service"], response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
+        items.length <= ITEM_BATCH && !raw.db.isTransaction
+          ? sqliteTry(() => {
+            raw.db.exec("BEGIN IMMEDIATE")
+            try {
+              sqliteWrites(raw, response, retentionMs)(items)
+              raw.db.exec("COMMIT")
+            } catch (error) {
+              rollback(raw)
+              throw error
+            }
+          }, "insert")
+          : Effect.scoped(Effect.gen(function*() {
+            yield* sql.reserve
+            yield* sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN")
+            yield* Effect.gen(function*() {
+              const insertItems = yield* sqliteTry(() => sqliteWrites(raw, response, retentionMs), "insert")
+              for (let start = 0; start < items.length; start += ITEM_BATCH) {
+                if (start > 0) yield* Effect.yieldNow
+                yield* sqliteTry(() => insertItems(items.slice(start, start + ITEM_BATCH)), "insert")
+              }
+            }).pipe(Effect.onError(() => Effect.sync(() => rollback(raw))))
+            yield* sqliteTry(() => raw.db.exec("COMMIT"), "COMMIT")
+          }))
+
+      /** SQLite, outside any transaction: one synchronous read on the raw connection (nothing can run in between). */
+      const FIND = `SELECT id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at
+              FROM stored_responses WHERE id = ? AND owner = ? AND expires_at > ${storeIso(dialect)}`
+
       return ResponsesRepo.of({
         insert: (input, items, retentionMs) =>
-          sql.withTransaction(Effect.gen(function*() {
-            const [times] = yield* sql<{ readonly created_at: string; readonly expires_at: string }>`SELECT ${now} AS created_at, ${
-              sql.literal(storeIso(dialect, retentionMs))
-            } AS expires_at`
-            const response: StoredResponseRecord = { ...input, created_at: String(times?.created_at), expires_at: String(times?.expires_at) }
-            // The same id stored twice (a client replaying a vendor id) keeps the newest answer.
-            yield* sql`DELETE FROM stored_response_items WHERE response_id = ${response.id} AND owner = ${response.owner}`
-            yield* sql`DELETE FROM stored_responses WHERE id = ${response.id} AND owner = ${response.owner}`
-            yield* sql`INSERT INTO stored_responses ${sql.insert({ ...response })}`
-            for (let start = 0; start < items.length; start += ITEM_BATCH) {
-              const rows = items.slice(start, start + ITEM_BATCH).map((item) => ({
-                owner: response.owner,
-                item_id: item.item_id,
-                response_id: item.response_id,
-                item: item.item,
-                created_at: response.created_at,
-                expires_at: response.expires_at
-              }))
-              const [first, ...rest] = rows
-              if (first !== undefined) yield* sql`INSERT INTO stored_response_items ${sql.insert([first, ...rest])}`
-              // Inside the transaction: readers see all of the response or none of it, and a crash
-              // leaves nothing (it is rolled back). On SQLite the transaction holds the one
-              // connection, so other statements wait for it rather than run in between.
-              yield* Effect.yieldNow
-            }
-          })).pipe(Effect.asVoid, storeOp("ResponsesRepo.insert")),
+          (sqlite === undefined ? insertClient(input, items, retentionMs) : insertSqlite(sqlite, input, items, retentionMs)).pipe(
+            Effect.asVoid,
+            storeOp("ResponsesRepo.insert")
+          ),
         find: (id, owner) =>
-          sql`SELECT id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at
-              FROM stored_responses WHERE id = ${id} AND owner = ${owner} AND expires_at > ${now}`.pipe(
+          (sqlite !== undefined && !sqlite.db.isTransaction
+            ? sqliteTry(() => sqlite.prepare(FIND).all(id, owner), "find")
+            : sql`SELECT id, owner, provider, model, previous_response_id, response, input_items, bytes, created_at, expires_at
+              FROM stored_responses WHERE id = ${id} AND owner = ${owner} AND expires_at > ${now}`).pipe(
             decodeResponses,
             Effect.map((rows) => rows[0]),
             storeOp("ResponsesRepo.find")
@@ -144,7 +241,7 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
         remove: (id, owner) =>
           sql.withTransaction(Effect.gen(function*() {
             const gone = yield* sql`DELETE FROM stored_responses WHERE id = ${id} AND owner = ${owner} RETURNING id`
-            yield* sql`DELETE FROM stored_response_items WHERE response_id = ${id} AND owner = ${owner}`
+            yield* sql`DELETE FROM ${itemsByResponse} WHERE response_id = ${id} AND owner = ${owner}`
             return gone.length > 0
           })).pipe(storeOp("ResponsesRepo.remove")),
         deleteExpired: Effect.gen(function*() {
