@@ -3,8 +3,8 @@
  * and Postgres, over rows written at that version, as earlier releases recorded them (with
  * effect/sql's Migrator, which they used). Then the large-table upgrade an operator hit: a
  * Postgres store of 1,000,000 audit records at the previous release's schema, migrated by two
- * replicas that start together, under the request path's statement timeout. And the refusal of a
- * store newer than this release.
+ * replicas that start together, under the request path's statement timeout; a SQLite store of
+ * 1,000,000 ledger rows rebuilt by migration 18. And the refusal of a store newer than this release.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
@@ -120,7 +120,15 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
     rows.push(`INSERT INTO key_grants (key_id, connection_id, role, granted_at) VALUES ('key_1', 1, 'read', '${NOW}')`)
     rows.push(`INSERT INTO sql_history (ts, key_id, connection_id, statement, duration_ms, kind, row_count) VALUES ('${NOW}', 'key_1', 1, 'SELECT 1', 1.2, 'rows', 1)`)
   }
-  if (version >= 4) rows.push(`INSERT INTO replicas (id, lease_until, started_at) VALUES ('rep_old', 1, '${NOW}')`)
+  if (version >= 4) {
+    rows.push(`INSERT INTO replicas (id, lease_until, started_at) VALUES ('rep_old', 1, '${NOW}')`)
+    // A request in flight when the replica stopped: its reservation (with the budgets it counted against from 13 on).
+    rows.push(version >= 13
+      ? `INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at, budgets)
+         VALUES ('req_open', 'rep_old', ${5 * m}, 'key_1', 'echo', 'POST', '/v1/chat/completions', '${NOW}', '[["key_1",""]]')`
+      : `INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at)
+         VALUES ('req_open', 'rep_old', ${5 * m}, 'key_1', 'echo', 'POST', '/v1/chat/completions', '${NOW}')`)
+  }
   if (version >= 5) {
     rows.push(`INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ('sub_1', 'https://idp', 'alice', 2, '${NOW}', '${NOW}')`)
   }
@@ -227,6 +235,38 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           }
           // The ledger: the initial pool (written by migration 2 from the workspace when it came later) plus what was charged.
           expect(await count(store, "credit_ledger"), at).toBe(version >= 2 ? 2 : 1)
+          if (version >= 2) {
+            // Ledger rows keep their seq and values (migration 18 rebuilds the SQLite table), read as the release reads them.
+            const { byRequest, all } = await runtime.runPromise(Effect.gen(function*() {
+              const credits = yield* CreditsRepo
+              return { byRequest: yield* credits.ledger({ limit: 10, request_id: "req_pair" }), all: yield* credits.ledger({ limit: 10 }) }
+            }))
+            expect(all.map((e) => [e.seq, e.kind, e.amount, e.balance_after, e.request_id]), at).toEqual([
+              [2, "charge", -micros(23), micros(977), "req_pair"],
+              [1, "initial", micros(1000), micros(1000), null]
+            ])
+            expect(byRequest.map((e) => e.seq), at).toEqual([2])
+            // New rows follow the old ones; a request is still charged once, its other rows are not limited.
+            await store.query(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model)
+              VALUES ('${NOW}', 'ws_default', 'refund', 1, ${micros(977) + 1}, 'key_1', 'key_1', 'req_pair', 'echo')`)
+            await expect(
+              store.query(`INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model)
+                VALUES ('${NOW}', 'ws_default', 'charge', -1, ${micros(977)}, 'key_1', 'key_1', 'req_pair', 'echo')`),
+              at
+            ).rejects.toThrow()
+            const after = await runtime.runPromise(Effect.flatMap(CreditsRepo, (credits) => credits.ledger({ limit: 10, request_id: "req_pair" })))
+            expect(after.map((e) => [e.seq, e.kind]), at).toEqual([[3, "refund"], [2, "charge"]])
+          }
+          if (version >= 4) {
+            // The reservation of a request in flight survives, and is found as its dead replica's.
+            const orphaned = await runtime.runPromise(Effect.flatMap(CreditsRepo, (credits) => credits.orphanedReservations("rep_new", 10)))
+            expect(orphaned, at).toEqual([{
+              request_id: "req_open", owner: "rep_old", amount: micros(5), key_id: "key_1", model: "echo", method: "POST",
+              endpoint: "/v1/chat/completions", created_at: NOW
+            }])
+            const [budgets] = await store.query(`SELECT budgets FROM credit_reservations WHERE request_id = 'req_open'`)
+            expect(budgets!.budgets, at).toBe(version >= 13 ? `[["key_1",""]]` : null)
+          }
           expect(await count(store, "connections"), at).toBe(version >= 3 ? 1 : 0)
           expect(await count(store, "sql_history"), at).toBe(version >= 3 ? 1 : 0)
           expect(await count(store, "replicas"), at).toBe(version >= 4 ? 1 : 0)
@@ -318,6 +358,51 @@ describe("a large Postgres store upgraded from the previous release", () => {
     expect(refunded.map((r) => [Number(r.n), Number(r.credits), Number(r.status)])).toEqual([[10_000, 0, 200]])
     const unique = await store.query(`SELECT indexdef FROM pg_indexes WHERE indexname = 'audit_log_request_once'`)
     expect(String(unique[0]?.indexdef)).toContain("UNIQUE")
+  })
+})
+
+describe("a large SQLite ledger upgraded from the previous release", () => {
+  it("rebuilds 1,000,000 ledger rows (migration 18) keeping every seq and amount, its request id index searched", { timeout: 300_000 }, async () => {
+    const store = sqliteStore()
+    await migrateAsEarlierRelease(store, "sqlite", 17)
+    const file = store.url.slice("sqlite:".length)
+    const db = new DatabaseSync(file)
+    // 500,000 requests charged, each settled with a refund; 1,000 reservations still open.
+    db.exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1000000)
+      INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model)
+      SELECT '${NOW}', 'ws_default', CASE n % 2 WHEN 1 THEN 'charge' ELSE 'refund' END, CASE n % 2 WHEN 1 THEN -3 ELSE 1 END,
+        0, 'key_1', 'key_1', 'req_' || ((n + 1) / 2), 'echo' FROM g`)
+    db.exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1000)
+      INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at, budgets)
+      SELECT 'req_open_' || n, 'rep_old', n, 'key_1', 'echo', 'POST', '/v1/chat/completions', '${NOW}', NULL FROM g`)
+    db.close()
+
+    const runtime = ManagedRuntime.make(StoreLayer.fromUrl(store.url))
+    try {
+      const started = performance.now()
+      const entries = await runtime.runPromise(Effect.flatMap(CreditsRepo, (credits) => credits.ledger({ limit: 10, request_id: "req_250000" })))
+      console.log(`1,000,000 ledger rows migrated in ${Math.round(performance.now() - started)} ms`)
+      expect(entries.map((e) => [e.seq, e.kind, e.amount])).toEqual([[500_000, "refund", 1], [499_999, "charge", -3]])
+    } finally {
+      await runtime.dispose()
+    }
+    const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
+    expect(recorded.map((r) => Number(r.migration_id))).toEqual(ids("sqlite"))
+    const [ledger] = await store.query(`SELECT COUNT(*) AS n, MAX(seq) AS last, SUM(amount) AS sum FROM credit_ledger`)
+    expect([Number(ledger!.n), Number(ledger!.last), Number(ledger!.sum)]).toEqual([1_000_000, 1_000_000, -1_000_000])
+    const [open] = await store.query(`SELECT COUNT(*) AS n, SUM(amount) AS sum FROM credit_reservations`)
+    expect([Number(open!.n), Number(open!.sum)]).toEqual([1000, 500_500])
+    // The lookups a paid request and the ledger API make search an index, not the table.
+    for (const query of [
+      `SELECT * FROM credit_ledger WHERE request_id = 'req_1' ORDER BY seq DESC LIMIT 10`,
+      `SELECT request_id FROM credit_ledger WHERE kind = 'charge' AND request_id IN ('req_1', 'req_2')`,
+      `DELETE FROM credit_reservations WHERE request_id IN ('req_open_1', 'req_open_2')`
+    ]) {
+      const reader = new DatabaseSync(file)
+      const plan = reader.prepare(`EXPLAIN QUERY PLAN ${query}`).all()
+      reader.close()
+      expect(plan.map((r) => String(r.detail)).join("; "), query).toMatch(/SEARCH (credit_ledger|credit_reservations) USING (INDEX credit_ledger_request|PRIMARY KEY)/)
+    }
   })
 })
 
