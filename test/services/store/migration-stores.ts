@@ -5,7 +5,7 @@
  * one worker without isolation), so each file calls `useMigrationStores()` for its own cleanup.
  */
 import { afterAll } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import * as Migrator from "effect/sql/Migrator"
 import { SqlClient } from "effect/sql/SqlClient"
 import { PgClient } from "@effect/sql-pg"
@@ -16,7 +16,6 @@ import { DatabaseSync } from "node:sqlite"
 import { layerSqliteClient } from "../../../src/services/store/sqlite-client.ts"
 import { migrationsFor } from "../../../src/services/store/migrations.ts"
 import { createPostgresDatabase, type TempDatabase } from "../../support/databases.ts"
-import { Client } from "../../support/pg-admin.ts"
 
 export type Dialect = "sqlite" | "postgres"
 
@@ -46,8 +45,10 @@ export const count = async (store: TestStore, table: string) => Number((await st
 export const useMigrationStores = () => {
   const dirs: Array<string> = []
   const databases: Array<TempDatabase> = []
+  const sessions: Array<ManagedRuntime.ManagedRuntime<SqlClient, unknown>> = []
   afterAll(async () => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+    await Promise.all(sessions.map((session) => session.dispose()))
     await Promise.all(databases.map((db) => db.drop()))
   })
 
@@ -76,10 +77,18 @@ export const useMigrationStores = () => {
   const postgresStore = async (prefix: string): Promise<TestStore> => {
     const db = await createPostgresDatabase(prefix)
     databases.push(db)
-    const admin = new Client(db.url)
+    // One session per store for the test's own statements: a connection per statement (what
+    // support/pg-admin.ts's Client opens) was most of the upgrade test's time, about 40 per
+    // schema version, 15-30 s of the file on a loaded machine. It holds no lock between statements.
+    const admin = ManagedRuntime.make(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 1 }) as unknown as Layer.Layer<SqlClient>)
+    sessions.push(admin)
     return {
       url: db.url,
-      query: (text) => admin.query(text),
+      query: (text) =>
+        admin.runPromise(Effect.gen(function*() {
+          const sql = yield* SqlClient
+          return (yield* sql.unsafe(text)) as unknown as ReadonlyArray<Record<string, unknown>>
+        })),
       client: PgClient.layer({ url: Redacted.make(db.url), maxConnections: 1 }).pipe(Layer.fresh) as unknown as Layer.Layer<SqlClient>
     }
   }
