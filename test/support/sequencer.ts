@@ -26,7 +26,8 @@ export const LONG_FIRST = [
   "test/cli/backup.test.ts",
   "test/app/app.e2e.test.ts",
   "test/limits/one-gateway.test.ts",
-  "test/http/admin-key-list.test.ts",
+  "test/http/admin-key-list-postgres.test.ts",
+  "test/http/admin-key-list-sqlite.test.ts",
   "test/app/key-list.e2e.test.ts",
   "test/pipelines/matrix.test.ts",
   // Issue 34: every capture replayed on seven kinds (about 12 s alone).
