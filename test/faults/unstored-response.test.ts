@@ -26,6 +26,9 @@ beforeAll(async () => {
   gateway = await startGateway(testConfig({
     store: pg.url,
     workspace: { credits: 1000 },
+    // The turn below is retried until the store is back; at load that took more than the
+    // default 50 a minute, and the key's next try was a 429 instead of the 404 under test.
+    limits: { requests_per_minute: 100_000 },
     providers: [{ name: "fake", kind: "openai", base_url: fake.url, api_key: UPSTREAM_KEY }],
     models: [{ alias: "paid", id: "gpt-4o-mini-2024-07-18", provider: "fake", credits: PRICE }]
   }))
@@ -67,7 +70,7 @@ describe.skipIf(!canRunPostgres)("a turn after a response that could not be stor
     await waitFor("the store back", async () => {
       refused = await post(key, { input: "and then?", previous_response_id: id })
       return refused.status !== 503
-    }, 20_000)
+    }, 20_000, 100)
     expect(refused!.status).toBe(404)
     expect(await refused!.json()).toMatchObject({ error: "not_found", details: { field: "previous_response_id", response_id: id } })
     const requestId = refused!.headers.get("x-request-id")!

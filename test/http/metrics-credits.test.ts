@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
+import { sleep, waitFor, waitForValue } from "../support/wait.ts"
 
 const PRICE = 3
 
@@ -91,23 +92,26 @@ describe("the credit pool gauges", () => {
         await new Promise((r) => setTimeout(r, 50))
       }
     })()
-    while (paid === 0) await new Promise((r) => setTimeout(r, 20))
-    // Past the second a scrape's read is shared for.
-    await new Promise((r) => setTimeout(r, 1_100))
-    const leased = (await gauge(a, "modelgate_workspace_credits_leased")).get(workspace)!
+    await waitFor("a paid request served", () => paid > 0)
+    // The leased gauge shows the block once a scrape reads past the second its reads are shared for:
+    // waited for as a state (the first scrapes may still answer the read shared from before).
+    const leased = await waitForValue("A's scrape to show credits leased", async () => (await gauge(a, "modelgate_workspace_credits_leased")).get(workspace) ?? 0, (n) => n > 0, 15_000, 100)
     spending = false
     await spender
     expect(leased).toBeGreaterThan(0)
     const charged = Date.now()
     while ((await pool(a)) !== 1500 - paid * PRICE && Date.now() - charged < 10_000) await new Promise((r) => setTimeout(r, 100))
     expect(await pool(a)).toBe(1500 - paid * PRICE)
-    await new Promise((r) => setTimeout(r, 1_100))
-    expect((await gauge(a, "modelgate_workspace_credits")).get(workspace)).toBe(1500 - paid * PRICE)
-    expect((await gauge(b, "modelgate_workspace_credits")).get(workspace)).toBe(1500 - paid * PRICE)
+    // Both replicas' scrapes come to the store's balance (once their shared second's read is past).
+    for (const replica of [a, b]) {
+      await waitFor(`${replica === a ? "A" : "B"}'s scrape to show the store's balance`, async () =>
+        (await gauge(replica, "modelgate_workspace_credits")).get(workspace) === 1500 - paid * PRICE, 15_000, 100)
+    }
 
     // B's store stops answering (a partition: no reset, no FIN): its scrape still answers, in
     // about the probe's bound, without the pool's samples rather than with a false value.
-    await new Promise((r) => setTimeout(r, 1_100))
+    // A clock, not a state: past the second B's last read is shared for, so its next scrape asks the store.
+    await sleep(1_100)
     proxy.cut()
     const started = Date.now()
     const cut = await gauge(b, "modelgate_workspace_credits")

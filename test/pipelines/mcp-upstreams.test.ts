@@ -31,6 +31,12 @@ const TOOLS = [
 describe("MCP servers behind /v1/mcp", () => {
   let upstream: McpUpstream
   let hanging: Awaited<ReturnType<typeof startHangingServer>>
+  /**
+   * The hanging server's timeout_ms. Long enough that "one deadline for the whole call" (about
+   * 2 s) and "a deadline for the pin check's listing, then another for the call" (4 s at least:
+   * timers never fire early) stay apart by more than a machine at load 10 adds to a call.
+   */
+  const HANG_TIMEOUT_MS = 2_000
   let gw: TestGateway
   let allowed: { key: string; id: string }
   let other: { key: string; id: string }
@@ -50,7 +56,7 @@ describe("MCP servers behind /v1/mcp", () => {
           credits_per_tool_call: 1,
           servers: [
             { name: "up", url: upstream.url, headers: { Authorization: "Bearer ${UP_TOKEN}" }, tools: ["echo", "sl*", "fail"], credits_per_call: 3 },
-            { name: "hang", url: hanging.url, timeout_ms: 800 },
+            { name: "hang", url: hanging.url, timeout_ms: HANG_TIMEOUT_MS },
             { name: "down", url: "http://127.0.0.1:9/mcp", timeout_ms: 800 }
           ]
         }
@@ -148,8 +154,10 @@ describe("MCP servers behind /v1/mcp", () => {
     const before = await credits()
     const started = Date.now()
     const result = await client.callTool({ name: "hang__anything", arguments: {} })
-    // Its timeout_ms (800) bounds the whole call, the pin check's listing included (0.7 s of slack for a busy machine).
-    expect(Date.now() - started).toBeLessThan(1_500)
+    // One timeout_ms bounds the whole call, the pin check's listing included: a second deadline
+    // after the listing's would take 2 x HANG_TIMEOUT_MS at least, whatever the load; the bound
+    // leaves 1.9 s above one deadline for a busy machine (it was 0.7 s over 800 ms, and failed at load).
+    expect(Date.now() - started).toBeLessThan(2 * HANG_TIMEOUT_MS - 100)
     expect(result.isError).toBe(true)
     expect(result.structuredContent).toMatchObject({ status: 504, error: "upstream_timeout" })
     expect(JSON.stringify(result)).toContain('MCP server \\"hang\\"')

@@ -1,92 +1,22 @@
 /**
  * Upgrades (issue 31): the whole migration list run from every earlier schema version, on SQLite
  * and Postgres, over rows written at that version, as earlier releases recorded them (with
- * effect/sql's Migrator, which they used). Then the large-table upgrade an operator hit: a
- * Postgres store of 1,000,000 audit records at the previous release's schema, migrated by two
- * replicas that start together, under the request path's statement timeout; a SQLite store of
- * 1,000,000 ledger rows rebuilt by migration 18. And the refusal of a store newer than this release.
+ * effect/sql's Migrator, which they used). Two processes starting together on a SQLite store of the
+ * previous release, and the refusal of a store newer than this release. The large-table
+ * upgrades (the Postgres audit trail an operator hit, the SQLite ledger migration 18 rebuilds) are
+ * migrations-large.test.ts (a file of its own: it starts first and runs beside these).
  */
-import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
-import * as Migrator from "effect/sql/Migrator"
-import { SqlClient } from "effect/sql/SqlClient"
-import { PgClient } from "@effect/sql-pg"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { DatabaseSync } from "node:sqlite"
 import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
-import { layerSqliteClient } from "../../../src/services/store/sqlite-client.ts"
-import { migrationsFor } from "../../../src/services/store/migrations.ts"
-import { DEFAULT_STORE_SESSION, StoreLayer } from "../../../src/services/store/StoreLayer.ts"
-import { createPostgresDatabase, type TempDatabase } from "../../support/databases.ts"
-import { Client } from "../../support/pg-admin.ts"
+import { StoreLayer } from "../../../src/services/store/StoreLayer.ts"
 import { runCli, runCliProcess, writeConfig } from "../../support/process.ts"
+import { count, type Dialect, ids, migrateAsEarlierRelease, NOW, type TestStore, useMigrationStores } from "./migration-stores.ts"
 
-type Dialect = "sqlite" | "postgres"
+const { tempDir, sqliteStore, makeStore } = useMigrationStores()
 
-const dirs: Array<string> = []
-const databases: Array<TempDatabase> = []
-afterAll(async () => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
-  await Promise.all(databases.map((db) => db.drop()))
-})
-
-const tempDir = () => {
-  const dir = mkdtempSync(join(tmpdir(), "mg-migrations-"))
-  dirs.push(dir)
-  return dir
-}
-
-/** The migration ids this release knows, in order: the schema versions a store can be at. */
-const ids = (dialect: Dialect) => Object.keys(migrationsFor(dialect)).map((key) => Number(key.split("_")[0])).sort((a, b) => a - b)
-
-/** A store of one dialect: where it is, a raw SQL runner, and the config's store URL. */
-interface TestStore {
-  readonly url: string
-  readonly query: (text: string) => Promise<ReadonlyArray<Record<string, unknown>>>
-  readonly client: Layer.Layer<SqlClient>
-}
-
-const sqliteStore = (): TestStore => {
-  const file = join(tempDir(), "store.db")
-  return {
-    url: `sqlite:${file}`,
-    query: async (text) => {
-      const db = new DatabaseSync(file)
-      try {
-        return /^\s*(SELECT|PRAGMA|WITH)/i.test(text) ? (db.prepare(text).all() as Array<Record<string, unknown>>) : (db.exec(text), [])
-      } finally {
-        db.close()
-      }
-    },
-    client: layerSqliteClient(file).pipe(Layer.fresh) as Layer.Layer<SqlClient>
-  }
-}
-
-const postgresStore = async (prefix: string): Promise<TestStore> => {
-  const db = await createPostgresDatabase(prefix)
-  databases.push(db)
-  const admin = new Client(db.url)
-  return {
-    url: db.url,
-    query: (text) => admin.query(text),
-    client: PgClient.layer({ url: Redacted.make(db.url), maxConnections: 1 }).pipe(Layer.fresh) as unknown as Layer.Layer<SqlClient>
-  }
-}
-
-const makeStore = (dialect: Dialect, prefix: string) => dialect === "sqlite" ? Promise.resolve(sqliteStore()) : postgresStore(prefix)
-
-/** Migrates a store to `version` the way releases before issue 31 did: effect/sql's Migrator, its table. */
-const migrateAsEarlierRelease = (store: TestStore, dialect: Dialect, version: number) => {
-  const before = Object.fromEntries(Object.entries(migrationsFor(dialect)).filter(([key]) => Number(key.split("_")[0]) <= version))
-  return Effect.runPromise(
-    Migrator.make({})({ loader: Migrator.fromRecord(before), table: "modelgate_migrations" }).pipe(Effect.provide(store.client))
-  )
-}
-
-const NOW = "2026-11-01T00:00:00.000Z"
 const KEY_HASH = "a".repeat(64)
 
 /**
@@ -173,7 +103,6 @@ const schemaOf = async (store: TestStore, dialect: Dialect) => {
   return JSON.stringify(rows)
 }
 
-const count = async (store: TestStore, table: string) => Number((await store.query(`SELECT COUNT(*) AS n FROM ${table}`))[0]!.n)
 
 for (const dialect of ["sqlite", "postgres"] as const) {
   describe(`store upgrades on ${dialect}`, () => {
@@ -182,8 +111,17 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       await Effect.runPromise(Effect.scoped(Layer.build(StoreLayer.fromUrl(fresh.url))))
       const expected = await schemaOf(fresh, dialect)
 
+      // Postgres: one database, its schema emptied for each version (a database created and
+      // dropped per version cost about half a second each, several at load); SQLite: a file each.
+      const pgStore = dialect === "postgres" ? await makeStore(dialect, "mg_mig_versions") : undefined
+      const storeAt = async (version: number) => {
+        if (pgStore === undefined) return makeStore(dialect, `mg_mig_${version}`)
+        await pgStore.query("DROP SCHEMA public CASCADE")
+        await pgStore.query("CREATE SCHEMA public")
+        return pgStore
+      }
       for (const version of [0, ...ids(dialect).slice(0, -1)]) {
-        const store = await makeStore(dialect, `mg_mig_${version}`)
+        const store = await storeAt(version)
         if (version > 0) await migrateAsEarlierRelease(store, dialect, version)
         for (const row of rowsAt(version)) await store.query(row)
 
@@ -310,101 +248,6 @@ for (const dialect of ["sqlite", "postgres"] as const) {
     })
   })
 }
-
-describe("a large Postgres store upgraded from the previous release", () => {
-  it("migrates 1,000,000 audit records with duplicates while two replicas start together, under the request path's timeouts", { timeout: 300_000 }, async () => {
-    const store = await postgresStore("mg_mig_large")
-    // The release of 2026-11-25 (2742650) was at migration 6.
-    await migrateAsEarlierRelease(store, "postgres", 6)
-    // Written without the indexes, which are built once afterwards (a third of the insert's time).
-    await store.query(`DROP INDEX audit_log_key, audit_log_ts, audit_log_request`)
-    // 970,000 requests recorded once; 20,000 recorded twice; 10,000 refunded by another replica (two records each).
-    await store.query(
-      `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
-       SELECT 'req_' || g, '${NOW}', 'key_' || (g % 50), 'POST', '/v1/chat/completions', 200, NULL, 'echo', 1, 1.5, 0
-       FROM generate_series(1, 970000) g`
-    )
-    await store.query(
-      `INSERT INTO audit_log (request_id, ts, key_id, method, endpoint, status, error, model, credits, duration_ms, stream)
-       SELECT 'req_' || g, '${NOW}', 'key_' || (g % 50), 'POST', '/v1/chat/completions', 200, NULL, 'echo', 1, 1.5, 0
-       FROM generate_series(1, 20000) g
-       UNION ALL
-       SELECT 'req_' || g, '${NOW}', 'key_' || (g % 50), 'POST', '/v1/chat/completions', 503, 'replica_lost', 'echo', 0, 1.5, 0
-       FROM generate_series(20001, 30000) g`
-    )
-    await store.query(`CREATE INDEX audit_log_key ON audit_log (key_id, seq)`)
-    await store.query(`CREATE INDEX audit_log_ts ON audit_log (ts)`)
-    await store.query(`CREATE INDEX audit_log_request ON audit_log (request_id)`)
-    // Statistics, as a store in service has them: the old migration's quadratic plan needed them.
-    await store.query(`ANALYZE audit_log`)
-    expect(await count(store, "audit_log")).toBe(1_000_000)
-
-    // Both replicas run with a request-path statement timeout far below what the migration takes.
-    const session = { ...DEFAULT_STORE_SESSION, statement_ms: 300, lock_ms: 300 }
-    const replicas = [ManagedRuntime.make(StoreLayer.fromUrl(store.url, session)), ManagedRuntime.make(StoreLayer.fromUrl(store.url, session))]
-    try {
-      const started = performance.now()
-      // Each replica's store is usable once its layer is built: the one that migrated and the one that waited.
-      const versions = await Promise.all(replicas.map((runtime) => runtime.runPromise(Effect.flatMap(KeysRepo, (keys) => keys.keyChangeVersion))))
-      console.log(`1,000,000 audit records migrated in ${Math.round(performance.now() - started)} ms`)
-      expect(versions).toEqual([0, 0])
-    } finally {
-      await Promise.all(replicas.map((r) => r.dispose()))
-    }
-    const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
-    expect(recorded.map((r) => Number(r.migration_id))).toEqual(ids("postgres"))
-    expect(await count(store, "audit_log")).toBe(970_000)
-    const refunded = await store.query(`SELECT COUNT(*) AS n, SUM(credits) AS credits, MIN(status) AS status FROM audit_log WHERE error = 'replica_lost'`)
-    expect(refunded.map((r) => [Number(r.n), Number(r.credits), Number(r.status)])).toEqual([[10_000, 0, 200]])
-    const unique = await store.query(`SELECT indexdef FROM pg_indexes WHERE indexname = 'audit_log_request_once'`)
-    expect(String(unique[0]?.indexdef)).toContain("UNIQUE")
-  })
-})
-
-describe("a large SQLite ledger upgraded from the previous release", () => {
-  it("rebuilds 1,000,000 ledger rows (migration 18) keeping every seq and amount, its request id index searched", { timeout: 300_000 }, async () => {
-    const store = sqliteStore()
-    await migrateAsEarlierRelease(store, "sqlite", 17)
-    const file = store.url.slice("sqlite:".length)
-    const db = new DatabaseSync(file)
-    // 500,000 requests charged, each settled with a refund; 1,000 reservations still open.
-    db.exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1000000)
-      INSERT INTO credit_ledger (ts, workspace_id, kind, amount, balance_after, actor, key_id, request_id, model)
-      SELECT '${NOW}', 'ws_default', CASE n % 2 WHEN 1 THEN 'charge' ELSE 'refund' END, CASE n % 2 WHEN 1 THEN -3 ELSE 1 END,
-        0, 'key_1', 'key_1', 'req_' || ((n + 1) / 2), 'echo' FROM g`)
-    db.exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1000)
-      INSERT INTO credit_reservations (request_id, owner, amount, key_id, model, method, endpoint, created_at, budgets)
-      SELECT 'req_open_' || n, 'rep_old', n, 'key_1', 'echo', 'POST', '/v1/chat/completions', '${NOW}', NULL FROM g`)
-    db.close()
-
-    const runtime = ManagedRuntime.make(StoreLayer.fromUrl(store.url))
-    try {
-      const started = performance.now()
-      const entries = await runtime.runPromise(Effect.flatMap(CreditsRepo, (credits) => credits.ledger({ limit: 10, request_id: "req_250000" })))
-      console.log(`1,000,000 ledger rows migrated in ${Math.round(performance.now() - started)} ms`)
-      expect(entries.map((e) => [e.seq, e.kind, e.amount])).toEqual([[500_000, "refund", 1], [499_999, "charge", -3]])
-    } finally {
-      await runtime.dispose()
-    }
-    const recorded = await store.query(`SELECT migration_id FROM modelgate_migrations ORDER BY migration_id`)
-    expect(recorded.map((r) => Number(r.migration_id))).toEqual(ids("sqlite"))
-    const [ledger] = await store.query(`SELECT COUNT(*) AS n, MAX(seq) AS last, SUM(amount) AS sum FROM credit_ledger`)
-    expect([Number(ledger!.n), Number(ledger!.last), Number(ledger!.sum)]).toEqual([1_000_000, 1_000_000, -1_000_000])
-    const [open] = await store.query(`SELECT COUNT(*) AS n, SUM(amount) AS sum FROM credit_reservations`)
-    expect([Number(open!.n), Number(open!.sum)]).toEqual([1000, 500_500])
-    // The lookups a paid request and the ledger API make search an index, not the table.
-    for (const query of [
-      `SELECT * FROM credit_ledger WHERE request_id = 'req_1' ORDER BY seq DESC LIMIT 10`,
-      `SELECT request_id FROM credit_ledger WHERE kind = 'charge' AND request_id IN ('req_1', 'req_2')`,
-      `DELETE FROM credit_reservations WHERE request_id IN ('req_open_1', 'req_open_2')`
-    ]) {
-      const reader = new DatabaseSync(file)
-      const plan = reader.prepare(`EXPLAIN QUERY PLAN ${query}`).all()
-      reader.close()
-      expect(plan.map((r) => String(r.detail)).join("; "), query).toMatch(/SEARCH (credit_ledger|credit_reservations) USING (INDEX credit_ledger_request|PRIMARY KEY)/)
-    }
-  })
-})
 
 describe("two processes starting together on one SQLite store of the previous release", () => {
   it("one migrates, the other waits for it; both start", { timeout: 120_000 }, async () => {
