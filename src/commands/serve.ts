@@ -11,7 +11,6 @@ import { gatewayLayer, loggingLayer } from "../gateway.ts"
 import type { GatewayConfig } from "../services/config/schema.ts"
 import { ConfigReload } from "../services/config/ConfigReload.ts"
 import { noticeLine } from "../services/logging/notice.ts"
-import { releaseStartupHeap } from "./release-heap.ts"
 import type { ConfigInvalid } from "../services/config/load.ts"
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
@@ -70,9 +69,7 @@ export const serve = (
   const reloadWithToken = reload === undefined || oneTimeToken === undefined
     ? reload
     : Effect.map(reload, (next) => next.admin.token === undefined ? { ...next, admin: { ...next.admin, token: oneTimeToken } } : next)
-  // Once listening: give back what start-up grew and idle would keep (./release-heap.ts).
-  const released = Layer.effectDiscard(Effect.sync(releaseStartupHeap))
-  const launched = Layer.mergeAll(Layer.merge(announce, released), reloadOnSighup).pipe(
+  const launched = Layer.mergeAll(announce, reloadOnSighup).pipe(
     Layer.provideMerge(gatewayLayer(config, { env, reload: reloadWithToken }))
   )
   return Layer.launch(launched).pipe(
