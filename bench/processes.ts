@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
+import type { Writable } from "node:stream"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
@@ -86,8 +87,14 @@ export interface Child {
  */
 const childEnv = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("MODELGATE_")))
 
-const startChild = (args: ReadonlyArray<string>, stdin: "pipe" | "ignore", env: Record<string, string> = {}, cwd = ROOT): Child => {
-  const child = spawn(NODE, args, { cwd, env: { ...childEnv(), ...env }, stdio: [stdin, "pipe", "pipe"] })
+const startChild = (
+  args: ReadonlyArray<string>,
+  stdin: "pipe" | "ignore",
+  env: Record<string, string> = {},
+  cwd = ROOT,
+  stdout: "pipe" | Writable = "pipe"
+): Child => {
+  const child = spawn(NODE, args, { cwd, env: { ...childEnv(), ...env }, stdio: [stdin, stdout, "pipe"] })
   // Bounded: only the tail matters for a failure message. Chunks are kept as they come and joined
   // only when asked: a gateway at `log.level: info` sends a chunk per event-loop turn, and copying
   // 20 KB per chunk here took the cores the measured gateway runs on (the ladder's logged rung).
@@ -99,7 +106,7 @@ const startChild = (args: ReadonlyArray<string>, stdin: "pipe" | "ignore", env: 
     while (chunks.length > 1 && kept - chunks[0]!.length >= 20_000) kept -= chunks.shift()!.length
   }
   const output = () => Buffer.concat(chunks).toString().slice(-20_000)
-  child.stdout!.on("data", keep)
+  child.stdout?.on("data", keep)
   child.stderr!.on("data", keep)
   const exited = new Promise<void>((r) => child.once("exit", () => r()))
   const stop = async () => {
@@ -166,6 +173,25 @@ export const GATEWAY_HEAP_NOTE = heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE
   ? [...GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS ?? ""].join(" ").trim()
   : `${SERVE_NODE_FLAGS.join(" ")} ${Object.entries(SERVE_ENV).map(([name, value]) => `${name}=${value}`).join(" ")} (bin/serve-flags.ts, the defaults of modelgate serve)`
 
+/**
+ * A process of its own that reads a logging gateway's standard output and throws it away, as a
+ * log shipper or the container runtime does. Read by the bench process itself, the lines waited
+ * for the load generator (busy on the same cores) and the gateway's writes to a full pipe took
+ * time the logging does not cost where someone reads the pipe (the ladder's logged rung: +26% CPU
+ * per request against +8% with a reader of its own, bench/lone.ts --logs none,info).
+ */
+const logReader = async (): Promise<Writable> => {
+  const reader = spawn("cat", [], { stdio: ["pipe", "ignore", "ignore"] })
+  onCleanup(async () => {
+    reader.kill("SIGTERM")
+  })
+  await new Promise<void>((resolve, reject) => {
+    reader.once("spawn", () => resolve())
+    reader.once("error", reject)
+  })
+  return reader.stdin!
+}
+
 export interface Gateway extends Child {
   readonly url: string
   readonly adminToken: string
@@ -218,7 +244,13 @@ export const startGateway = async (
     const variantEnv = options.without !== undefined && !heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS)
       ? Object.fromEntries(Object.entries(SERVE_ENV).filter(([name]) => process.env[name] === undefined))
       : {}
-    const child = startChild([...(options.nodeFlags ?? GATEWAY_NODE_FLAGS), ...command], "ignore", { ...variantEnv, ...options.env }, options.root)
+    const child = startChild(
+      [...(options.nodeFlags ?? GATEWAY_NODE_FLAGS), ...command],
+      "ignore",
+      { ...variantEnv, ...options.env },
+      options.root,
+      options.logLevel === "info" ? await logReader() : "pipe"
+    )
     const url = `http://127.0.0.1:${port}`
     const started = Date.now()
     while (child.process.exitCode === null && Date.now() - started < 30_000) {
