@@ -12,7 +12,12 @@ export interface Target {
   readonly pool: Pool
   readonly path: string
   readonly headers: Record<string, string>
-  readonly body: string
+  /** Absent for a GET (`method`). */
+  readonly body?: string
+  /** POST unless given. */
+  readonly method?: "GET" | "POST"
+  /** The status every answer must have (200 unless given): a refusal's own cost is measured with its status. */
+  readonly status?: number
   /** CPU time (ms) used so far by the server process behind this target, to charge it per request. */
   readonly cpuMs?: () => number
 }
@@ -31,12 +36,12 @@ export const makePool = (origin: string, connections: number) =>
 export const send = async (target: Target): Promise<Sample> => {
   const start = performance.now()
   const { statusCode, body } = await target.pool.request({
-    method: "POST",
+    method: target.method ?? "POST",
     path: target.path,
     headers: target.headers,
     body: target.body
   })
-  if (statusCode !== 200) {
+  if (statusCode !== (target.status ?? 200)) {
     const text = await body.text()
     throw new Error(`${target.label}: HTTP ${statusCode}: ${text.slice(0, 500)}`)
   }
@@ -51,13 +56,13 @@ export const send = async (target: Target): Promise<Sample> => {
 /** The whole body as text, to check once per scenario that each side answers what it should. */
 export const fetchText = async (target: Target): Promise<string> => {
   const { statusCode, body } = await target.pool.request({
-    method: "POST",
+    method: target.method ?? "POST",
     path: target.path,
     headers: target.headers,
     body: target.body
   })
   const text = await body.text()
-  if (statusCode !== 200) throw new Error(`${target.label}: HTTP ${statusCode}: ${text.slice(0, 500)}`)
+  if (statusCode !== (target.status ?? 200)) throw new Error(`${target.label}: HTTP ${statusCode}: ${text.slice(0, 500)}`)
   return text
 }
 
