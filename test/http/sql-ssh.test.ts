@@ -103,6 +103,9 @@ describe("SQL connections through an SSH tunnel", () => {
     gw = await startGateway(testConfig({
       limits: { requests_per_minute: 1000 },
       workspace: { credits: 100_000 },
+      // The store bounds of a machine at load, not the defaults: this file is about the tunnel,
+      // and a tool call's credit commit past the default 2 s answered 503 beside a second suite.
+      store_timeouts: { commit_ms: 60_000, call_ms: 60_000, lock_ms: 30_000, statement_ms: 30_000 },
       connections: [
         { id: 1, name: "pg", dialect: "postgres", url: pgUrl, ssh: { ...viaBastion, private_key_file: keyFile, host_key_sha256: bastion.fingerprint } },
         { id: 2, name: "maria", dialect: "mysql", url: mariaUrl, ssh: { ...viaBastion, password_env: PASSWORD_ENV, known_hosts_file: knownHosts } },
@@ -236,14 +239,19 @@ describe("SQL connections through an SSH tunnel", () => {
 
   it("fails a statement whose tunnel drops while it runs with the SSH hop, and the next call works", async () => {
     const marker = `mg_drop_${Date.now()}`
+    let settled = false
     const running = callTool(gw.url, key, "sql_run", {
       connection_id: 1,
       statement: `SELECT count(*) AS ${marker} FROM generate_series(1, 2000000000)`,
       timeout_ms: 60_000
+    }).finally(() => {
+      settled = true
     })
-    // Wait until the database runs it, then cut the tunnel under it.
+    // Wait until the database runs it, then cut the tunnel under it. A call that ends before it
+    // ever runs ends the wait, so its own failure is what the test reports (npm run test:stress
+    // saw one answered 503 under load, and this loop waited out the test's timeout instead).
     const admin = new PgClient(pg.url)
-    for (let seen = false; !seen;) {
+    for (let seen = false; !seen && !settled;) {
       const rows = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%${marker}%' AND state = 'active' AND pid <> pg_backend_pid()`)
       seen = rows[0]!.n > 0
     }
