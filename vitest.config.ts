@@ -6,6 +6,10 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // `expect.poll` waits for a state; Vitest's default gives the state 1 s to arrive, which a page
+    // re-rendering after an API call beside a second suite outran (npm run test:stress, mcp.e2e).
+    // Only a test that fails waits this long.
+    expect: { poll: { timeout: 15_000 } },
     // Two cores on CI: a few forks keep the suite fast without starving the servers under test.
     pool: "forks",
     maxWorkers: 3,
