@@ -469,7 +469,9 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await shot("11-delete-confirm")
     await confirm.getByRole("button", { name: "Delete key" }).click()
     await page.getByText("Deleted “e2e”.").waitFor()
-    expect(await page.locator("tr[data-key-id]", { hasText: "e2e" }).count()).toBe(0)
+    // The message shows before the list re-renders without the row: wait for the row to go (a
+    // count read at once saw it still there in CI beside other work).
+    await expect.poll(() => page.locator("tr[data-key-id]", { hasText: "e2e" }).count()).toBe(0)
     const refused = await chat(gw, createdKey)
     expect(refused.status).toBe(401)
     expect((await refused.json() as { error: string }).error).toBe("unauthorized")
