@@ -7,6 +7,7 @@
  * a sweeper sweeps only after a whole lease of reaching the store itself: neither refunds the
  * other. A replica that really dies is still refunded by the live one.
  */
+import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client } from "../support/pg-admin.ts"
@@ -80,9 +81,28 @@ const sweptByBoth = async (db: Client, what: string) => {
       return renewedEnough() >= 2
     }, 60_000, 50)
   } catch (error) {
-    const counts = [...seen].map(([id, values]) => `${id}: ${values.size - 1} renewals`).join(", ")
-    throw new Error(`${(error as Error).message} (seen: ${counts || "no replica row"})`)
+    const counts = [...seen].map(([id, values]) => `${names.get(id) ?? id}: ${values.size - 1} renewals`).join(", ")
+    throw new Error(`${(error as Error).message} (seen: ${counts || "no replica row"}; ${await sessions(db)})`)
   }
+}
+
+/** Which replica is which, from the owners of the reservations each opened. */
+const names = new Map<string, string>()
+
+/** What a replica that stopped renewing was doing: the gateways' sessions, and any backend left stopped. */
+const sessions = async (db: Client): Promise<string> => {
+  const rows = await db.query<{ pid: number; state: string; wait: string; query: string }>(
+    `SELECT pid, state, coalesce(wait_event, '') AS wait, left(query, 60) AS query FROM pg_stat_activity
+     WHERE application_name = 'modelgate' ORDER BY pid`
+  )
+  let stopped = ""
+  try {
+    stopped = execFileSync("ps", ["-o", "pid=,stat=", "-p", rows.map((r) => r.pid).join(",") || "1"], { encoding: "utf8" })
+      .split("\n").filter((line) => /\sT/.test(line)).join(" ")
+  } catch {
+    // ps found none of them
+  }
+  return `sessions: ${rows.map((r) => `${r.pid} ${r.state}${r.wait ? `/${r.wait}` : ""} ${r.query}`).join(" | ")}; stopped backends: ${stopped || "none"}`
 }
 
 describe.skipIf(!canRunPostgres)("leases by the store's clock", () => {
@@ -94,6 +114,10 @@ describe.skipIf(!canRunPostgres)("leases by the store's clock", () => {
     const onAhead = await Promise.all(Array.from({ length: 2 }, () => openStream(ahead.url, key, { model: "paid" })))
     for (const s of [...onNormal, ...onAhead]) expectOpen(s)
     await waitFor("four open reservations", async () => (await db.query("SELECT 1 FROM credit_reservations")).length === 4)
+    for (const [stream, name] of [[onNormal[0]!, "in-process replica"], [onAhead[0]!, "replica ahead"]] as const) {
+      const [row] = await db.query<{ owner: string }>("SELECT owner FROM credit_reservations WHERE request_id = $1 OR request_id LIKE $1 || '.%'", [stream.requestId])
+      if (row !== undefined) names.set(row.owner, name)
+    }
 
     // Sweeps of both, proven by the store, not waited for by a clock: nobody is refunded.
     await sweptByBoth(db, "sweeps of both replicas")
