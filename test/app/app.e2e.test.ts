@@ -257,7 +257,7 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     await error.waitFor()
     await dialog.getByLabel("Request budget").fill("3")
     await expect.poll(() => error.count()).toBe(0)
-    expect(await dialog.locator(".has-error").count()).toBe(0)
+    await expect.poll(() => dialog.locator(".has-error").count()).toBe(0)
     await dialog.getByRole("button", { name: "Cancel" }).click()
   })
 
@@ -347,7 +347,7 @@ describe.skipIf(!HAS_CHROMIUM)("admin app in Chromium", () => {
     // 5 before rotation, 1 after, 1 after reactivation; refused ones carry no model.
     expect(await row.locator("td[data-label='Requests']").textContent()).toBe("7")
     const canvases = page.locator("canvas[role='img']")
-    expect(await canvases.count()).toBe(4)
+    await expect.poll(() => canvases.count()).toBe(4)
     // Drawn, not blank: some pixel of the per-key chart has colour.
     const painted = await canvases.nth(1).evaluate((canvas: any) => {
       const data = canvas.getContext("2d")!.getImageData(0, 0, canvas.width, canvas.height).data
