@@ -82,9 +82,15 @@ const sweptByBoth = async (db: Client, what: string) => {
     }, 60_000, 50)
   } catch (error) {
     const counts = [...seen].map(([id, values]) => `${names.get(id) ?? id}: ${values.size - 1} renewals`).join(", ")
-    throw new Error(`${(error as Error).message} (seen: ${counts || "no replica row"}; ${await sessions(db)})`)
+    throw new Error(`${(error as Error).message} (seen: ${counts || "no replica row"}; ${await sessions(db)}; ${complaints()})`)
   }
 }
+
+/** The last warnings and errors each replica logged (a lease loop that failed says so now). */
+const complaints = () =>
+  [["in-process replica", normal.output()], ["replica ahead", ahead.output()]]
+    .map(([name, output]) => `${name} logged: ${output!.split("\n").filter((line) => /warn|error/i.test(line)).slice(-6).join(" / ") || "no warning"}`)
+    .join("; ")
 
 /** Which replica is which, from the owners of the reservations each opened. */
 const names = new Map<string, string>()

@@ -25,6 +25,7 @@ import type { BudgetLimits, CreditMovement, Principal, Reservation } from "../..
 import { type AlertObservation, Alerts, budgetObservation, poolObservation } from "../alerts/Alerts.ts"
 import { Audit } from "../audit/Audit.ts"
 import { abandonAfter } from "../durability/backoff.ts"
+import { keepRunning } from "../durability/keep-running.ts"
 import type { BudgetHold, BudgetRefusal } from "../store/credit-batches.ts"
 import type { BudgetUsageAfter } from "../store/credit-batches.ts"
 import { DEFAULT_WORKSPACE } from "../store/rows.ts"
@@ -313,13 +314,14 @@ export class Credits extends Context.Service<Credits, {
 
         if (replica) {
           yield* Effect.forkScoped(
-            Effect.forever(
+            keepRunning(
+              "the replica's lease",
               Effect.gen(function*() {
                 yield* renew
                 yield* sweep
                 yield* readLastTopup
-                yield* Effect.sleep(Duration.millis(Math.floor(leaseMs / 3)))
-              })
+              }),
+              Duration.millis(Math.floor(leaseMs / 3))
             )
           )
         }

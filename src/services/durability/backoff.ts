@@ -3,9 +3,11 @@
  * writer, the credit outbox): exponential backoff with full jitter, so replicas that lost the
  * store together do not hammer it in lockstep when it comes back.
  */
+import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 export interface BackoffPolicy {
   /** The ceiling of the first retry's delay. */
@@ -65,7 +67,14 @@ export const abandonAfter = <A, E>(effect: Effect.Effect<A, E>, timeout: Duratio
   Effect.gen(function*() {
     const fiber = yield* Effect.forkDetach(effect)
     const exit = yield* Effect.timeoutOption(Fiber.await(fiber), timeout)
-    if (exit._tag === "Some") return yield* exit.value
+    if (exit._tag === "Some") {
+      // Cut off by something else than this (a driver closing its connection under it): a failure
+      // of the attempt, not an interruption of the caller, which would end the caller's loop.
+      if (Exit.isFailure(exit.value) && Cause.hasInterruptsOnly(exit.value.cause)) {
+        return yield* Effect.fail(new AttemptTimedOut({ message: "the attempt was interrupted before it answered" }))
+      }
+      return yield* exit.value
+    }
     yield* Effect.forkDetach(Fiber.interrupt(fiber))
     return yield* Effect.fail(new AttemptTimedOut({ message: "no answer in time" }))
   })

@@ -21,6 +21,7 @@ import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Fiber, Layer, type Scope } from "effect"
 import type { DependencyUnavailable } from "../../domain/errors.ts"
 import { RedisClient, redisScript } from "./RedisClient.ts"
+import { keepRunning } from "../durability/keep-running.ts"
 
 export const STREAM_KEY_PREFIX = "modelgate:streams:"
 export const DEFAULT_STREAM_LEASE = Duration.seconds(30)
@@ -151,7 +152,7 @@ export class StreamSlots extends Context.Service<StreamSlots, StreamSlotsShape>(
             Effect.catch((error) => Effect.logDebug(`stream slot heartbeat failed: ${error.message}`))
           )
           const beating = yield* Effect.forkIn(
-            Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(Math.floor(leaseMs / 3))), heartbeat)),
+            Effect.andThen(Effect.sleep(Duration.millis(Math.floor(leaseMs / 3))), keepRunning("a stream slot's heartbeat", heartbeat, Duration.millis(Math.floor(leaseMs / 3)))),
             scope
           )
           let released = false
