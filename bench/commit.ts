@@ -1,6 +1,8 @@
 /**
- * `node bench/commit.ts [commits]`: what one group commit of credit movements costs on a SQLite
- * store on disk (WAL, `synchronous = NORMAL`, as `modelgate serve` opens it), alone in its process:
+ * `node bench/commit.ts [commits] [--pg]`: what one group commit of credit movements costs on a SQLite
+ * store on disk (WAL, `synchronous = NORMAL`, as `modelgate serve` opens it), alone in its process
+ * (`--pg`: on a fresh database of the machine's Postgres instead, next to one small read, the round
+ * trip every statement of a commit pays):
  * `CreditsRepo.commitBatch` called back to back with the batch a lone request gives, the batches
  * of a budgeted free request (one budget count) and of a budgeted paid one (its count, its charge
  * held open as a reservation, the previous request's settlement) interleaved, so both see the same
@@ -14,10 +16,14 @@ import { join } from "node:path"
 import type { CreditBatch } from "../src/services/store/credit-batches.ts"
 import { CreditsRepo } from "../src/services/store/CreditsRepo.ts"
 import { StoreLayer } from "../src/services/store/StoreLayer.ts"
+import { cleanupAll, createPostgresDatabase } from "./processes.ts"
 
-const commits = Number(process.argv[2] ?? 4000)
+const args = process.argv.slice(2)
+const onPostgres = args.includes("--pg")
+const commits = Number(args.find((a) => !a.startsWith("--")) ?? 4000)
 const dir = mkdtempSync(join(tmpdir(), "modelgate-commit-"))
-const runtime = ManagedRuntime.make(StoreLayer.fromUrl(`sqlite:${dir}/modelgate.db`))
+const store = onPostgres ? await createPostgresDatabase() : `sqlite:${dir}/modelgate.db`
+const runtime = ManagedRuntime.make(StoreLayer.fromUrl(store))
 try {
   const repo = await runtime.runPromise(Effect.gen(function*() {
     return yield* CreditsRepo
@@ -43,8 +49,8 @@ try {
     settles: i === 0 ? [] : [`req_${i - 1}`]
   })
   const budget: CreditBatch = { ...empty, checks: [{ id: "c", holds, amount: 0 }] }
-  const times = { budget: [] as Array<number>, paid: [] as Array<number> }
-  const wal = () => statSync(`${dir}/modelgate.db-wal`).size
+  const times: Record<string, Array<number>> = { budget: [], paid: [], ...(onPostgres ? { "one read": [] } : {}) }
+  const wal = () => (onPostgres ? 0 : statSync(`${dir}/modelgate.db-wal`).size)
   let walGrowth = 0
   let walSamples = 0
   for (let i = 0; i < commits; i++) {
@@ -53,7 +59,7 @@ try {
       const before = wal()
       const start = performance.now()
       await runtime.runPromise(repo.commitBatch(kind === "paid" ? paid(i) : budget, blockId))
-      times[kind].push((performance.now() - start) * 1000)
+      times[kind]!.push((performance.now() - start) * 1000)
       const after = wal()
       // A checkpoint restarts the WAL from its start: only growth counts.
       if (kind === "paid" && after > before) {
@@ -61,14 +67,20 @@ try {
         walSamples++
       }
     }
+    if (onPostgres) {
+      const start = performance.now()
+      await runtime.runPromise(repo.orphanedReservations("rep_bench", 1))
+      times["one read"]!.push((performance.now() - start) * 1000)
+    }
   }
   const at = (sorted: Array<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!.toFixed(0)
   for (const [kind, all] of Object.entries(times)) {
     const sorted = all.slice(Math.floor(all.length / 5)).sort((a, b) => a - b)
-    console.log(`${kind.padEnd(7)} commit: p50 ${at(sorted, 0.5)} us, p90 ${at(sorted, 0.9)} us, p99 ${at(sorted, 0.99)} us`)
+    console.log(`${kind.padEnd(8)} ${kind === "one read" ? "      " : "commit"}: p50 ${at(sorted, 0.5)} us, p90 ${at(sorted, 0.9)} us, p99 ${at(sorted, 0.99)} us`)
   }
-  console.log(`paid batch: ${(walGrowth / Math.max(1, walSamples) / 4120).toFixed(1)} WAL pages per commit (4 KiB pages)`)
+  if (!onPostgres) console.log(`paid batch: ${(walGrowth / Math.max(1, walSamples) / 4120).toFixed(1)} WAL pages per commit (4 KiB pages)`)
 } finally {
   await runtime.dispose()
   rmSync(dir, { recursive: true, force: true })
+  await cleanupAll()
 }

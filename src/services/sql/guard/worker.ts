@@ -11,6 +11,11 @@ const port = parentPort
 if (port === null) throw new Error("the SQL guard worker must run in a worker thread")
 
 await preloadGuard()
+// The first statement each parser reads costs 25-50 ms more than the next (its code is compiled
+// and its caches filled then), ten times that on a loaded machine: paid here, before the worker
+// says it is ready, it never counts against a statement's time budget (a worker that replaced
+// one retired mid-parse refused the next ordinary statement as too complex under load).
+for (const dialect of ["postgres", "mysql"] as const) classifyStatementLoaded(dialect, "SELECT 1 AS warm_up")
 
 port.on("message", (task: GuardTask) => {
   let reply: GuardReply
