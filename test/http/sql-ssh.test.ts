@@ -11,8 +11,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { createConnection } from "mysql2/promise"
+import { Deferred, Effect, ManagedRuntime, Redacted } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { SqlClient } from "effect/sql/SqlClient"
 import { createMysqlDatabase, createPostgresDatabase, type TempDatabase } from "../support/databases.ts"
-import { Client as PgClient } from "../support/pg-admin.ts"
+import { Client as PgAdmin } from "../support/pg-admin.ts"
 import { startGateway, testConfig, type TestGateway } from "../support/gateway.ts"
 import { type Bastion, generateKey, type KeyPair, startBastion } from "../support/ssh-bastion.ts"
 import { openWith, SEALED_PREFIX } from "../../src/services/store/secrets.ts"
@@ -65,7 +68,7 @@ describe("SQL connections through an SSH tunnel", () => {
   beforeAll(async () => {
     pg = await createPostgresDatabase("mg_ssh_pg")
     maria = await createMysqlDatabase("mg_ssh_my")
-    const admin = new PgClient(pg.url)
+    const admin = new PgAdmin(pg.url)
     await admin.query("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL)")
     await admin.query("INSERT INTO items (name) VALUES ('a'), ('b')")
     const my = await createConnection(maria.url)
@@ -240,9 +243,23 @@ describe("SQL connections through an SSH tunnel", () => {
   it("fails a statement whose tunnel drops while it runs with the SSH hop, and the next call works", async () => {
     const marker = `mg_drop_${Date.now()}`
     let settled = false
+    // A statement that waits rather than computes: cut off from its client, the server's backend
+    // runs it to its end (it notices only when it writes the answer), and a count over two
+    // billion rows took a core of this two-core machine for a minute after the test. It waits
+    // for a lock this test holds, and is let go after the tunnel dropped.
+    const locker = ManagedRuntime.make(PgClient.layer({ url: Redacted.make(pg.url), maxConnections: 1 }))
+    const gate = Effect.runSync(Deferred.make<void>())
+    const holding = locker.runPromise(Effect.gen(function*() {
+      const sql = yield* SqlClient
+      yield* sql.withTransaction(Effect.andThen(sql.unsafe("LOCK TABLE items IN ACCESS EXCLUSIVE MODE"), Deferred.await(gate)))
+    }))
+    const admin = new PgAdmin(pg.url)
+    for (let locked = false; !locked;) {
+      locked = (await admin.query(`SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'items' AND l.mode = 'AccessExclusiveLock' AND l.granted`)).length > 0
+    }
     const running = callTool(gw.url, key, "sql_run", {
       connection_id: 1,
-      statement: `SELECT count(*) AS ${marker} FROM generate_series(1, 2000000000)`,
+      statement: `SELECT count(*) AS ${marker} FROM items`,
       timeout_ms: 60_000
     }).finally(() => {
       settled = true
@@ -250,13 +267,16 @@ describe("SQL connections through an SSH tunnel", () => {
     // Wait until the database runs it, then cut the tunnel under it. A call that ends before it
     // ever runs ends the wait, so its own failure is what the test reports (npm run test:stress
     // saw one answered 503 under load, and this loop waited out the test's timeout instead).
-    const admin = new PgClient(pg.url)
     for (let seen = false; !seen && !settled;) {
       const rows = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%${marker}%' AND state = 'active' AND pid <> pg_backend_pid()`)
       seen = rows[0]!.n > 0
     }
     bastion.dropSessions()
-    const answer = await running
+    const answer = await running.finally(async () => {
+      Effect.runSync(Deferred.succeed(gate, undefined))
+      await holding
+      await locker.dispose()
+    })
     expect(answer.body).toMatchObject({ status: 502, error: "connection_unreachable", details: { hop: "ssh", reason: "connection_lost" } })
     let next = await callTool(gw.url, key, "sql_run", { connection_id: 1, statement: "SELECT 1 AS one" })
     if (next.isError) next = await callTool(gw.url, key, "sql_run", { connection_id: 1, statement: "SELECT 1 AS one" })
