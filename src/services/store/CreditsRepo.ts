@@ -25,6 +25,7 @@ import {
   runCreditBatch,
   storeNowMs
 } from "./credit-batches.ts"
+import { commitCallArgument, commitCallResult, commitsInOneCall } from "./credit-admit-pg.ts"
 import { SqliteDatabase } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -160,48 +161,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           })
         }`
 
-      const pgTx: BatchTx = {
-        dialect: "postgres",
-        all: (text, params) => sql.unsafe<Record<string, unknown>>(text, params as Array<unknown>),
-        writeAll: (writes) =>
-          Effect.gen(function*() {
-            // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
-            // parameters per statement: a larger batch goes in several.
-            // A checked write's row count is what the statement's final SELECT returns for it.
-            const counts: Array<number> = []
-            let group: Array<PgStatement> = []
-            let count = 0
-            const flush = Effect.suspend(() => {
-              if (group.length === 0) return Effect.void
-              const params: Array<unknown> = []
-              const checked: Array<number> = []
-              const parts = group.map((write, i) => {
-                const offset = params.length
-                params.push(...write.params)
-                if (write.check === true) checked.push(i)
-                return `w${i} AS (${write.text.replace(/\$(\d+)/g, (_, d: string) => `$${Number(d) + offset}`)})`
-              })
-              const sent = group
-              const text = sent.length === 1
-                ? sent[0]!.text
-                : `WITH ${parts.join(", ")} SELECT ${checked.length === 0 ? "1" : checked.map((i) => `(SELECT COUNT(*) FROM w${i}) AS c${i}`).join(", ")}`
-              group = []
-              count = 0
-              return Effect.map(sql.unsafe<Record<string, unknown>>(text, params), (rows) => {
-                if (sent.length === 1) {
-                  if (sent[0]!.check === true) counts.push(rows.length)
-                } else for (const i of checked) counts.push(Number(rows[0]![`c${i}`]))
-              })
-            })
-            for (const write of writes.flatMap(pgStatements)) {
-              if (count + write.params.length > 60_000) yield* flush
-              group.push(write)
-              count += write.params.length
-            }
-            yield* flush
-            return counts
-          })
-      }
+      const pgTx = postgresBatchTx(sql)
 
       /** Statements through the SqlClient (inside its transaction), `$n` placeholders on both dialects. */
       const sqlTx: BatchTx = {
@@ -256,6 +216,12 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
       return CreditsRepo.of({
         dialect,
         commitBatch: (batch, newBlockId) => {
+          if (sqlite === undefined && commitsInOneCall(batch)) {
+            return sql.unsafe<{ r: unknown }>(`SELECT modelgate_commit_batch($1::jsonb) AS r`, [commitCallArgument(batch, new Date().toISOString())]).pipe(
+              Effect.map((rows) => commitCallResult(rows[0]!.r)),
+              storeOp("CreditsRepo.commitBatch")
+            )
+          }
           const careful = inTransaction((tx) => runCreditBatch(tx, batch, newBlockId)).pipe(Effect.catchTag("OptimisticMiss", Effect.die))
           // Postgres: the block charges go with the other writes, unless the batch also returns
           // blocks (a block returned with the charges it paid must be charged first).
@@ -419,6 +385,53 @@ const sqliteTx = (raw: SqliteDatabase["Service"]): BatchTx => {
 }
 
 type PgStatement = { readonly text: string; readonly params: ReadonlyArray<unknown>; readonly check?: boolean | undefined }
+
+/**
+ * The transaction path's statements on Postgres, through `sql` (exported for the test that holds
+ * the one-call commit to the same results, test/services/store/commit-batch-pg.test.ts).
+ */
+export const postgresBatchTx = (sql: SqlClient): BatchTx => ({
+  dialect: "postgres",
+  all: (text, params) => sql.unsafe<Record<string, unknown>>(text, params as Array<unknown>),
+  writeAll: (writes) =>
+    Effect.gen(function*() {
+      // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
+      // parameters per statement: a larger batch goes in several.
+      // A checked write's row count is what the statement's final SELECT returns for it.
+      const counts: Array<number> = []
+      let group: Array<PgStatement> = []
+      let count = 0
+      const flush = Effect.suspend(() => {
+        if (group.length === 0) return Effect.void
+        const params: Array<unknown> = []
+        const checked: Array<number> = []
+        const parts = group.map((write, i) => {
+          const offset = params.length
+          params.push(...write.params)
+          if (write.check === true) checked.push(i)
+          return `w${i} AS (${write.text.replace(/\$(\d+)/g, (_, d: string) => `$${Number(d) + offset}`)})`
+        })
+        const sent = group
+        const text = sent.length === 1
+          ? sent[0]!.text
+          : `WITH ${parts.join(", ")} SELECT ${checked.length === 0 ? "1" : checked.map((i) => `(SELECT COUNT(*) FROM w${i}) AS c${i}`).join(", ")}`
+        group = []
+        count = 0
+        return Effect.map(sql.unsafe<Record<string, unknown>>(text, params), (rows) => {
+          if (sent.length === 1) {
+            if (sent[0]!.check === true) counts.push(rows.length)
+          } else for (const i of checked) counts.push(Number(rows[0]![`c${i}`]))
+        })
+      })
+      for (const write of writes.flatMap(pgStatements)) {
+        if (count + write.params.length > 60_000) yield* flush
+        group.push(write)
+        count += write.params.length
+      }
+      yield* flush
+      return counts
+    })
+})
 
 /** A write as Postgres statements: rows as multi-row INSERTs of at most 30,000 parameters each. */
 const pgStatements = (write: BatchWrite): Array<PgStatement> => {

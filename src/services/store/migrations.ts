@@ -7,6 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql/SqlClient"
+import { COMMIT_BATCH_FUNCTION } from "./credit-admit-pg.ts"
 
 type Dialect = "sqlite" | "postgres"
 
@@ -572,6 +573,13 @@ const cheaperPaidCommit = (dialect: Dialect) =>
     ])
   })
 
+/**
+ * A Postgres group commit in one round trip instead of five (issue 38): the function
+ * credit-admit-pg.ts describes. Creating it reads no table, so it takes no time on any store;
+ * SQLite runs its commits in this process and needs none.
+ */
+const commitBatchFunction = (dialect: Dialect) => dialect === "postgres" ? exec([COMMIT_BATCH_FUNCTION]) : Effect.void
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -590,5 +598,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "15_spend_reports": spendReports(dialect),
   "16_alerts": alerts(dialect),
   "17_ledger_topups": ledgerTopups(dialect),
-  "18_cheaper_paid_commit": cheaperPaidCommit(dialect)
+  "18_cheaper_paid_commit": cheaperPaidCommit(dialect),
+  "19_commit_batch_function": commitBatchFunction(dialect)
 })
