@@ -161,14 +161,18 @@ export const limitsLayer = (config: GatewayConfig) => {
       lease: Option.isNone(live) ? fixed : () => `${live.value.current().stream_lease_seconds} seconds` as const
     })
   }))
-  return Layer.mergeAll(RateLimiter.layerRedis, slots, TokenLimiter.layerRedis).pipe(Layer.provideMerge(RedisClient.layer(config.redis)))
+  return Layer.mergeAll(RateLimiter.layerRedis, slots, TokenLimiter.layerRedis).pipe(Layer.provideMerge(redisClientLayer(config, config.redis)))
 }
+
+/** The Redis client, under `redis_timeouts`. */
+const redisClientLayer = (config: GatewayConfig, url: string) =>
+  RedisClient.layer(url, { commandTimeoutMs: config.redis_timeouts.command_ms, connectTimeoutMs: config.redis_timeouts.connect_ms })
 
 /** Failed admin-token attempts per client address: shared through Redis when there is one. */
 export const adminThrottleLayer = (config: GatewayConfig) =>
   config.redis === undefined
     ? AdminThrottle.layerMemory()
-    : AdminThrottle.layerRedis().pipe(Layer.provide(RedisClient.layer(config.redis)))
+    : AdminThrottle.layerRedis().pipe(Layer.provide(redisClientLayer(config, config.redis)))
 
 /**
  * Routing's cooldowns (issue 20): shared through Redis when there is one, per process otherwise.
@@ -177,7 +181,7 @@ export const adminThrottleLayer = (config: GatewayConfig) =>
 export const routerLayer = (config: GatewayConfig) =>
   config.redis === undefined
     ? Router.layer
-    : Router.layer.pipe(Layer.provide(RedisClient.layer(config.redis)))
+    : Router.layer.pipe(Layer.provide(redisClientLayer(config, config.redis)))
 
 /**
  * Where spool files go: `server.data_dir`, else the SQLite store's directory, else ./data for a
@@ -224,7 +228,7 @@ export const gatewayLayer = (config: GatewayConfig, overrides: GatewayOverrides 
     // With Redis, a session's cancellation reaches the replica running the request it names.
     config.redis === undefined
       ? McpSessions.layer(config.mcp.session_ttl_seconds)
-      : McpSessions.layer(config.mcp.session_ttl_seconds).pipe(Layer.provide(RedisClient.layer(config.redis))),
+      : McpSessions.layer(config.mcp.session_ttl_seconds).pipe(Layer.provide(redisClientLayer(config, config.redis))),
     McpUpstreams.layer(config.mcp.servers, overrides.env ?? {}),
     Auth.layer,
     adminIdentityLayer(config),

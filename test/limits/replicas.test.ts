@@ -62,6 +62,9 @@ beforeAll(async () => {
     server: { host: "127.0.0.1", shutdown_grace_seconds: 0 },
     store: db.url,
     redis: REDIS_URL,
+    // A loaded machine's Redis bound, not the default 1 s: this file is about exact limits across
+    // replicas, and a burst beside two other suites had one call answered 503 "no reply within 1000 ms".
+    redis_timeouts: { command_ms: 10_000 },
     admin: { token: ADMIN_TOKEN },
     workspace: { credits: POOL },
     limits: { requests_per_minute: 50, concurrent_streams: 5 },

@@ -96,6 +96,9 @@ class LiveConfigView implements Sections {
   get store_timeouts() {
     return this.#current.store_timeouts
   }
+  get redis_timeouts() {
+    return this.#current.redis_timeouts
+  }
   get alerts() {
     return this.#current.alerts
   }

@@ -514,6 +514,18 @@ export const GatewayConfig = Schema.Struct({
     {}
   ),
   /**
+   * Redis calls' bounds (with `redis`): a call that gets no reply within `command_ms` answers its
+   * request 503 (fail closed, never unlimited); a start waits `connect_ms` for a first connection
+   * before serving anyway (the calls then fail until Redis answers).
+   */
+  redis_timeouts: def(
+    Schema.Struct({
+      command_ms: def(PositiveInt, 1_000),
+      connect_ms: def(PositiveInt, 1_000)
+    }),
+    {}
+  ),
+  /**
    * Budget and pool alerts (issue 33): when the pool or a key's or team's budget crosses one of
    * `thresholds` (shares of its limit) within a period, one JSON POST to `webhook_url`, retried
    * with backoff until the receiver answers 2xx, sent once across every replica. Unset URL: none.
