@@ -36,7 +36,7 @@ export const coreLayer = (config: GatewayConfig, overrides: CoreOverrides = {}) 
   const store = Layer.effectDiscard(Effect.flatMap(CreditsRepo, (s) => s.ensureWorkspace(toMicros(config.workspace.credits) ?? 0))).pipe(
     Layer.provideMerge(
       overrides.store ??
-        StoreLayer.fromUrl(config.store, config.store_timeouts, { key: config.secrets.key, previousKeys: config.secrets.previous_keys })
+        StoreLayer.fromUrl(config.store, { ...config.store_timeouts, pool_size: config.store_pool_size }, { key: config.secrets.key, previousKeys: config.secrets.previous_keys })
     )
   )
   return Layer.mergeAll(ApiKeys.layer, Teams.layer).pipe(Layer.provideMerge(KeyCache.layer), Layer.provideMerge(store))

@@ -48,6 +48,9 @@ export const testConfig = (overrides: Record<string, unknown> = {}, env: Record<
   const base = {
     server: { host: "127.0.0.1", port: 0 },
     store: "sqlite::memory:",
+    // On a Postgres store: two suites at once (npm run test:stress) on the machine's Postgres,
+    // 100 connections, ran out of them with every gateway at the default 20.
+    store_pool_size: 8,
     admin: { token: ADMIN_TOKEN },
     audit: { flush_interval_ms: 50 },
     log: { level: "none" },

@@ -96,6 +96,9 @@ class LiveConfigView implements Sections {
   get store_timeouts() {
     return this.#current.store_timeouts
   }
+  get store_pool_size() {
+    return this.#current.store_pool_size
+  }
   get redis_timeouts() {
     return this.#current.redis_timeouts
   }

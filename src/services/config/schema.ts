@@ -498,6 +498,12 @@ export const GatewayConfig = Schema.Struct({
    * A group commit of credit movements (issue 39) is abandoned and retried after `commit_ms`
    * (Postgres: a frozen store; the paid requests waiting for it answer 503).
    */
+  /**
+   * The most connections a replica opens to a Postgres store (one pool per process): the
+   * replicas' pools together must fit the server's `max_connections`. Credit commits go through
+   * one writer per replica, so a pool much smaller than the request concurrency is enough.
+   */
+  store_pool_size: def(PositiveInt.check(Schema.isLessThanOrEqualTo(1_000)), 20),
   store_timeouts: def(
     Schema.Struct({
       statement_ms: def(PositiveInt, 5_000),

@@ -78,13 +78,18 @@ export interface StoreSession extends MigrationBounds {
   readonly lock_ms: number
   readonly idle_in_transaction_ms: number
   readonly keepalive_seconds: number
+  /** The most connections the pool opens (config `store_pool_size`): replicas times this must fit the server's max_connections. */
+  readonly pool_size?: number | undefined
 }
+
+export const DEFAULT_STORE_POOL_SIZE = 20
 
 export const DEFAULT_STORE_SESSION: StoreSession = {
   statement_ms: 5_000,
   lock_ms: 2_000,
   idle_in_transaction_ms: 2_000,
   keepalive_seconds: 5,
+  pool_size: DEFAULT_STORE_POOL_SIZE,
   ...DEFAULT_MIGRATION_BOUNDS
 }
 
@@ -96,7 +101,7 @@ const pgClient = (url: string, session: StoreSession): ReturnType<typeof PgClien
       (PgClient) =>
         PgClient.layer({
           url: Redacted.make(url),
-          maxConnections: 20,
+          maxConnections: session.pool_size ?? DEFAULT_STORE_POOL_SIZE,
           applicationName: "modelgate",
           // A dead peer of an idle connection is found in seconds (then 10 probes 1 s apart), not the kernel's 2 h.
           keepAlive: Duration.seconds(session.keepalive_seconds),
