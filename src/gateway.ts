@@ -164,9 +164,19 @@ export const limitsLayer = (config: GatewayConfig) => {
   return Layer.mergeAll(RateLimiter.layerRedis, slots, TokenLimiter.layerRedis).pipe(Layer.provideMerge(redisClientLayer(config, config.redis)))
 }
 
-/** The Redis client, under `redis_timeouts`. */
-const redisClientLayer = (config: GatewayConfig, url: string) =>
-  RedisClient.layer(url, { commandTimeoutMs: config.redis_timeouts.command_ms, connectTimeoutMs: config.redis_timeouts.connect_ms })
+/**
+ * The Redis client, under `redis_timeouts`: one layer value per configuration, so the limits, the
+ * admin throttle, routing and MCP sessions of one gateway share one client (a layer is built once
+ * per value in a build; four values made four clients and four connections).
+ */
+const redisClientLayers = new WeakMap<GatewayConfig, Layer.Layer<RedisClient>>()
+const redisClientLayer = (config: GatewayConfig, url: string): Layer.Layer<RedisClient> => {
+  const known = redisClientLayers.get(config)
+  if (known !== undefined) return known
+  const layer = RedisClient.layer(url, { commandTimeoutMs: config.redis_timeouts.command_ms, connectTimeoutMs: config.redis_timeouts.connect_ms })
+  redisClientLayers.set(config, layer)
+  return layer
+}
 
 /** Failed admin-token attempts per client address: shared through Redis when there is one. */
 export const adminThrottleLayer = (config: GatewayConfig) =>
