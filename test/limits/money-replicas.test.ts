@@ -172,6 +172,10 @@ describe("reservations and settlements across two replicas (Postgres)", () => {
       ManagedRuntime.make(Credits.layer({ leaseSeconds: 2, blockSize: 2 * M }).pipe(Layer.provideMerge(StoreLayer.fromUrl(url))))
     const [doomed, live] = [short(db.url), short(db.url)]
     try {
+      // A ManagedRuntime builds its layer on first use: the live replica must be running (renewing
+      // its lease, sweeping) while the doomed one goes, or only the 30 s replicas of beforeAll would
+      // sweep, 30 s later (the wait below then measured their lease, not this one's).
+      await live.runPromise(Effect.asVoid(Credits))
       const before = await books()
       const who = principal("key_a")
       const charge = await doomed.runPromise(Effect.flatMap(Credits, (credits) =>
@@ -183,7 +187,7 @@ describe("reservations and settlements across two replicas (Postgres)", () => {
       // Gone without ending it: its lease is given up (nothing of its own was pending), the reservation stays open.
       await doomed.dispose()
       // The live replica's own sweep (every third of its lease) finds it: wait for that state.
-      for (let i = 0; i < 1500 && (await books()).balance !== before.balance; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+      await expect.poll(async () => (await books()).balance, { timeout: 30_000, interval: 20 }).toBe(before.balance)
       // Refunded once, whoever sweeps again.
       await live.runPromise(Effect.flatMap(Credits, (c) => c.sweep))
       const rows = await live.runPromise(Effect.flatMap(CreditsRepo, (repo) => repo.ledger({ limit: 10, request_id: "req_inflight" })))
