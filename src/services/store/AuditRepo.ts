@@ -2,10 +2,12 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { AuditPage, AuditQuery, AuditRecord, TrafficKind } from "../../domain/records.ts"
 import { decodeRows, Flag, keysetPage, likeLiteral, Num, NullableJson, NullableNum, NullableString } from "./rows.ts"
+import { SqliteDatabase, sqliteTry } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 /**
@@ -129,6 +131,25 @@ const onePerRequest = (records: ReadonlyArray<AuditRecord>): ReadonlyArray<Audit
 
 const decodeAudit = decodeRows(AuditRow)
 
+/** The columns a record is written to, in the order of its values (`auditValues`). */
+const AUDIT_COLUMNS = [
+  "request_id", "ts", "key_id", "method", "endpoint", "status", "error", "model", "provider", "tool", "connection_id", "credits",
+  "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens", "end_user", "team_id", "duration_ms", "stream",
+  "client_addr", "details"
+] as const
+
+const auditValues = (r: AuditRecord): Array<string | number | null> => [
+  r.request_id, r.ts, r.key_id, r.method, r.endpoint, r.status, r.error, r.model, r.provider, r.tool, r.connection_id, r.credits,
+  r.prompt_tokens, r.completion_tokens, r.cache_read_tokens ?? null, r.cache_write_tokens ?? null, r.end_user ?? null,
+  r.team_id ?? null, r.duration_ms, r.stream ? 1 : 0, r.client_addr, r.details === null ? null : JSON.stringify(r.details)
+]
+
+const ON_CONFLICT = `ON CONFLICT (request_id) DO UPDATE SET ${AMEND}
+  WHERE (COALESCE(audit_log.error, '') = '${SUPERSEDING}') <> (COALESCE(excluded.error, '') = '${SUPERSEDING}')`
+
+/** One record, on SQLite's raw connection: prepared once, run once per record of a batch. */
+const INSERT_ONE = `INSERT INTO audit_log (${AUDIT_COLUMNS.join(", ")}) VALUES (${AUDIT_COLUMNS.map(() => "?").join(", ")}) ${ON_CONFLICT}`
+
 const decodeUsage = decodeRows(UsageRowSchema)
 
 export class AuditRepo extends Context.Service<AuditRepo, {
@@ -159,42 +180,41 @@ export class AuditRepo extends Context.Service<AuditRepo, {
     AuditRepo,
     Effect.gen(function*() {
       const sql = yield* SqlClient
+      const sqlite = Option.getOrUndefined(yield* Effect.serviceOption(SqliteDatabase))
+      /** Every record in one multi-row statement (Postgres; SQLite while another fiber's transaction holds the connection). */
+      const insertClient = (records: ReadonlyArray<AuditRecord>) =>
+        sql.unsafe(
+          `INSERT INTO audit_log (${AUDIT_COLUMNS.join(", ")}) VALUES ${
+            records.map((_, i) => `(${AUDIT_COLUMNS.map((_, j) => sqlite === undefined ? `$${i * AUDIT_COLUMNS.length + j + 1}` : "?").join(", ")})`).join(", ")
+          } ${ON_CONFLICT}`,
+          records.flatMap(auditValues)
+        )
+      /**
+       * SQLite: one prepared statement run per record, BEGIN to COMMIT in one synchronous step
+       * (issue 38). The multi-row statement was compiled and prepared anew for every batch (its
+       * length differs each time): with batches of hundreds of records, 2 to 3% of a free
+       * request's CPU went to building and preparing it.
+       */
+      const insertSqlite = (raw: SqliteDatabase["Service"], records: ReadonlyArray<AuditRecord>) =>
+        sqliteTry(() => {
+          const insert = raw.prepare(INSERT_ONE)
+          raw.db.exec("BEGIN IMMEDIATE")
+          try {
+            for (const record of records) insert.run(...auditValues(record))
+            raw.db.exec("COMMIT")
+          } catch (error) {
+            if (raw.db.isTransaction) raw.db.exec("ROLLBACK")
+            throw error
+          }
+        }, "appendAudit")
       return AuditRepo.of({
-        appendAudit: (input) => {
-          const records = onePerRequest(input)
-          return records.length === 0
-            ? Effect.void
-            : sql`INSERT INTO audit_log ${
-              sql.insert(records.map((r): Record<string, unknown> => ({
-                request_id: r.request_id,
-                ts: r.ts,
-                key_id: r.key_id,
-                method: r.method,
-                endpoint: r.endpoint,
-                status: r.status,
-                error: r.error,
-                model: r.model,
-                provider: r.provider,
-                tool: r.tool,
-                connection_id: r.connection_id,
-                credits: r.credits,
-                prompt_tokens: r.prompt_tokens,
-                completion_tokens: r.completion_tokens,
-                cache_read_tokens: r.cache_read_tokens ?? null,
-                cache_write_tokens: r.cache_write_tokens ?? null,
-                end_user: r.end_user ?? null,
-                team_id: r.team_id ?? null,
-                duration_ms: r.duration_ms,
-                stream: r.stream ? 1 : 0,
-                client_addr: r.client_addr,
-                details: r.details === null ? null : JSON.stringify(r.details)
-              })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
-            } ON CONFLICT (request_id) DO UPDATE SET ${sql.literal(AMEND)}
-              WHERE (COALESCE(audit_log.error, '') = ${SUPERSEDING}) <> (COALESCE(excluded.error, '') = ${SUPERSEDING})`.pipe(
-              Effect.asVoid,
-              storeOp("AuditRepo.appendAudit")
-            )
-        },
+        appendAudit: (input) =>
+          Effect.suspend(() => {
+            const records = onePerRequest(input)
+            if (records.length === 0) return Effect.void
+            const write = sqlite !== undefined && !sqlite.db.isTransaction ? insertSqlite(sqlite, records) : insertClient(records)
+            return write.pipe(Effect.asVoid, storeOp("AuditRepo.appendAudit"))
+          }),
         usage: (query) => {
           // Column expressions come from this fixed table only, never from the caller's text.
           const dimensions: Record<UsageDimension, string> = {

@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import { classifySqliteError, SqlError } from "effect/sql/SqlError"
+import type { SqlError } from "effect/sql/SqlError"
 import type { CreditMovement, LedgerEntry, LedgerKind, Reservation, WorkspaceRecord } from "../../domain/records.ts"
 import { decodeRows, DEFAULT_WORKSPACE, Num, NullableString } from "./rows.ts"
 import {
@@ -26,7 +26,7 @@ import {
   storeNowMs
 } from "./credit-batches.ts"
 import { commitCallArgument, commitCallResult, commitsInOneCall } from "./credit-admit-pg.ts"
-import { SqliteDatabase } from "./sqlite-client.ts"
+import { SqliteDatabase, sqliteTry } from "./sqlite-client.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
 /**
@@ -338,11 +338,6 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
   )
 }
 
-const sqliteTry = <A>(f: () => A, operation: string): Effect.Effect<A, SqlError> =>
-  Effect.try({
-    try: f,
-    catch: (cause) => new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation }) })
-  })
 
 /** The batch statements on SQLite's raw connection: `$n` placeholders become `?n`, inserts go row by row on one prepared statement. */
 const sqliteTx = (raw: SqliteDatabase["Service"]): BatchTx => {

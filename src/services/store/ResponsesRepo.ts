@@ -13,9 +13,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
-import { classifySqliteError, SqlError } from "effect/sql/SqlError"
 import { decodeRows, NullableString, Num } from "./rows.ts"
-import { SqliteDatabase } from "./sqlite-client.ts"
+import { SqliteDatabase, sqliteTry } from "./sqlite-client.ts"
 import { storeDialect, storeIso } from "./store-clock.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -75,11 +74,6 @@ const INSERT_RESPONSE =
    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 const INSERT_ITEM = `INSERT INTO stored_response_items (owner, item_id, response_id, item, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 
-const sqliteTry = <A>(f: () => A, operation: string): Effect.Effect<A, SqlError> =>
-  Effect.try({
-    try: f,
-    catch: (cause) => new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation }) })
-  })
 const decodeItems = decodeRows(ItemRow)
 
 /** A response to insert: its times are the store's (`created_at` now, `expires_at` `retentionMs` later). */

@@ -30,6 +30,10 @@ const toSqlite = (value: unknown): SqliteValue => {
 const fail = (cause: unknown, operation: string) =>
   new SqlError({ reason: classifySqliteError(cause, { message: (cause as Error)?.message ?? "SQLite failure", operation }) })
 
+/** Work on the raw connection (SqliteDatabase), its failure a SqlError as the SqlClient's are. */
+export const sqliteTry = <A>(f: () => A, operation: string): Effect.Effect<A, SqlError> =>
+  Effect.try({ try: f, catch: (cause) => fail(cause, operation) })
+
 export const makeSqliteConnection = (filename: string) =>
   Effect.sync(() => {
     const onDisk = filename !== ":memory:" && filename !== ""
