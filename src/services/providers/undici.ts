@@ -36,6 +36,16 @@ export const request = (url: string | URL, options: RequestOptions): Promise<Und
   return dispatchRequest.call(dispatcher, { ...rest, origin, path })
 }
 
+/**
+ * The dispatcher's own `dispatch` with the URL split as `request` splits it: the caller's handler
+ * gets the answer's events directly, with no response stream in between.
+ */
+export const dispatch = (url: string, options: RequestOptions, handler: Undici.Dispatcher.DispatchHandler): void => {
+  const { origin, path } = splitUrl(url)
+  const { dispatcher, ...rest } = options
+  dispatcher.dispatch({ ...rest, origin, path }, handler)
+}
+
 interface Split {
   readonly origin: string
   readonly path: string

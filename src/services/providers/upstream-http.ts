@@ -7,7 +7,8 @@
 import { type Array as Arr, type Cause, Effect, References, Stream } from "effect"
 import { constVoid } from "effect/Function"
 import * as Sse from "effect/encoding/Sse"
-import { Agent, errors as undiciErrors, request } from "./undici.ts"
+import type * as Undici from "undici"
+import { Agent, dispatch, errors as undiciErrors, request } from "./undici.ts"
 import type { Readable } from "node:stream"
 import { NotFound, ProviderError, UpstreamTimeout, ValidationFailed } from "../../domain/errors.ts"
 import { MAX_ANSWER_DEPTH, nestsDeeperThan } from "../../wire/json-depth.ts"
@@ -140,12 +141,11 @@ export interface PostJsonOptions {
   readonly failure?: (status: number, body: string, headers: UpstreamResponse["headers"]) => UpstreamFailure
 }
 
-const requestOptions = (options: PostJsonOptions, trace: Record<string, string>, serialized: string, signal: AbortSignal) => ({
+const requestOptions = (options: PostJsonOptions, trace: Record<string, string>, serialized: string) => ({
   method: "POST" as const,
   dispatcher: options.agent,
   headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...trace, ...options.headers },
-  body: serialized,
-  signal
+  body: serialized
 })
 
 const firstOf = (value: string | Array<string> | undefined) => (Array.isArray(value) ? value[0] : value)
@@ -172,7 +172,7 @@ export const postJson = (options: PostJsonOptions): Effect.Effect<UpstreamRespon
     return Effect.andThen(
       options.serialized === undefined ? turnIfLarge(serialized.length) : Effect.void,
       Effect.tryPromise({
-        try: (signal) => request(options.url, requestOptions(options, trace, serialized, signal)),
+        try: (signal) => request(options.url, { ...requestOptions(options, trace, serialized), signal }),
         catch: (error) => transportFailure(options.provider, error)
       })
     )
@@ -293,6 +293,92 @@ export const readJson = <A>(
     )
   )
 
+/** An answer read whole by `requestWhole`: its status and headers, and its body as text (cut to the bound of an error answer). */
+interface WholeAnswer {
+  readonly status: number
+  readonly headers: UpstreamResponse["headers"]
+  readonly text: string
+}
+
+/**
+ * One request whose answer is read whole, through undici's dispatch handler (issue 38): the
+ * answer's chunks are collected as they arrive, with no response stream, abort listener per
+ * stream or async resource in between (undici's `request` wraps every answer in a Readable, whose
+ * events and ticks were most of undici's share of a free request's CPU). The bounds are those of
+ * `readBounded`: a 2xx answer over `maxBytes` fails (tooLargeAnswer), an error answer is cut to
+ * ERROR_BODY_BYTES; either way the request is aborted there, which frees the connection rather
+ * than reading the rest. The abort signal (the caller interrupted) aborts the request.
+ */
+const requestWhole = (
+  options: PostJsonOptions,
+  trace: Record<string, string>,
+  serialized: string,
+  signal: AbortSignal,
+  maxBytes: number,
+  onHeaders: (status: number) => void
+): Promise<WholeAnswer> =>
+  new Promise<WholeAnswer>((resolve, reject) => {
+    let controller: Undici.Dispatcher.DispatchController | undefined
+    let settled = false
+    let status = 0
+    let headers: UpstreamResponse["headers"] = {}
+    let limit = maxBytes
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const text = () => (chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks, size).toString("utf8"))
+    const settle = () => {
+      settled = true
+      signal.removeEventListener("abort", onAbort)
+    }
+    const onAbort = () => controller?.abort(signal.reason instanceof Error ? signal.reason : new Error("aborted"))
+    signal.addEventListener("abort", onAbort, { once: true })
+    try {
+      dispatch(options.url, requestOptions(options, trace, serialized), {
+        onRequestStart: (started) => {
+          controller = started
+          if (signal.aborted) onAbort()
+        },
+        onResponseStart: (_, statusCode, responseHeaders) => {
+          // 1xx (informational) answers are not the answer.
+          if (statusCode < 200) return
+          status = statusCode
+          headers = responseHeaders
+          if (status < 200 || status >= 300) limit = ERROR_BODY_BYTES
+          else onHeaders(status)
+        },
+        onResponseData: (ongoing, chunk) => {
+          if (settled) return
+          if (size + chunk.length <= limit) {
+            size += chunk.length
+            chunks.push(chunk)
+            return
+          }
+          settle()
+          if (status >= 200 && status < 300) reject(tooLargeAnswer(options.provider, maxBytes))
+          else {
+            chunks.push(chunk.subarray(0, limit - size))
+            size = limit
+            resolve({ status, headers, text: text() })
+          }
+          ongoing.abort(new Error("the answer is over its bound"))
+        },
+        onResponseEnd: () => {
+          if (settled) return
+          settle()
+          resolve({ status, headers, text: text() })
+        },
+        onResponseError: (_, error) => {
+          if (settled) return
+          settle()
+          reject(error)
+        }
+      })
+    } catch (error) {
+      settle()
+      reject(error)
+    }
+  })
+
 const isUpstreamFailure = (error: unknown): error is UpstreamFailure =>
   error instanceof ProviderError || error instanceof UpstreamTimeout || error instanceof ValidationFailed || error instanceof NotFound
 
@@ -315,16 +401,12 @@ export const postForJson = <A>(options: PostJsonOptions & {
     const call = Effect.tryPromise({
       try: async (signal): Promise<A> => {
         const sent = performance.now()
-        const response = await request(options.url, requestOptions(options, trace, serialized, signal))
-        status = response.statusCode
-        const body = response.body as unknown as Readable
-        if (status < 200 || status >= 300) {
-          throw failureOf(options, response.statusCode, response.headers, await readBounded(options.provider, body, ERROR_BODY_BYTES, "cut"))
-        }
-        options.firstByte?.((performance.now() - sent) / 1000)
-        const text = await readBounded(options.provider, body, options.maxBytes, "fail")
-        answered = text.length
-        return parseAnswer<A>(options.provider, status, text, options.redact)
+        const firstByte = options.firstByte
+        const answer = await requestWhole(options, trace, serialized, signal, options.maxBytes, (_) => firstByte?.((performance.now() - sent) / 1000))
+        status = answer.status
+        if (status < 200 || status >= 300) throw failureOf(options, status, answer.headers, answer.text)
+        answered = answer.text.length
+        return parseAnswer<A>(options.provider, status, answer.text, options.redact)
       },
       catch: (error) => (isUpstreamFailure(error) ? error : transportFailure(options.provider, error))
     }).pipe(
