@@ -232,13 +232,16 @@ describe.each(backends)("$name", ({ postgres }) => {
 
     it("six concurrent streams: the sixth is refused; after one ends a new one is admitted; after a client leaves too", async () => {
       const { key } = await newKey(url)
-      // The first stream ends by itself a little later; the others stay open until abandoned.
-      fake.enqueue({ kind: "text", text: Array.from({ length: 15 }, (_, i) => `w${i}`).join(" "), chunkDelayMs: 60 })
+      // The first stream ends when released (once the sixth was refused); the others stay open until abandoned.
+      let release!: () => void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      fake.enqueue({ kind: "text", text: Array.from({ length: 15 }, (_, i) => `w${i}`).join(" "), until: released })
       fake.setDefault(() => ({ kind: "stall_after", chunks: 1 }))
       const streams = await openAll(key, 5)
       for (const stream of streams) expectRateHeaders(stream.headers, 50)
       expectStreamRefused(await openStream(url, key, { model: "held" }), 5)
 
+      release()
       const ended = await streams[0]!.finish()
       expect(dataPayloads(ended).at(-1)).toBe("[DONE]")
       const next = expectOpen(await openStream(url, key, { model: "held" }))

@@ -43,6 +43,11 @@ export interface StreamOptions {
   readonly extraUsageChunk?: boolean
   /** Pause between frames. */
   readonly chunkDelayMs?: number
+  /**
+   * Holds the last frame back until this settles (or the client leaves): a stream that ends when
+   * the test says, not after a delay that a loaded machine may outlast or fall short of.
+   */
+  readonly until?: Promise<unknown>
 }
 
 /**
@@ -378,6 +383,17 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener("abort", done, { once: true })
   })
 
+const untilOrAborted = (until: Promise<unknown>, signal: AbortSignal): Promise<void> =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve()
+    const done = () => {
+      signal.removeEventListener("abort", done)
+      resolve()
+    }
+    signal.addEventListener("abort", done, { once: true })
+    until.then(done, done)
+  })
+
 /** Runs the frames of a streamed answer, honouring the stream options. */
 export const writeFrames = async (
   ctx: ResponseContext,
@@ -389,6 +405,10 @@ export const writeFrames = async (
     if (i > 0) {
       if (options.chunkDelayMs !== undefined && options.chunkDelayMs > 0) await ctx.sleep(options.chunkDelayMs)
       if (options.keepAlive === true) ctx.write(": keep-alive\n\n")
+    }
+    if (i === frames.length - 1 && options.until !== undefined) {
+      await untilOrAborted(options.until, ctx.signal)
+      if (ctx.signal.aborted) return
     }
     ctx.write(frames[i]!)
   }
