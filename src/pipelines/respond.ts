@@ -34,7 +34,9 @@ export const eventStreamResponse = <E extends ApiError>(
     const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     const cuttable: Stream.Stream<string, ApiError> = drain === undefined
       ? frames
-      : frames.pipe(Stream.interruptWhen(Effect.andThen(drain.cut, Effect.fail(shutdownCut()))))
+      // The error is made only if the drain cuts: a tagged error checks its fields and captures a
+      // stack, 2% of a streamed request's CPU when made for every stream (issue 38).
+      : frames.pipe(Stream.interruptWhen(Effect.andThen(drain.cut, Effect.failSync(shutdownCut))))
     const body = cuttable.pipe(
       Stream.catch((error: ApiError) => {
         failure = error
