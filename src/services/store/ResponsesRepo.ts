@@ -15,6 +15,7 @@ import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql/SqlClient"
 import { decodeRows, NullableString, Num } from "./rows.ts"
 import { SqliteDatabase, sqliteTry } from "./sqlite-client.ts"
+import type { SqlError } from "effect/sql/SqlError"
 import { storeDialect, storeIso } from "./store-clock.ts"
 import { storeOp, type StoreError } from "./StoreError.ts"
 
@@ -85,6 +86,14 @@ const INSERT_ITEMS = Array.from(
 )
 
 const decodeItems = decodeRows(ItemRow)
+
+/** A save waiting for the SQLite writer's round; `done` gets what it failed with. */
+interface PendingSave {
+  readonly response: NewStoredResponse
+  readonly items: ReadonlyArray<StoredItemRecord>
+  readonly retentionMs: number
+  readonly done: (error: unknown) => void
+}
 
 /** The times the store gave a response (and its items). */
 interface Times {
@@ -182,11 +191,9 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
        * synchronously. Through the SqlClient its statements cost about 25 µs of machinery each,
        * which made a stored conversation's turn cost about twice a plain passthrough (issue 38);
        * a save is now the response's INSERT (its times returned by it) and one INSERT per
-       * ITEMS_PER_STATEMENT items, between BEGIN and COMMIT. A save of at most ITEM_BATCH items,
-       * when no transaction is open, runs from BEGIN to COMMIT in one synchronous step: nothing
-       * can run in between, so it needs no lease. A larger one holds the client's connection
-       * lease (as CreditsRepo's batches do) and gives the event loop a turn between batches of
-       * ITEM_BATCH items.
+       * ITEMS_PER_STATEMENT items. Saves of at most ITEM_BATCH items go through the writer below;
+       * a larger one holds the client's connection lease (as CreditsRepo's batches do) and gives
+       * the event loop a turn between batches of ITEM_BATCH items.
        */
       const sqliteWrites = (raw: SqliteDatabase["Service"], response: NewStoredResponse, retentionMs: number) => {
         const r = response
@@ -215,19 +222,112 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
       const rollback = (raw: SqliteDatabase["Service"]) => {
         if (raw.db.isTransaction) raw.db.exec("ROLLBACK")
       }
-      const insertSqlite = (raw: SqliteDatabase["Service"], response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
-        items.length <= ITEM_BATCH && !raw.db.isTransaction
-          ? sqliteTry(() => {
-            // Prepared once: exec() would parse them on every save.
-            raw.prepare("BEGIN IMMEDIATE").run()
+      /**
+       * Saves in one transaction, from BEGIN to COMMIT in one synchronous step: when no
+       * transaction is open, nothing can run in between, so it needs no lease.
+       */
+      const writeRound = (raw: SqliteDatabase["Service"], saves: ReadonlyArray<PendingSave>) => {
+        // Prepared once: exec() would parse them on every round.
+        raw.prepare("BEGIN IMMEDIATE").run()
+        try {
+          for (const save of saves) sqliteWrites(raw, save.response, save.retentionMs)(save.items)
+          raw.prepare("COMMIT").run()
+        } catch (error) {
+          rollback(raw)
+          throw error
+        }
+      }
+
+      /**
+       * SQLite's saves of at most ITEM_BATCH items go through one writer fiber, in one transaction
+       * per round (a group commit, as the credit writer's): the saves that reach it in the same
+       * tick of the event loop share a commit, whose WAL frames, locks and checkpoints were most
+       * of a stored turn's cost (issue 38). Nothing waits for a timer or for a round to fill: a
+       * save waits for the commit of its own round, which starts as soon as the writer gets its
+       * turn (at concurrency 1 a round holds one save, as before). The answer still goes out
+       * only once its save is committed. A round that fails (a response id another owner holds,
+       * which the store refuses) is written again one save per transaction, so only the save that
+       * cannot be written fails. A round takes saves up to ITEM_BATCH items in all: one
+       * synchronous step holds the event loop no longer than one slice of a large save.
+       */
+      const writer = sqlite === undefined ? undefined : yield* Effect.gen(function*() {
+        const raw = sqlite
+        let pending: Array<PendingSave> = []
+        let wakeUp: (() => void) | undefined
+        const idle = Effect.callback<void>((resume) => {
+          wakeUp = () => {
+            wakeUp = undefined
+            resume(Effect.void)
+          }
+          return Effect.sync(() => {
+            wakeUp = undefined
+          })
+        })
+        const take = (): ReadonlyArray<PendingSave> => {
+          let count = 1
+          let items = pending[0]!.items.length
+          while (count < pending.length && items + pending[count]!.items.length <= ITEM_BATCH) items += pending[count++]!.items.length
+          return pending.splice(0, count)
+        }
+        const write = (saves: ReadonlyArray<PendingSave>) =>
+          Effect.sync(() => {
             try {
-              sqliteWrites(raw, response, retentionMs)(items)
-              raw.prepare("COMMIT").run()
+              writeRound(raw, saves)
+              for (const save of saves) save.done(undefined)
             } catch (error) {
-              rollback(raw)
-              throw error
+              if (saves.length === 1) return saves[0]!.done(error)
+              for (const save of saves) {
+                try {
+                  writeRound(raw, [save])
+                  save.done(undefined)
+                } catch (error) {
+                  save.done(error)
+                }
+              }
             }
+          })
+        const round = Effect.suspend(() => {
+          if (pending.length === 0) return Effect.void
+          const saves = take()
+          // Another fiber's transaction holds the connection across an await (a large save, a
+          // SqlClient transaction): the round waits for the connection's lease.
+          return raw.db.isTransaction
+            ? Effect.scoped(Effect.andThen(sql.reserve, write(saves))).pipe(
+              Effect.catch((error) => Effect.sync(() => saves.forEach((save) => save.done(error))))
+            )
+            : write(saves)
+        })
+        yield* Effect.forkScoped(Effect.gen(function*() {
+          while (true) {
+            if (pending.length === 0) yield* idle
+            // Let the saves of this tick join the round.
+            yield* Effect.yieldNow
+            yield* round
+          }
+        }))
+        // A stop: what is still waiting is written before the connection closes.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function*() {
+            while (pending.length > 0) yield* round
+          })
+        )
+        /** A save's outcome as the store's error, as its own transaction would have failed. */
+        const outcome = (error: unknown) =>
+          sqliteTry(() => {
+            if (error !== undefined) throw error
           }, "insert")
+        return {
+          save: (response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
+            Effect.callback<void, SqlError>((resume) => {
+              pending.push({ response, items, retentionMs, done: (error) => resume(outcome(error)) })
+              wakeUp?.()
+            })
+        }
+      })
+
+      const insertSqlite = (raw: SqliteDatabase["Service"], response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
+        items.length <= ITEM_BATCH && writer !== undefined
+          ? writer.save(response, items, retentionMs)
           : Effect.scoped(Effect.gen(function*() {
             yield* sql.reserve
             yield* sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN")

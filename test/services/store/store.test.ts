@@ -238,6 +238,37 @@ const contract = (name: string, makeLayer: StoreFixture) =>
         expect((yield* repo.findItems("key_a", ["msg_other"])).map((row) => row.item_id)).toEqual(["msg_other"])
       }))
     })
+
+    it("saves made at once are each stored or refused on their own (issue 38: one commit for the saves of a tick on SQLite)", async () => {
+      await run(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const record = (id: string, owner: string) => ({
+          id,
+          owner,
+          provider: null,
+          model: "m",
+          previous_response_id: null,
+          response: `{"id":"${id}"}`,
+          input_items: "[]",
+          bytes: 20
+        })
+        yield* repo.insert(record("resp_taken", "key_y"), [], 60_000)
+        const ids = Array.from({ length: 20 }, (_, i) => `resp_tick_${i}`)
+        // Together: the one whose id another owner holds fails, the others are stored with their items.
+        const outcomes = yield* Effect.all(
+          [...ids.map((id) => record(id, "key_x")), record("resp_taken", "key_x")].map((response) =>
+            Effect.result(repo.insert(response, [{ item_id: `msg_${response.id}`, response_id: response.id, item: "{}" }], 60_000))
+          ),
+          { concurrency: "unbounded" }
+        )
+        expect(outcomes.map((outcome) => outcome._tag)).toEqual([...ids.map(() => "Success"), "Failure"])
+        for (const id of ids) expect((yield* repo.find(id, "key_x"))?.response).toBe(`{"id":"${id}"}`)
+        expect((yield* repo.findItems("key_x", ids.map((id) => `msg_${id}`))).length).toBe(ids.length)
+        expect(yield* repo.find("resp_taken", "key_x")).toBeUndefined()
+        expect(yield* repo.findItems("key_x", ["msg_resp_taken"])).toEqual([])
+        expect((yield* repo.find("resp_taken", "key_y"))?.owner).toBe("key_y")
+      }))
+    })
   })
 
 const creditContract = (name: string, makeLayer: StoreFixture) =>
