@@ -31,8 +31,12 @@ export interface LadderInput {
   readonly direct: Target
   readonly hop: Target
   readonly log: (message: string) => void
-  /** `formats`: only the translated-path rungs and their passthroughs (with the hop), to judge a translation change quickly. */
-  readonly only?: "all" | "formats"
+  /**
+   * `formats`: only the translated-path rungs and their passthroughs (with the hop), to judge a
+   * translation change quickly; `stored`: of those, only the stored conversation and its
+   * passthrough (a third of the run, so a change to the stored path can be judged more often).
+   */
+  readonly only?: "all" | "formats" | "stored"
   /**
    * Source trees whose gateways get the translated-path rungs, each its own gateway (labels
    * suffixed by the tree's folder name when there are several): two versions of a translation
@@ -202,10 +206,12 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
         cpuMs: () => cpuTimeMs(formats.pid)
       })
     const anthropicHeaders = { "anthropic-version": "2023-06-01" }
-    viaFormats("fmt:chat-openai", "formats: chat -> OpenAI (passthrough; free model, audit on)", "/v1/chat/completions", BODY("gpt-bench"))
-    viaFormats("fmt:chat-anthropic", "formats: chat -> Anthropic (translated)", "/v1/chat/completions", BODY("claude-bench"))
-    viaFormats("fmt:messages-anthropic", "formats: messages -> Anthropic (passthrough)", "/v1/messages", MESSAGES_BODY("claude-bench"), anthropicHeaders)
-    viaFormats("fmt:messages-openai", "formats: messages -> OpenAI (translated)", "/v1/messages", MESSAGES_BODY("gpt-bench"), anthropicHeaders)
+    if (only !== "stored") {
+      viaFormats("fmt:chat-openai", "formats: chat -> OpenAI (passthrough; free model, audit on)", "/v1/chat/completions", BODY("gpt-bench"))
+      viaFormats("fmt:chat-anthropic", "formats: chat -> Anthropic (translated)", "/v1/chat/completions", BODY("claude-bench"))
+      viaFormats("fmt:messages-anthropic", "formats: messages -> Anthropic (passthrough)", "/v1/messages", MESSAGES_BODY("claude-bench"), anthropicHeaders)
+      viaFormats("fmt:messages-openai", "formats: messages -> OpenAI (translated)", "/v1/messages", MESSAGES_BODY("gpt-bench"), anthropicHeaders)
+    }
     viaFormats("fmt:responses", "formats: responses -> OpenAI Responses API (passthrough, store: false)", "/v1/responses", RESPONSES_BODY("responses-bench", { store: false }))
     // The conversation's first turn, stored; every measured request continues it (a chain of one) and is stored in turn.
     const first = await fetch(`${formats.url}/v1/responses`, {
@@ -221,12 +227,14 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
       "/v1/responses",
       RESPONSES_BODY("responses-bench", { store: true, previous_response_id: firstId })
     )
-    viaFormats("fmt:responses-chat", "formats: responses -> Chat Completions provider (translated, store: false)", "/v1/responses", RESPONSES_BODY("gpt-bench", { store: false }))
+    if (only !== "stored") {
+      viaFormats("fmt:responses-chat", "formats: responses -> Chat Completions provider (translated, store: false)", "/v1/responses", RESPONSES_BODY("gpt-bench", { store: false }))
+    }
   }
 
   // `--formats` compares a few rungs (often two versions of them): longer windows for steadier CPU per request.
-  const windows = input.quick ? 1 : only === "formats" ? 5 : 3
-  const windowMs = input.quick ? 300 : only === "formats" ? 1500 : 1000
+  const windows = input.quick ? 1 : only === "all" ? 3 : 5
+  const windowMs = input.quick ? 300 : only === "all" ? 1000 : 1500
   log(`ladder: ${targets.length} targets at concurrency ${concurrency}`)
   await warmUp(targets, input.quick ? 50 : 400, 4)
   const throughput = await throughputWindows(targets, { windows, windowMs, concurrency })
@@ -246,7 +254,7 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
   for (const suffix of suffixes) {
     notes.push(
       `Translated paths${suffix}, server CPU per request against the passthrough of the same gateway (target <= ${TRANSLATED_TARGET}x, issue 38): ` +
-        PAIRS.map(([translated, passthrough, name]) => {
+        PAIRS.filter(([translated]) => cpuOf.has(translated + suffix)).map(([translated, passthrough, name]) => {
           const r = cpuOf.get(translated + suffix)! / cpuOf.get(passthrough + suffix)!
           return `${name} ${ratio(r)} ${r <= TRANSLATED_TARGET ? "PASS" : "MISS"}`
         }).join("; ") + "."

@@ -61,6 +61,8 @@ const QUICK = process.argv.includes("--quick")
 const LADDER_ONLY = process.argv.includes("--ladder")
 /** `--ladder --formats`: only the translated-path rungs and their passthroughs (with the hop). */
 const FORMATS_ONLY = process.argv.includes("--formats")
+/** `--ladder --stored`: of those, only the stored conversation and its passthrough (issue 38). */
+const STORED_ONLY = process.argv.includes("--stored")
 /** `--roots A,B` (with `--ladder`): the translated-path rungs for the gateways of these source trees, to compare versions in one run. */
 const ROOTS = (() => {
   const at = process.argv.indexOf("--roots")
@@ -283,7 +285,7 @@ const printLadder = async (upstream: string, dir: string, sides: Sides, proxySid
     direct: directChat(sides, 0, 1, false),
     hop: viaProxy(proxySide, directChat(sides, 0, 1, false)),
     log,
-    only: LADDER_ONLY && FORMATS_ONLY ? "formats" : "all",
+    only: LADDER_ONLY && STORED_ONLY ? "stored" : LADDER_ONLY && FORMATS_ONLY ? "formats" : "all",
     ...(ROOTS === undefined ? {} : { roots: ROOTS })
   })
   print(section("Cost ladder (non-streaming, upstream 0 ms)", ladderTable(ladder.rows), [

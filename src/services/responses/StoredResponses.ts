@@ -35,12 +35,15 @@ export interface SaveRequest {
 /** `stored`, or why not: larger than `responses.max_stored_bytes`, or the store failed. */
 export type SaveOutcome = "stored" | "too_large" | "failed"
 
-/** One response of a conversation, parsed. */
+/**
+ * One response of a conversation. Its items are parsed when asked for: a passthrough continuing
+ * a conversation of its own provider forwards the id alone and never needs them (issue 38).
+ */
 export interface ChainLink {
   readonly id: string
   readonly provider: string | null
-  readonly inputItems: ReadonlyArray<JsonItem>
-  readonly output: ReadonlyArray<JsonItem>
+  /** Its input items, then its output items. */
+  readonly items: () => ReadonlyArray<JsonItem>
 }
 
 /** Conversations longer than this many stored responses are refused rather than walked further. */
@@ -173,11 +176,11 @@ export class StoredResponses extends Context.Service<StoredResponses, {
               // `max_stored_bytes`, and a thousand of them read into one request would be gigabytes.
               bytes += row.response.length + row.input_items.length
               if (bytes > maxBytes) return { tooLarge: maxBytes }
+              const { input_items, response } = row
               links.push({
                 id: row.id,
                 provider: row.provider,
-                inputItems: JSON.parse(row.input_items) as ReadonlyArray<JsonItem>,
-                output: outputOf(row.response)
+                items: () => [...JSON.parse(input_items) as ReadonlyArray<JsonItem>, ...outputOf(response)]
               })
               next = row.previous_response_id
             }

@@ -57,24 +57,25 @@ export const StoreDeadline = Context.Reference<Duration.Duration>("modelgate/Sto
  * idempotent or runs in a transaction that the server rolls back when its session dies.
  */
 export const storeOp = (operation: string) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, StoreError, R> =>
-  Effect.gen(function*() {
-    const context = yield* Effect.context<R>()
-    const deadline = yield* StoreDeadline
+  // Combinators, not a generator: this wraps every store call, and as Effect.gen it cost about
+  // 3.3 µs against 0.9 µs (issue 38).
+  Effect.flatMap(StoreDeadline, (deadline) =>
     // SQLite answers synchronously in this process: nothing to abandon, and no fiber to pay for.
-    if (!Duration.isFinite(deadline)) return yield* storeErrors(operation, self)
-    return yield* abandonAfter(Effect.provideContext(self, context), deadline).pipe(
-      Effect.mapError((cause) =>
-        cause instanceof AttemptTimedOut
-          ? new StoreError({
-            operation,
-            message: `the store did not answer ${operation} within ${Duration.toMillis(deadline)} ms`,
-            outage: true,
-            cause
-          })
-          : StoreError.from(operation, cause)
-      )
-    )
-  })
+    !Duration.isFinite(deadline)
+      ? storeErrors(operation, self)
+      : Effect.flatMap(Effect.context<R>(), (context) =>
+        abandonAfter(Effect.provideContext(self, context), deadline).pipe(
+          Effect.mapError((cause) =>
+            cause instanceof AttemptTimedOut
+              ? new StoreError({
+                operation,
+                message: `the store did not answer ${operation} within ${Duration.toMillis(deadline)} ms`,
+                outage: true,
+                cause
+              })
+              : StoreError.from(operation, cause)
+          )
+        )))
 
 const storeErrors = <A, E, R>(operation: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, StoreError, R> =>
   Effect.mapError(self, (cause) => StoreError.from(operation, cause))

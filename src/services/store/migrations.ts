@@ -580,6 +580,21 @@ const cheaperPaidCommit = (dialect: Dialect) =>
  */
 const commitBatchFunction = (dialect: Dialect) => dialect === "postgres" ? exec([COMMIT_BATCH_FUNCTION]) : Effect.void
 
+/**
+ * A cheaper stored-response save on SQLite (issue 38): each save wrote an entry into the items'
+ * `response_id` index, a random key (a response id) and so a page of its own in every commit,
+ * for a lookup only the replacement or deletion of a response makes. Those now find a response's
+ * items through the expiry index instead: the items of a response are written with its
+ * `expires_at` (the same text, in every release since migration 9), so `expires_at = ? AND
+ * response_id = ? AND owner = ?` reads the few items stored in that millisecond; the sweep reads
+ * that index by range as before. Dropping an index frees its pages and reads no row: well under
+ * a second for 1,000,000 items. Postgres keeps its index (a write there is the server's, not the
+ * gateway's; and during a rolling upgrade the previous release's replicas still delete by
+ * `response_id`): unchanged.
+ */
+const storedItemsByExpiry = (dialect: Dialect) =>
+  dialect === "postgres" ? Effect.void : exec([`DROP INDEX stored_response_items_response`])
+
 /** Every migration this release knows, by `<id>_<name>`; run by migrate.ts. */
 export const migrationsFor = (dialect: Dialect) => ({
   "1_initial": initial(dialect),
@@ -599,5 +614,6 @@ export const migrationsFor = (dialect: Dialect) => ({
   "16_alerts": alerts(dialect),
   "17_ledger_topups": ledgerTopups(dialect),
   "18_cheaper_paid_commit": cheaperPaidCommit(dialect),
-  "19_commit_batch_function": commitBatchFunction(dialect)
+  "19_commit_batch_function": commitBatchFunction(dialect),
+  "20_stored_items_by_expiry": storedItemsByExpiry(dialect)
 })

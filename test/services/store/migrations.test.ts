@@ -11,6 +11,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { DatabaseSync } from "node:sqlite"
 import { CreditsRepo } from "../../../src/services/store/CreditsRepo.ts"
 import { KeysRepo } from "../../../src/services/store/KeysRepo.ts"
+import { ResponsesRepo } from "../../../src/services/store/ResponsesRepo.ts"
 import { StoreLayer } from "../../../src/services/store/StoreLayer.ts"
 import { runCli, runCliProcess, writeConfig } from "../../support/process.ts"
 import { count, type Dialect, ids, migrateAsEarlierRelease, NOW, type TestStore, useMigrationStores } from "./migration-stores.ts"
@@ -74,6 +75,8 @@ const rowsAt = (version: number): ReadonlyArray<string> => {
   }
   if (version >= 9) {
     rows.push(`INSERT INTO stored_responses (id, owner, model, response, input_items, bytes, created_at, expires_at) VALUES ('resp_1', 'key_1', 'echo', '{}', '[]', 4, '${NOW}', '2099-01-01T00:00:00.000Z')`)
+    // Its item, written with the response's times as every release does.
+    rows.push(`INSERT INTO stored_response_items (owner, item_id, response_id, item, created_at, expires_at) VALUES ('key_1', 'msg_1', 'resp_1', '{"id":"msg_1"}', '${NOW}', '2099-01-01T00:00:00.000Z')`)
   }
   if (version >= 16) {
     rows.push(`INSERT INTO alerts (kind, target, period_start, threshold, period, used_micros, limit_micros, crossed_at, state, attempts, delivered_at)
@@ -204,6 +207,18 @@ for (const dialect of ["sqlite", "postgres"] as const) {
             }])
             const [budgets] = await store.query(`SELECT budgets FROM credit_reservations WHERE request_id = 'req_open'`)
             expect(budgets!.budgets, at).toBe(version >= 13 ? `[["key_1",""]]` : null)
+          }
+          if (version >= 9) {
+            // A stored response of the earlier release is found with its item, and deleting it
+            // deletes the item (found through its expiry since migration 20).
+            const { found, removed } = await runtime.runPromise(Effect.gen(function*() {
+              const responses = yield* ResponsesRepo
+              const found = yield* responses.findItems("key_1", ["msg_1"])
+              return { found, removed: yield* responses.remove("resp_1", "key_1") }
+            }))
+            expect(found.map((item) => [item.item_id, item.response_id, item.item]), at).toEqual([["msg_1", "resp_1", `{"id":"msg_1"}`]])
+            expect(removed, at).toBe(true)
+            expect(await count(store, "stored_response_items"), at).toBe(0)
           }
           expect(await count(store, "connections"), at).toBe(version >= 3 ? 1 : 0)
           expect(await count(store, "sql_history"), at).toBe(version >= 3 ? 1 : 0)

@@ -198,6 +198,77 @@ const contract = (name: string, makeLayer: StoreFixture) =>
         expect(turns).toBeGreaterThan(5)
       }))
     })
+
+    it("replaces a response its owner stores again, items and all; keeps another owner's id; removes a response with its items (issue 38: found by their expiry)", async () => {
+      await run(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const record = (owner: string, response: string) => ({
+          id: "resp_again",
+          owner,
+          provider: null,
+          model: "m",
+          previous_response_id: null,
+          response,
+          input_items: "[]",
+          bytes: response.length + 2
+        })
+        const item = (id: string) => ({ item_id: id, response_id: "resp_again", item: JSON.stringify({ id }) })
+        const ids = ["msg_a1", "msg_a2", "msg_a3", "msg_b1"]
+        const itemsOf = (owner: string) => Effect.map(repo.findItems(owner, ids), (found) => found.map((row) => row.item_id).sort())
+        // Another response stored in the same instant keeps its items throughout.
+        const other = { ...record("key_a", "{}"), id: "resp_other" }
+        yield* repo.insert(other, [{ item_id: "msg_other", response_id: "resp_other", item: "{}" }], 60_000)
+        yield* repo.insert(record("key_a", `{"v":1}`), [item("msg_a1"), item("msg_a2")], 60_000)
+        yield* repo.insert(record("key_a", `{"v":2}`), [item("msg_a2"), item("msg_a3")], 60_000)
+        expect((yield* repo.find("resp_again", "key_a"))?.response).toBe(`{"v":2}`)
+        expect(yield* itemsOf("key_a")).toEqual(["msg_a2", "msg_a3"])
+
+        // Another owner's id is not taken over: the save fails and changes nothing.
+        const refused = yield* Effect.flip(repo.insert(record("key_b", `{"v":3}`), [item("msg_b1")], 60_000))
+        expect(refused).toBeInstanceOf(StoreError)
+        expect((yield* repo.find("resp_again", "key_a"))?.response).toBe(`{"v":2}`)
+        expect(yield* itemsOf("key_b")).toEqual([])
+
+        // Removed by its owner only, with its items: stored again without items, none come back.
+        expect(yield* repo.remove("resp_again", "key_b")).toBe(false)
+        expect(yield* repo.remove("resp_again", "key_a")).toBe(true)
+        expect(yield* repo.find("resp_again", "key_a")).toBeUndefined()
+        yield* repo.insert(record("key_a", `{"v":4}`), [], 60_000)
+        expect(yield* itemsOf("key_a")).toEqual([])
+        expect((yield* repo.findItems("key_a", ["msg_other"])).map((row) => row.item_id)).toEqual(["msg_other"])
+      }))
+    })
+
+    it("saves made at once are each stored or refused on their own (issue 38: one commit for the saves of a tick on SQLite)", async () => {
+      await run(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const record = (id: string, owner: string) => ({
+          id,
+          owner,
+          provider: null,
+          model: "m",
+          previous_response_id: null,
+          response: `{"id":"${id}"}`,
+          input_items: "[]",
+          bytes: 20
+        })
+        yield* repo.insert(record("resp_taken", "key_y"), [], 60_000)
+        const ids = Array.from({ length: 20 }, (_, i) => `resp_tick_${i}`)
+        // Together: the one whose id another owner holds fails, the others are stored with their items.
+        const outcomes = yield* Effect.all(
+          [...ids.map((id) => record(id, "key_x")), record("resp_taken", "key_x")].map((response) =>
+            Effect.result(repo.insert(response, [{ item_id: `msg_${response.id}`, response_id: response.id, item: "{}" }], 60_000))
+          ),
+          { concurrency: "unbounded" }
+        )
+        expect(outcomes.map((outcome) => outcome._tag)).toEqual([...ids.map(() => "Success"), "Failure"])
+        for (const id of ids) expect((yield* repo.find(id, "key_x"))?.response).toBe(`{"id":"${id}"}`)
+        expect((yield* repo.findItems("key_x", ids.map((id) => `msg_${id}`))).length).toBe(ids.length)
+        expect(yield* repo.find("resp_taken", "key_x")).toBeUndefined()
+        expect(yield* repo.findItems("key_x", ["msg_resp_taken"])).toEqual([])
+        expect((yield* repo.find("resp_taken", "key_y"))?.owner).toBe("key_y")
+      }))
+    })
   })
 
 const creditContract = (name: string, makeLayer: StoreFixture) =>

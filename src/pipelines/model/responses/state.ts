@@ -24,7 +24,7 @@
  */
 import { Effect, Stream } from "effect"
 import { NotFound, ValidationFailed } from "../../../domain/errors.ts"
-import { type JsonItem, type SaveOutcome, StoredResponses } from "../../../services/responses/StoredResponses.ts"
+import { type ChainLink, type JsonItem, type SaveOutcome, StoredResponses } from "../../../services/responses/StoredResponses.ts"
 import { newFunctionCallItemId, newOutputMessageId } from "../../../wire/ids.ts"
 import { waiveCharge } from "../../admission.ts"
 import { AuthenticatedKey } from "../../authenticate.ts"
@@ -152,7 +152,7 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
       ownInput.push(value)
     }
 
-    let history: Array<JsonItem> = []
+    let links: ReadonlyArray<ChainLink> = []
     let previousProvider: string | null = null
     if (previousId !== null) {
       const chain = yield* stored.chain(previousId, owner, budget - referenced)
@@ -170,7 +170,7 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
           details: { field: "previous_response_id", response_id: chain.missing }
         }))
       }
-      history = chain.links.flatMap((link) => [...link.inputItems, ...link.output])
+      links = chain.links
       previousProvider = chain.links[chain.links.length - 1]?.provider ?? null
     }
 
@@ -181,7 +181,8 @@ export const responsesSession = (context: AdapterContext, passthroughProvider: s
     let adapterRaw: Record<string, unknown> = raw
     if (!unchanged && (previousId !== null || references.length > 0)) {
       const { previous_response_id: _, ...rest } = raw
-      const conversation = [...history, ...ownInput]
+      // The stored items are parsed only here, where the conversation is sent whole.
+      const conversation = [...links.flatMap((link) => link.items()), ...ownInput]
       adapterRaw = { ...rest, input: passthroughProvider === undefined ? conversation : forVendor(conversation) }
     }
 
