@@ -106,6 +106,16 @@ describe("MCP servers behind /v1/mcp", () => {
     })
     // The gateway authenticated to the server with the header the config gave, from the environment.
     expect(upstream.authorizations).toContain(`Bearer ${TOKEN}`)
+    // Once the hanging server is known down, a listing no longer waits out its timeout_ms again
+    // (it waits DOWN_LIST_WAIT_MS, 250 ms): under HANG_TIMEOUT_MS, which the old wait could never
+    // be (timers never fire early), with 1.75 s to spare for a loaded machine.
+    await expect.poll(async () => {
+      const servers = ((await (await gw.admin("GET", "/mcp/servers")).json()) as { data: Array<{ name: string; status: string }> }).data
+      return servers.find((s) => s.name === "hang")?.status
+    }).toBe("down")
+    const again = Date.now()
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain("up__echo")
+    expect(Date.now() - again).toBeLessThan(HANG_TIMEOUT_MS)
     await client.close()
 
     const plain = await connect(other.key)

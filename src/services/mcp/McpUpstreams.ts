@@ -7,8 +7,9 @@
  *   forgets them (HTTP 404 on the session) or the connection breaks.
  * - A server's tool list is kept for REFRESH_MS and fetched again when a client lists tools
  *   after that, or at once on `notifications/tools/list_changed`. A listing waits at most
- *   LIST_WAIT_MS for any server: one that is down or slow is left out (and its fetch goes on
- *   in the background), so the rest are always answered.
+ *   LIST_WAIT_MS for any server (DOWN_LIST_WAIT_MS for one whose last call failed): one that is
+ *   down or slow is left out (and its fetch goes on in the background), so the rest are always
+ *   answered.
  * - Pinned definitions: the first time a replica sees a tool, its name, description and input
  *   schema are pinned in the store (shared by replicas). A tool whose definition later differs
  *   from its pin is withheld (not listed, calls refused) until an admin approves it; the change
@@ -36,6 +37,16 @@ export const SEPARATOR = "__"
 const REFRESH_MS = 5_000
 /** How long one listing waits for a server before answering without it (the issue: 6 s in all). */
 const LIST_WAIT_MS = 5_000
+/**
+ * How long a listing waits for a server whose last call failed (status down). Its fetch still
+ * goes on in the background, and a server that is back answers within this and is listed again;
+ * a hung one no longer costs every listing of every key that names it its full wait (up to
+ * LIST_WAIT_MS, each time, until it answers).
+ */
+const DOWN_LIST_WAIT_MS = 250
+
+/** What one listing waits for this server: less once its last call failed. */
+const listWaitMs = (upstream: Upstream) => Math.min(upstream.status === "down" ? DOWN_LIST_WAIT_MS : LIST_WAIT_MS, upstream.config.timeout_ms)
 /** Resources kept of one server's listing: a listing is answered whole, and this bounds it. */
 const MAX_RESOURCES = 10_000
 /** Error texts kept of an upstream failure: enough to diagnose, never a whole page. */
@@ -484,7 +495,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
                 if (upstream === undefined) return []
                 let timer: NodeJS.Timeout | undefined
                 const wait = new Promise<ReadonlyArray<UpstreamTool>>((resolve) => {
-                  timer = setTimeout(() => resolve([]), Math.min(LIST_WAIT_MS, upstream.config.timeout_ms))
+                  timer = setTimeout(() => resolve([]), listWaitMs(upstream))
                 })
                 try {
                   return await Promise.race([upstream.listTools().catch(() => []), wait])
@@ -514,7 +525,7 @@ export class McpUpstreams extends Context.Service<McpUpstreams, {
                 if (upstream === undefined) return []
                 let timer: NodeJS.Timeout | undefined
                 const wait = new Promise<ReadonlyArray<Record<string, unknown>>>((resolve) => {
-                  timer = setTimeout(() => resolve([]), Math.min(LIST_WAIT_MS, upstream.config.timeout_ms))
+                  timer = setTimeout(() => resolve([]), listWaitMs(upstream))
                 })
                 const listing = upstream.withSession(async (client) => {
                   const capabilities = client.getServerCapabilities()
