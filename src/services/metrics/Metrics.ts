@@ -14,13 +14,15 @@
  * a request was admitted to (a model's id, a route's pattern: never a client-chosen name), and
  * is still capped at MAX_MODELS distinct values, then `other`.
  * Label children are resolved once per combination and cached, so a request costs a few map
- * lookups and additions, no label objects.
+ * lookups and additions, no label objects. The per-request counters and histograms count in plain
+ * fields (accumulating.ts) and render as prom-client's own would.
  */
 import { fromMicros } from "../../domain/money.ts"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
+import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client"
+import { AccumulatingCounter, AccumulatingHistogram } from "./accumulating.ts"
 import { VERSION } from "../../domain/version.ts"
 import type { AuditRecord } from "../../domain/records.ts"
 import { AUDIT_CREDIT_MICROS } from "../store/AuditRepo.ts"
@@ -121,44 +123,44 @@ export const makeMetrics = (): MetricsShape => {
     registry.removeSingleMetric(name)
   }
 
-  const requests = new Counter({
-    name: "modelgate_requests_total",
-    help: "Requests by matched route pattern, HTTP status and error slug (empty when none)",
-    labelNames: ["route", "status", "slug"] as const,
-    registers: [registry]
-  })
-  const duration = new Histogram({
-    name: "modelgate_request_duration_seconds",
-    help: "Time from a request's arrival to its end (a stream's last frame), by route pattern",
-    labelNames: ["route"] as const,
-    buckets: SECONDS_BUCKETS,
-    registers: [registry]
-  })
-  const firstByte = new Histogram({
-    name: "modelgate_upstream_first_byte_seconds",
-    help: "Time from sending a request to a provider to its response headers, by provider",
-    labelNames: ["provider"] as const,
-    buckets: SECONDS_BUCKETS,
-    registers: [registry]
-  })
-  const tokens = new Counter({
-    name: "modelgate_tokens_total",
-    help: "Tokens by model, provider and direction (prompt or completion)",
-    labelNames: ["model", "provider", "direction"] as const,
-    registers: [registry]
-  })
-  const credits = new Counter({
-    name: "modelgate_credits_total",
-    help: "Credits charged (after refunds) by model and provider",
-    labelNames: ["model", "provider"] as const,
-    registers: [registry]
-  })
-  const refusals = new Counter({
-    name: "modelgate_refusals_total",
-    help: "Requests refused by a rate limit, a key budget or the credit pool",
-    labelNames: ["reason"] as const,
-    registers: [registry]
-  })
+  const requests = new AccumulatingCounter(
+    "modelgate_requests_total",
+    "Requests by matched route pattern, HTTP status and error slug (empty when none)",
+    ["route", "status", "slug"],
+    registry
+  )
+  const duration = new AccumulatingHistogram(
+    "modelgate_request_duration_seconds",
+    "Time from a request's arrival to its end (a stream's last frame), by route pattern",
+    ["route"],
+    SECONDS_BUCKETS,
+    registry
+  )
+  const firstByte = new AccumulatingHistogram(
+    "modelgate_upstream_first_byte_seconds",
+    "Time from sending a request to a provider to its response headers, by provider",
+    ["provider"],
+    SECONDS_BUCKETS,
+    registry
+  )
+  const tokens = new AccumulatingCounter(
+    "modelgate_tokens_total",
+    "Tokens by model, provider and direction (prompt or completion)",
+    ["model", "provider", "direction"],
+    registry
+  )
+  const credits = new AccumulatingCounter(
+    "modelgate_credits_total",
+    "Credits charged (after refunds) by model and provider",
+    ["model", "provider"],
+    registry
+  )
+  const refusals = new AccumulatingCounter(
+    "modelgate_refusals_total",
+    "Requests refused by a rate limit, a key budget or the credit pool",
+    ["reason"],
+    registry
+  )
   const openStreams = new Gauge({
     name: "modelgate_open_streams",
     help: "Streamed answers in progress",
@@ -190,20 +192,20 @@ export const makeMetrics = (): MetricsShape => {
 
   // OpenTelemetry's GenAI metrics (semantic conventions), with the buckets it advises; the
   // attributes become labels with dots as underscores, as its Prometheus mapping does.
-  const genAiTokens = new Histogram({
-    name: "gen_ai_client_token_usage",
-    help: "Tokens used per model request (gen_ai.client.token.usage), by token type (input or output), operation, provider and model",
-    labelNames: ["gen_ai_token_type", "gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"] as const,
-    buckets: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
-    registers: [registry]
-  })
-  const genAiDuration = new Histogram({
-    name: "gen_ai_server_request_duration_seconds",
-    help: "Time a model request took, to its last byte (gen_ai.server.request.duration), by operation, provider, model and error type (empty when none)",
-    labelNames: ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type"] as const,
-    buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
-    registers: [registry]
-  })
+  const genAiTokens = new AccumulatingHistogram(
+    "gen_ai_client_token_usage",
+    "Tokens used per model request (gen_ai.client.token.usage), by token type (input or output), operation, provider and model",
+    ["gen_ai_token_type", "gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"],
+    [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+    registry
+  )
+  const genAiDuration = new AccumulatingHistogram(
+    "gen_ai_server_request_duration_seconds",
+    "Time a model request took, to its last byte (gen_ai.server.request.duration), by operation, provider, model and error type (empty when none)",
+    ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type"],
+    [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+    registry
+  )
 
   const traceSpans = new Counter({
     name: "modelgate_trace_spans_total",
@@ -284,12 +286,12 @@ export const makeMetrics = (): MetricsShape => {
 
   // Routing (issue 20): deployments come from the config, but a route without a fixed id makes
   // one per requested name, so they are capped like models.
-  const attempts = new Counter({
-    name: "modelgate_upstream_attempts_total",
-    help: "Attempts on a deployment (provider/model id) by result: answered, failed (counted against it) or refused (the request's own fault)",
-    labelNames: ["deployment", "provider", "result"] as const,
-    registers: [registry]
-  })
+  const attempts = new AccumulatingCounter(
+    "modelgate_upstream_attempts_total",
+    "Attempts on a deployment (provider/model id) by result: answered, failed (counted against it) or refused (the request's own fault)",
+    ["deployment", "provider", "result"],
+    registry
+  )
   const cooldowns = new Counter({
     name: "modelgate_deployment_cooldowns_total",
     help: "Times a deployment left the rotation for a cooldown",
@@ -334,18 +336,18 @@ export const makeMetrics = (): MetricsShape => {
 
   // Spend per team (issue 33): the team id is the only label; keys and end users are left to
   // the spend reports (GET /usage), where they cost no series.
-  const teamCredits = new Counter({
-    name: "modelgate_team_credits_total",
-    help: "Credits charged (after refunds) to requests of a team's keys, by team id, as this replica counted them",
-    labelNames: ["team"] as const,
-    registers: [registry]
-  })
-  const teamRequests = new Counter({
-    name: "modelgate_team_requests_total",
-    help: "Requests made with a team's keys, by team id",
-    labelNames: ["team"] as const,
-    registers: [registry]
-  })
+  const teamCredits = new AccumulatingCounter(
+    "modelgate_team_credits_total",
+    "Credits charged (after refunds) to requests of a team's keys, by team id, as this replica counted them",
+    ["team"],
+    registry
+  )
+  const teamRequests = new AccumulatingCounter(
+    "modelgate_team_requests_total",
+    "Requests made with a team's keys, by team id",
+    ["team"],
+    registry
+  )
   const teams = new Map<string, { readonly credits: Child<object>; readonly requests: Child<object> }>()
   const teamChildren = (id: string) => {
     const team = teams.has(id) || teams.size < MAX_TEAMS ? id : OTHER_TEAM
