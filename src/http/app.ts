@@ -7,7 +7,7 @@
  * one, and leaves a streamed answer's request to its stream, which ends it when it ends.
  */
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Effect, LogLevel, Option, References, Scope, type Tracer } from "effect"
+import { Cause, Effect, Fiber, LogLevel, Option, References, Scope, type Tracer } from "effect"
 import type { AuditRecord } from "../domain/records.ts"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
@@ -196,7 +196,21 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         })
         // Open from here until the stream ends its request (however it ends).
         const closed = metrics.streamOpened()
-        return Effect.as(Scope.addFinalizer(state.scope, Effect.sync(closed)), answered)
+        const opened = Effect.as(Scope.addFinalizer(state.scope, Effect.sync(closed)), answered)
+        if (drain === undefined) return opened
+        // A drain whose grace runs out ends the stream: its last frames (the in-band shutdown
+        // error, when it is an event stream) go out after what was written, and the request is
+        // interrupted, which stops its reads and ends it as cut by the shutdown (respond.ts).
+        return Effect.withFiber((fiber) =>
+          Effect.flatMap(
+            drain.onCut(Effect.suspend(() => {
+              const frames = state.cutFrames?.()
+              if (frames !== undefined && !node.writableEnded) node.end(frames)
+              return Fiber.interrupt(fiber)
+            })),
+            (unregister) => Effect.andThen(Scope.addFinalizer(state.scope, Effect.sync(unregister)), opened)
+          )
+        )
       }
       const status = error ? statusOf(error) : response.status
       const outcome = { status, slug: error ? slugOf(error) : null, failure: status >= 400 ? status : undefined }

@@ -6,7 +6,8 @@
  * retry elsewhere succeeds), is refunded, and is audited with that slug: the server cut it, not
  * the client. A plain request still waiting for its provider is recorded the same way.
  */
-import { Context, Deferred, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { constVoid } from "effect/Function"
 import { DependencyUnavailable } from "../domain/errors.ts"
 import type { Outcome } from "./request.ts"
 
@@ -18,6 +19,9 @@ export const shutdownCut = () =>
 /** The outcome of a request that was still waiting (no answer sent) when the drain cut it. */
 export const CUT_BY_SHUTDOWN: Outcome = { status: 503, slug: "dependency_unavailable", failure: 503 }
 
+/** The outcome of a stream the drain cut: its 200 was sent, the error went in-band. */
+export const STREAM_CUT_BY_SHUTDOWN: Outcome = { status: 200, slug: "dependency_unavailable", failure: 503 }
+
 export class Drain extends Context.Service<Drain, {
   readonly draining: () => boolean
   /** True once the grace ran out and open requests were told to end. */
@@ -27,17 +31,21 @@ export class Drain extends Context.Service<Drain, {
   readonly requestStarted: () => void
   readonly requestEnded: () => void
   readonly begin: () => void
-  /** Completes when open streams must end. */
-  readonly cut: Effect.Effect<void>
+  /**
+   * Runs `end` (on a fiber of its own) when open streams must end, or at once if they already
+   * must; the function it gives back unregisters it. Nothing waits per stream meanwhile: racing
+   * every read of a stream against a waiting fiber cost 18% of a streamed answer's CPU (issue 38).
+   */
+  readonly onCut: (end: Effect.Effect<void>) => Effect.Effect<() => void>
   readonly cutNow: Effect.Effect<void>
 }>()("modelgate/Drain") {
   static readonly layer = Layer.effect(
     Drain,
-    Effect.gen(function*() {
-      const signal = yield* Deferred.make<void>()
+    Effect.sync(() => {
       let draining = false
       let cutting = false
       let inFlight = 0
+      const onCutListeners = new Set<Effect.Effect<void>>()
       return Drain.of({
         draining: () => draining,
         cutting: () => cutting,
@@ -45,11 +53,18 @@ export class Drain extends Context.Service<Drain, {
         requestStarted: () => void inFlight++,
         requestEnded: () => void inFlight--,
         begin: () => void (draining = true),
-        cut: Deferred.await(signal),
+        onCut: (end) =>
+          Effect.suspend(() => {
+            if (cutting) return Effect.as(Effect.forkDetach(end), constVoid)
+            onCutListeners.add(end)
+            return Effect.succeed(() => void onCutListeners.delete(end))
+          }),
         cutNow: Effect.suspend(() => {
           cutting = true
-          return Deferred.succeed(signal, undefined)
-        }).pipe(Effect.asVoid)
+          const ending = [...onCutListeners]
+          onCutListeners.clear()
+          return Effect.forEach(ending, (end) => Effect.forkDetach(end), { discard: true })
+        })
       })
     })
   )

@@ -73,6 +73,12 @@ export interface RequestState {
    * built without the gateway's wiring): the configuration's own apply.
    */
   limits: LimitsSettings | undefined
+  /**
+   * An event stream's last frames should a drain's grace run out while it is open (the in-band
+   * shutdown error, then the format's end): set by the event stream, written by the HTTP layer,
+   * which owns the response (src/http/app.ts). Undefined for every other answer.
+   */
+  cutFrames?: (() => string) | undefined
 }
 
 export interface IdentityAttribution {

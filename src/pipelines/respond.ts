@@ -7,8 +7,12 @@
 import { Effect, Option, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { type ApiError, slugOf, statusOf } from "../domain/errors.ts"
-import { Drain, shutdownCut } from "./drain.ts"
+import { Drain, shutdownCut, STREAM_CUT_BY_SHUTDOWN } from "./drain.ts"
 import { CLIENT_LEFT, CurrentRequest, endRequest, type Outcome } from "./request.ts"
+
+/** A streamed answer interrupted after its 200: the drain cut it, or else its client left. */
+const stopped = (drain: Drain["Service"] | undefined): Outcome =>
+  drain?.cutting() === true ? STREAM_CUT_BY_SHUTDOWN : { ...CLIENT_LEFT, status: 200 }
 
 export const json = (body: unknown, status = 200): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
@@ -32,22 +36,25 @@ export const eventStreamResponse = <E extends ApiError>(
     state.audit.stream = true
     let failure: ApiError | undefined
     const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
-    const cuttable: Stream.Stream<string, ApiError> = drain === undefined
-      ? frames
-      // The error is made only if the drain cuts: a tagged error checks its fields and captures a
-      // stack, 2% of a streamed request's CPU when made for every stream (issue 38).
-      : frames.pipe(Stream.interruptWhen(Effect.andThen(drain.cut, Effect.failSync(shutdownCut))))
-    const body = cuttable.pipe(
+    // A drain whose grace runs out while the stream is open ends it from the HTTP layer, which
+    // writes these frames and then interrupts the request (src/http/app.ts). The error is made
+    // only then: a tagged error checks its fields and captures a stack, 2% of a streamed
+    // request's CPU when made for every stream (issue 38).
+    state.cutFrames = () => failureFrames(shutdownCut())
+    const body = frames.pipe(
       Stream.catch((error: ApiError) => {
         failure = error
+        // Its own error frames end it: a cut meanwhile only stops it.
+        state.cutFrames = undefined
         return Stream.make(failureFrames(error))
       }),
       Stream.onExit((exit) =>
         Effect.suspend(() => {
+          state.cutFrames = undefined
           const outcome: Outcome = failure !== undefined
             ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
             : exit._tag === "Failure"
-            ? { ...CLIENT_LEFT, status: 200 }
+            ? stopped(drain)
             : { status: 200, slug: null, failure: undefined }
           return endRequest(state, outcome)
         })
@@ -72,6 +79,7 @@ export const eventStreamResponse = <E extends ApiError>(
 export const relayedJsonResponse = <E extends ApiError>(bytes: Stream.Stream<Uint8Array, E>, onEnd: () => void) =>
   Effect.gen(function*() {
     const state = yield* CurrentRequest
+    const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
     let failure: ApiError | undefined
     const body = bytes.pipe(
       Stream.catch((error: E) => {
@@ -84,7 +92,7 @@ export const relayedJsonResponse = <E extends ApiError>(bytes: Stream.Stream<Uin
           const outcome: Outcome = failure !== undefined
             ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
             : exit._tag === "Failure"
-            ? { ...CLIENT_LEFT, status: 200 }
+            ? stopped(drain)
             : { status: 200, slug: null, failure: undefined }
           return endRequest(state, outcome)
         })
