@@ -6,7 +6,6 @@
  */
 import { type Array as Arr, type Cause, Effect, References, Stream } from "effect"
 import { constVoid } from "effect/Function"
-import * as Sse from "effect/encoding/Sse"
 import type * as Undici from "undici"
 import { Agent, dispatch, errors as undiciErrors, request } from "./undici.ts"
 import type { Readable } from "node:stream"
@@ -15,6 +14,7 @@ import { MAX_ANSWER_DEPTH, nestsDeeperThan } from "../../wire/json-depth.ts"
 import type { ProviderConfig } from "../config/schema.ts"
 import { outgoingTraceHeaders } from "../tracing/propagation.ts"
 import type { Redact } from "./redact.ts"
+import { makeSseParser, type SseEvent } from "../../wire/sse.ts"
 import { LARGE_BODY_BYTES, turnIfLarge } from "../../wire/turns.ts"
 
 /**
@@ -427,17 +427,15 @@ export const postForJson = <A>(options: PostJsonOptions & {
  * The response body as SSE events. Comment lines (keep-alives such as OpenRouter's
  * `: OPENROUTER PROCESSING`) never become events. A `retry:` field is advice to a client that
  * reconnects; the gateway never reconnects to an upstream mid-answer, so it is ignored and the
- * events after it still flow (Effect's `Sse.decode` ends the stream on one, so this uses its
- * parser directly). The body is destroyed when the stream ends early, which releases the
+ * events after it still flow (Effect's `Sse.decode` ends the stream on one; the parser is
+ * ../../wire/sse.ts, which copies less). The body is destroyed when the stream ends early, which releases the
  * upstream connection at once.
  */
-export const sseEvents = (provider: string, response: UpstreamResponse): Stream.Stream<Sse.Event, UpstreamFailure> =>
+export const sseEvents = (provider: string, response: UpstreamResponse): Stream.Stream<SseEvent, UpstreamFailure> =>
   Stream.suspend(() => {
     const decoder = new TextDecoder()
-    let parsed: Array<Sse.Event> = []
-    const parser = Sse.makeParser((event) => {
-      if (event._tag === "Event") parsed.push(event)
-    })
+    let parsed: Array<SseEvent> = []
+    const parser = makeSseParser((event) => parsed.push(event))
     // Chunk by chunk, not event by event: the events of one upstream read travel on as one
     // array, so every later stage (and the write to the client) runs once per read, not once per
     // event (per-event stages cost about 30 us a chunk in the profile; bench/profile.ts).
@@ -448,7 +446,7 @@ export const sseEvents = (provider: string, response: UpstreamResponse): Stream.
           if (error !== undefined) {
             return Effect.fail(new ProviderError({
               message: `provider "${provider}" sent a malformed event stream`,
-              details: { provider, upstream_status: response.status, upstream_error: { message: error.message } }
+              details: { provider, upstream_status: response.status, upstream_error: { message: error } }
             }))
           }
         }
