@@ -4,12 +4,27 @@
  * time, so every later stage, and the write to the client, would run once per event. These keep
  * one chunk in, one chunk out (bench/profile.ts measured the difference per streamed chunk).
  */
-import { type Array as Arr, type Cause, Effect, Exit, Pull, Scope, Stream } from "effect"
+import { type Array as Arr, type Cause, Channel, type Context, Effect, Exit, Pull, Scope, Stream } from "effect"
 import { constVoid } from "effect/Function"
 
 /** Each element is a list of events (a translator's output for one upstream event): all of one chunk's lists, as one chunk. */
 export const flattenEach = <A, E, R>(self: Stream.Stream<ReadonlyArray<A>, E, R>): Stream.Stream<A, E, R> =>
   Stream.mapAccumArray(self, constVoid, (_, lists) => [undefined, lists.flat() as Array<A>] as const)
+
+/**
+ * The stream's pull, run in the context it was opened in (the request's: its span, its log
+ * annotations), as `Stream.toPull` runs it. That one provides the context with
+ * `Effect.provideContext` on every pull, which merges it into the running fiber's by copying
+ * every service into a new map, and takes a semaphore each time; this reader is one fiber
+ * pulling in turn, and sets the context it captured as it is (issue 38).
+ */
+const pullIn = <A, E>(stream: Stream.Stream<A, E>, scope: Scope.Scope): Effect.Effect<Pull.Pull<Arr.NonEmptyReadonlyArray<A>, E>> =>
+  Effect.contextWith((context: Context.Context<never>) =>
+    Effect.map(
+      Channel.toPullScoped(Stream.toChannel(stream), scope),
+      (pull) => Effect.updateContext(pull, (_: Context.Context<never>) => context)
+    )
+  )
 
 /**
  * The stream with its first chunk already read (issue 20 follow-up). An upstream that accepted
@@ -23,7 +38,7 @@ export const withFirstChunk = <A, E>(stream: Stream.Stream<A, E>): Effect.Effect
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const pull = yield* Scope.provide(scope)(Stream.toPull(stream))
+      const pull = yield* pullIn(stream, scope)
       const first = yield* Effect.exit(restore(pull))
       if (Exit.isFailure(first)) {
         yield* Scope.close(scope, first)
