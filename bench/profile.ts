@@ -3,7 +3,9 @@
  * in-process limits, the bench's full pipeline) under a closed-loop load and writes a CPU profile
  * of it (`--cpu-prof`) to bench/profiles/, then prints the self time by function and by file.
  * Models: `bench-free` (no credits), `bench` (1 credit: the paid path), `bench-stream` (200
- * chunks, passthrough) or `bench-stream-translated` (200 chunks from an Anthropic upstream);
+ * chunks, passthrough), `bench-stream-paced` (the same, written 1 ms apart: read a token or a
+ * few at a time, as from a model generating) or `bench-stream-translated` (200 chunks from an
+ * Anthropic upstream);
  * the translated paths of the ladder, not streamed: `chat-anthropic` (Chat Completions client,
  * Anthropic provider), `messages-openai` (Messages client, OpenAI provider), `responses` (a plain
  * Responses passthrough, `store: false`) and `responses-stored` (continuing a stored conversation,
@@ -34,6 +36,7 @@ const gateway = await startGateway(dir, "profile", {
   providers: [
     { name: "up", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: "sk-up" },
     { name: "up-stream", kind: "openai", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}/v1`, api_key: "sk-up" },
+    { name: "up-stream-paced", kind: "openai", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}/g1/v1`, api_key: "sk-up" },
     { name: "up-anthropic", kind: "anthropic", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}`, api_key: "sk-up" },
     { name: "up-anthropic-1", kind: "anthropic", base_url: `${upstream.url}/d0/n1`, api_key: "sk-up" },
     { name: "up-responses", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: "sk-up", responses_api: true }
@@ -42,6 +45,7 @@ const gateway = await startGateway(dir, "profile", {
     { id: "bench", provider: "up", credits: 1 },
     { id: "bench-free", provider: "up", credits: 0 },
     { id: "bench-stream", provider: "up-stream", credits: 0 },
+    { id: "bench-stream-paced", provider: "up-stream-paced", credits: 0 },
     { id: "bench-stream-translated", provider: "up-anthropic", credits: 0 },
     { id: "claude-bench", provider: "up-anthropic-1", credits: 0 },
     { id: "responses-bench", provider: "up-responses", credits: 0 }

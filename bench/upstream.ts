@@ -6,7 +6,7 @@
  * The URL path carries the scenario, so each gateway provider entry (one base URL each) is one
  * scenario and the request body needs no inspection:
  *
- *   POST /d<delay ms>/n<chunks>/v1/chat/completions   OpenAI Chat Completions
+ *   POST /d<delay ms>/n<chunks>[/g<gap ms>]/v1/chat/completions   OpenAI Chat Completions
  *   POST /d<delay ms>/n<chunks>/v1/messages           Anthropic Messages
  *   POST /d<delay ms>/n<chunks>/v1/responses          OpenAI Responses (a fresh response id each answer, so a
  *                                                     gateway that stores responses keeps one per request)
@@ -184,10 +184,12 @@ const responsesCanned = (chunks: number): Canned => {
 
 interface Route {
   readonly delayMs: number
+  /** Between a streamed answer's writes; undefined: back to back. */
+  readonly gapMs: number | undefined
   readonly canned: Canned
 }
 
-const ROUTE = /^\/d(\d+)\/n(\d+)\/v1\/(chat\/completions|messages|responses)$/
+const ROUTE = /^\/d(\d+)\/n(\d+)(?:\/g(\d+))?\/v1\/(chat\/completions|messages|responses)$/
 const routes = new Map<string, Route | null>()
 
 const routeOf = (url: string): Route | null => {
@@ -196,9 +198,10 @@ const routeOf = (url: string): Route | null => {
   const match = ROUTE.exec(url)
   route = match === null ? null : {
     delayMs: Number(match[1]),
-    canned: match[3] === "messages"
+    gapMs: match[3] === undefined ? undefined : Number(match[3]),
+    canned: match[4] === "messages"
       ? anthropicCanned(Number(match[2]))
-      : match[3] === "responses"
+      : match[4] === "responses"
       ? responsesCanned(Number(match[2]))
       : openaiCanned(Number(match[2]))
   }
@@ -213,7 +216,7 @@ let responseCount = 0
 /** A `resp_` id of the canned one's length, new for every answer. */
 const freshResponseId = () => `resp_bench${(++responseCount).toString(16).padStart(RESPONSE_ID.length - 10, "0")}`
 
-const respond = (res: http.ServerResponse, canned: Canned, stream: boolean) => {
+const respond = (res: http.ServerResponse, canned: Canned, stream: boolean, gapMs: number | undefined) => {
   const id = canned.freshId === true ? freshResponseId() : undefined
   const fresh = (text: string) => id === undefined ? text : text.replaceAll(RESPONSE_ID, id)
   if (!stream) {
@@ -223,6 +226,15 @@ const respond = (res: http.ServerResponse, canned: Canned, stream: boolean) => {
     return
   }
   res.writeHead(200, SSE_HEADERS)
+  if (gapMs !== undefined) {
+    let next = 0
+    const write = () => {
+      if (next === canned.frames.length) return void res.end()
+      res.write(fresh(canned.frames[next++]!))
+      setTimeout(write, gapMs)
+    }
+    return write()
+  }
   for (const frame of canned.frames) res.write(fresh(frame))
   res.end()
 }
@@ -246,8 +258,8 @@ const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0 
     }
     // The gateway serialises with JSON.stringify and the bench sends compact JSON: no spaces.
     const stream = body.includes("\"stream\":true")
-    if (route.delayMs === 0) respond(res, route.canned, stream)
-    else setTimeout(() => respond(res, route.canned, stream), route.delayMs)
+    if (route.delayMs === 0) respond(res, route.canned, stream, route.gapMs)
+    else setTimeout(() => respond(res, route.canned, stream, route.gapMs), route.delayMs)
   })
 })
 
