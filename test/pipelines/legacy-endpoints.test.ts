@@ -78,6 +78,17 @@ describe("POST /v1/completions", () => {
     expect(usage).toMatchObject({ prompt_tokens: 1, completion_tokens: 2 })
   })
 
+  it("asks the provider for a stream's usage the client did not ask for: the record has the counts, the client no usage chunk", async () => {
+    const { data: stream, response } = await client().completions.create({ model: "instruct", prompt: "hello", stream: true }).withResponse()
+    const chunks: Array<{ choices: Array<unknown>; usage?: unknown }> = []
+    for await (const chunk of stream) chunks.push(chunk)
+    expect(legacy.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } })
+    expect(chunks.length).toBeGreaterThan(0)
+    expect(chunks.every((chunk) => chunk.choices.length > 0 && !chunk.usage)).toBe(true)
+    const [record] = await auditFor(gateway, response.headers.get("x-request-id")!)
+    expect(record).toMatchObject({ endpoint: "/v1/completions", status: 200, stream: true, prompt_tokens: 1, completion_tokens: 2 })
+  })
+
   it("refuses a model of another provider kind, and a field the format does not have, by name", async () => {
     const other = await post("/v1/completions", { model: "claude", prompt: "x" })
     expect(other.status).toBe(400)

@@ -54,13 +54,22 @@ export const legacyCompletionsPipeline = authenticated(Effect.gen(function*() {
     if (answer.usage) recordChatUsage(state, { prompt_tokens: answer.usage.prompt_tokens ?? 0, completion_tokens: answer.usage.completion_tokens ?? 0, total_tokens: 0 })
     return json(answer)
   }
+  // The upstream is always asked for its usage, as a chat stream's is (openai-chat.ts): without
+  // it a stream carries no token counts, and a token-priced request would be charged an estimate.
+  // The usage-only chunk reaches the client only when it asked for it.
+  const clientWantsUsage = request.stream_options?.include_usage === true
+  const streamOptions = raw["stream_options"]
+  body["stream_options"] = { ...(streamOptions !== null && typeof streamOptions === "object" ? streamOptions : {}), include_usage: true }
   const upstream = yield* client.legacy.completionsStream(body)
   // A token-priced request counts the text it relays, in case the stream ends before its usage (metering.ts).
   const meter = meterOf(state.scope)
   const frames = upstream.pipe(
-    Stream.map((item) => {
+    Stream.filter((item) => {
       const usage = item.chunk.usage
       if (usage) recordChatUsage(state, usage)
+      return clientWantsUsage || !(usage && Array.isArray(item.chunk.choices) && item.chunk.choices.length === 0)
+    }),
+    Stream.map((item) => {
       if (meter !== undefined) relayOutput(meter, chatOutputText({ data: item.raw, value: item.chunk }))
       return `data: ${item.raw}\n\n`
     })
