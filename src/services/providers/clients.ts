@@ -205,6 +205,14 @@ export const malformed = (provider: string, data: string, redact: Redact) =>
     details: { provider, upstream_status: null, upstream_error: { message: redact(data.slice(0, 200)) } }
   })
 
+/**
+ * The text an Anthropic stream event was parsed from, while the parsed object is the one the
+ * stream yielded: a passthrough forwards it as the provider sent it instead of serialising the
+ * object again (a second copy per event; numbers written back as JavaScript prints them).
+ */
+const anthropicEventText = new WeakMap<object, string>()
+export const sourceTextOf = (event: object): string | undefined => anthropicEventText.get(event)
+
 const passed = <B>(value: B): EventOutcome<B, never> => ({ ok: true, value })
 const failed = <E>(error: E): EventOutcome<never, E> => ({ ok: false, error })
 
@@ -425,6 +433,7 @@ export const makeAnthropicClient = (
               return failed(midStreamError(provider.name, (parsed as { error?: unknown }).error, redact))
             }
             if (parsed.type === "message_stop") stopped = true
+            if (typeof parsed === "object" && parsed !== null) anthropicEventText.set(parsed, event.data)
             return passed(parsed)
           }),
           Stream.takeUntil((event) => event.type === "message_stop"),

@@ -1,13 +1,13 @@
 /**
  * Messages client -> Anthropic-kind provider (and Claude on Vertex): a passthrough. The body goes
  * upstream with the provider's model id and the caps applied (for Vertex, without what Vertex
- * refuses); events are forwarded in order, except that
+ * refuses); events are forwarded in order, each as the provider wrote it, except that
  * `message_delta` events are merged into one (see below).
  */
 import { Effect, Stream } from "effect"
 import { decodedOrFail } from "../../../domain/validation.ts"
 import type { Headers } from "effect/http/Headers"
-import type { AnthropicClient, AnthropicHeaders } from "../../../services/providers/clients.ts"
+import { type AnthropicClient, type AnthropicHeaders, sourceTextOf } from "../../../services/providers/clients.ts"
 import type {
   AnthropicStreamEvent,
   MessageDeltaEvent,
@@ -46,6 +46,12 @@ export const forwardedAnthropicHeaders = (headers: Headers): AnthropicHeaders =>
 })
 
 export const eventOf = (event: AnthropicStreamEvent): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event })
+
+/** An event as the provider sent it when it is the one parsed from its text (not a merged delta). */
+const relayedEventOf = (event: AnthropicStreamEvent): ClientEvent => {
+  const text = sourceTextOf(event)
+  return text === undefined ? eventOf(event) : { event: event.type, data: text, value: event }
+}
 
 const overwriteUsage = (usage: AuditUsage, delta: MessageDeltaUsage): AuditUsage => ({
   input_tokens: delta.input_tokens ?? usage.input_tokens,
@@ -96,9 +102,9 @@ export const messagesToAnthropic: Adapter<MessagesPassthroughRequest, AnthropicC
           if (event.type === "message_stop" && heldDelta !== undefined) {
             const delta = heldDelta
             heldDelta = undefined
-            return [eventOf(delta), eventOf(event)]
+            return [relayedEventOf(delta), relayedEventOf(event)]
           }
-          return [eventOf(event)]
+          return [relayedEventOf(event)]
         }),
         flattenEach
       )
