@@ -9,7 +9,8 @@
  * the translated paths of the ladder, not streamed: `chat-anthropic` (Chat Completions client,
  * Anthropic provider), `messages-openai` (Messages client, OpenAI provider), `responses` (a plain
  * Responses passthrough, `store: false`) and `responses-stored` (continuing a stored conversation,
- * `previous_response_id` and `store: true`); the fourth argument
+ * `previous_response_id` and `store: true`) and `responses-chat` (a Responses client, a Chat
+ * Completions provider: translated both ways, `store: false`); the fourth argument
  * `nobudget` leaves the key without a request budget, so `bench-free nobudget` is the hot path
  * without any store write.
  */
@@ -72,6 +73,8 @@ const request = model === "chat-anthropic"
   ? { path: "/v1/responses", body: responsesBody({ store: false }) }
   : model === "responses-stored"
   ? { path: "/v1/responses", body: responsesBody({ store: true, previous_response_id: await firstTurn() }) }
+  : model === "responses-chat"
+  ? { path: "/v1/responses", body: JSON.stringify({ model: "bench-free", input: "hi", store: false }) }
   : { path: "/v1/chat/completions", body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], ...(streamed ? { stream: true } : {}) }) }
 const target = { label: "gateway", pool, headers: model === "messages-openai" ? { ...headers, "anthropic-version": "2023-06-01" } : headers, ...request }
 const until = Date.now() + Number(seconds) * 1000

@@ -13,7 +13,7 @@
  *   of the order of checks where it belongs (after authentication).
  */
 import { Context, Effect, Exit, Scope, type Tracer } from "effect"
-import { randomBytes } from "node:crypto"
+import { randomHex } from "../wire/ids.ts"
 import type { AuditRecord } from "../domain/records.ts"
 import type { RequestTooLarge, UnsupportedMediaType, ValidationFailed } from "../domain/errors.ts"
 import { AppConfig } from "../services/config/AppConfig.ts"
@@ -150,23 +150,8 @@ export class RequestBody extends Context.Service<RequestBody, {
   readonly jsonObject: Effect.Effect<Record<string, unknown>, RequestTooLarge | UnsupportedMediaType | ValidationFailed>
 }>()("modelgate/RequestBody") {}
 
-/**
- * `req_` + 96 random bits: unique across processes without coordination. Random bytes are drawn
- * from the CSPRNG in blocks, because one system call per request showed up in profiles.
- */
-const ID_BYTES = 12
-const POOL_IDS = 1024
-let pool = randomBytes(ID_BYTES * POOL_IDS)
-let offset = 0
-export const newRequestId = (): string => {
-  if (offset === pool.length) {
-    pool = randomBytes(ID_BYTES * POOL_IDS)
-    offset = 0
-  }
-  const id = pool.toString("hex", offset, offset + ID_BYTES)
-  offset += ID_BYTES
-  return `req_${id}`
-}
+/** `req_` + 96 random bits: unique across processes without coordination. */
+export const newRequestId = (): string => `req_${randomHex(12)}`
 
 export const makeRequestState = (options: {
   readonly method: string
