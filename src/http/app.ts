@@ -200,10 +200,13 @@ export const makeHttpApp = <const Routes extends ReadonlyArray<Route<any>>>(rout
         if (drain === undefined) return opened
         // A drain whose grace runs out ends the stream: its last frames (the in-band shutdown
         // error, when it is an event stream) go out after what was written, and the request is
-        // interrupted, which stops its reads and ends it as cut by the shutdown (respond.ts).
+        // interrupted, which stops its reads and ends it as cut by the shutdown (respond.ts). A
+        // stream whose headers are not written yet has not started: it sees the cut when it
+        // starts, and its frames go out with its headers.
         return Effect.withFiber((fiber) =>
           Effect.flatMap(
             drain.onCut(Effect.suspend(() => {
+              if (!node.headersSent) return Effect.void
               const frames = state.cutFrames?.()
               if (frames !== undefined && !node.writableEnded) node.end(frames)
               return Fiber.interrupt(fiber)

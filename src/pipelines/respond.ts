@@ -41,7 +41,11 @@ export const eventStreamResponse = <E extends ApiError>(
     // only then: a tagged error checks its fields and captures a stack, 2% of a streamed
     // request's CPU when made for every stream (issue 38).
     state.cutFrames = () => failureFrames(shutdownCut())
-    const body = frames.pipe(
+    // Cut before it started (its headers not yet written): it ends at once, with the same error.
+    const started: Stream.Stream<string, ApiError> = drain === undefined
+      ? frames
+      : Stream.suspend((): Stream.Stream<string, ApiError> => drain.cutting() ? Stream.fail(shutdownCut()) : frames)
+    const body = started.pipe(
       Stream.catch((error: ApiError) => {
         failure = error
         // Its own error frames end it: a cut meanwhile only stops it.
