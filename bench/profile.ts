@@ -5,7 +5,7 @@
  * Models: `bench-free` (no credits), `bench` (1 credit: the paid path), `bench-stream` (200
  * chunks, passthrough), `bench-stream-paced` (the same, written 1 ms apart: read a token or a
  * few at a time, as from a model generating) or `bench-stream-translated` (200 chunks from an
- * Anthropic upstream);
+ * Anthropic upstream; `bench-stream-translated-paced`, 1 ms apart);
  * the translated paths of the ladder, not streamed: `chat-anthropic` (Chat Completions client,
  * Anthropic provider), `messages-openai` (Messages client, OpenAI provider), `responses` (a plain
  * Responses passthrough, `store: false`) and `responses-stored` (continuing a stored conversation,
@@ -39,6 +39,7 @@ const gateway = await startGateway(dir, "profile", {
     { name: "up-stream", kind: "openai", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}/v1`, api_key: "sk-up" },
     { name: "up-stream-paced", kind: "openai", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}/g1/v1`, api_key: "sk-up" },
     { name: "up-anthropic", kind: "anthropic", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}`, api_key: "sk-up" },
+    { name: "up-anthropic-paced", kind: "anthropic", base_url: `${upstream.url}/d0/n${STREAM_CHUNKS}/g1`, api_key: "sk-up" },
     { name: "up-anthropic-1", kind: "anthropic", base_url: `${upstream.url}/d0/n1`, api_key: "sk-up" },
     { name: "up-responses", kind: "openai", base_url: `${upstream.url}/d0/n1/v1`, api_key: "sk-up", responses_api: true }
   ],
@@ -48,6 +49,7 @@ const gateway = await startGateway(dir, "profile", {
     { id: "bench-stream", provider: "up-stream", credits: 0 },
     { id: "bench-stream-paced", provider: "up-stream-paced", credits: 0 },
     { id: "bench-stream-translated", provider: "up-anthropic", credits: 0 },
+    { id: "bench-stream-translated-paced", provider: "up-anthropic-paced", credits: 0 },
     { id: "claude-bench", provider: "up-anthropic-1", credits: 0 },
     { id: "responses-bench", provider: "up-responses", credits: 0 }
   ]
