@@ -23,7 +23,7 @@ import { createPostgresDatabase } from "../support/databases.ts"
 import { Client } from "../support/pg-admin.ts"
 import { startFakeOpenAI } from "../support/fake-openai.ts"
 import { ADMIN_TOKEN, startGateway, testConfig } from "../support/gateway.ts"
-import { runCli, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
+import { runCli, serveInProcess, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 import { adminCall, chat, chatRequest, ledger, newKey, waitFor } from "../limits/support.ts"
 
 const UPSTREAM_KEY = `sk-upstream-${randomBytes(12).toString("hex")}`
@@ -147,7 +147,9 @@ describe("modelgate backup and restore: a SQLite store while it serves", () => {
       expect(snapshot.workspace.leased).toBe(report.leased)
       const reserved = snapshot.reservations.reduce((sum, r) => sum + Number(r.amount), 0)
 
-      const gateway2 = await spawnGateway(config2)
+      // The restored store's gateway runs in this process: only what it serves is tested here, not
+      // its process (a child Node cost about a second of CPU to start).
+      const gateway2 = await serveInProcess(["--config", config2, "serve", "--port", "0"])
       try {
         // Every key authenticates on the restored store.
         for (const { key } of keys) {
@@ -169,7 +171,7 @@ describe("modelgate backup and restore: a SQLite store while it serves", () => {
         expect((await chat(gateway2.url, keys[1]!.key, { model: "paid" })).status).toBe(200)
         await waitFor("the charge", async () => (await balanceOf()) === balance - PRICE, 5000)
       } finally {
-        await gateway2.stop("SIGKILL")
+        await gateway2.stop()
       }
       held.abort()
       await holding

@@ -66,6 +66,8 @@ describe("connection deadlines and protocol errors", () => {
     expect(body).toMatchObject({ status: 408, error: "validation_failed", details: { limit_ms: 500 } })
     expect(body.request_id).toMatch(/^req_/)
     expect(head, result.text).toContain("connection: close")
+    // The 500 ms body deadline answered, not the exchange's own 10 s wait (a gateway without the
+    // deadline holds the socket open until then): the 4.5 s between are slack for a machine at load 10.
     expect(result.ms).toBeLessThan(5_000)
   })
 

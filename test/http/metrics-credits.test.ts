@@ -115,7 +115,9 @@ describe("the credit pool gauges", () => {
     proxy.cut()
     const started = Date.now()
     const cut = await gauge(b, "modelgate_workspace_credits")
-    expect(Date.now() - started).toBeLessThan(4_000)
+    // Within the store call's deadline (call_ms, 1 s), not when TCP gives up (minutes): the 9 s
+    // above it are slack for a machine at load 10.
+    expect(Date.now() - started).toBeLessThan(1_000 + 9_000)
     expect(cut.size).toBe(0)
   }, 60_000)
 })
