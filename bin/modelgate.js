@@ -24,4 +24,6 @@ if (process.argv.slice(2).includes("serve") && !heapChosen(process.execArgv, pro
   }
 }
 
-await import("../src/main.ts")
+// The server bundle when it was built from these sources, the sources otherwise (server-bundle.ts).
+const { serverEntry } = await import("./server-bundle.ts")
+await import(serverEntry())

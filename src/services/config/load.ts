@@ -87,10 +87,16 @@ const COMMA_LISTS: Readonly<Record<string, ReadonlyArray<string>>> = {
   MODELGATE_SERVER_TRUSTED_PROXIES: ["server", "trusted_proxies"]
 }
 
+/**
+ * Variables for the launcher, not the config: MODELGATE_CONFIG names the file, MODELGATE_FROM_SOURCE
+ * runs the sources rather than the server bundle (bin/server-bundle.ts).
+ */
+const LAUNCHER_VARIABLES = new Set(["MODELGATE_CONFIG", "MODELGATE_FROM_SOURCE"])
+
 export const applyEnvOverrides = (raw: Record<string, Json>, env: Env): Result.Result<Record<string, Json>, ConfigInvalid> => {
   const out = structuredClone(raw)
   for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith("MODELGATE_") || value === undefined || name === "MODELGATE_CONFIG") continue
+    if (!name.startsWith("MODELGATE_") || value === undefined || LAUNCHER_VARIABLES.has(name)) continue
     const list = COMMA_LISTS[name]
     if (list !== undefined) {
       setPath(out, list, value.split(",").map((item) => item.trim()).filter((item) => item !== ""))

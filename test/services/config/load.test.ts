@@ -124,6 +124,12 @@ models:
     expect(errorOf(load(undefined, { MODELGATE_MCP_ALLOWED_ORIGINS_X: "a" }))).toContain("not a configuration key")
   })
 
+  it("leaves the launcher's variables alone: the config file's name and running from the sources", () => {
+    const config = Result.getOrThrow(load(undefined, { MODELGATE_CONFIG: "/elsewhere.yaml", MODELGATE_FROM_SOURCE: "1", MODELGATE_SERVER_PORT: "2000" }))
+    expect(config.server.port).toBe(2000)
+    expect(errorOf(load(undefined, { MODELGATE_FROM_SOURCES: "1" }))).toContain("not a configuration key")
+  })
+
   it("lets CLI flags win over file and environment", () => {
     const config = Result.getOrThrow(load("server: { port: 1000 }", { MODELGATE_SERVER_PORT: "2000" }, { port: 3000, host: "127.0.0.2" }))
     expect(config.server).toMatchObject({ port: 3000, host: "127.0.0.2" })
