@@ -54,7 +54,7 @@ describe("what a process loads", () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}` })
     const modules = recording(dir, "keys-list")
-    const listed = await runCliProcess(["--config", config, "keys", "list"], modules.env)
+    const listed = await runCliProcess(["--config", config, "keys", "list"], modules.env, "src/main.ts")
     expect(listed).toMatchObject({ code: 0, stdout: "[]\n" })
 
     const src = srcFilesOf(modules.loaded())
@@ -70,7 +70,7 @@ describe("what a process loads", () => {
     const dir = tempDir()
     const config = writeConfig(dir, { store: `sqlite:${join(dir, "store.db")}`, admin: { token: "loading-test-admin-token" } })
     const modules = recording(dir, "serve")
-    const gateway = await spawnGateway(config, modules.env)
+    const gateway = await spawnGateway(config, modules.env, "src/main.ts")
     try {
       expect([...packagesOf(modules.loaded())].filter((name) => OPTIONAL.includes(name))).toEqual([])
       // Of undici, only the Agent, request and errors (services/providers/undici.ts): not its index,

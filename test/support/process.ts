@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { stringify } from "yaml"
+import { serverEntryFile } from "../../bin/server-bundle.ts"
 import * as TerminalCapabilities from "effect/cli/TerminalCapabilities"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -14,6 +15,13 @@ import { Writable } from "node:stream"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const NODE = process.execPath
+/**
+ * What a child runs: what `modelgate` runs (bin/server-bundle.ts), the server bundle when it was
+ * built from the sources as they are (as after `npm ci`, and in CI), the sources otherwise (after
+ * an edit, until `npm run build:server`). A child from the bundle starts on about a third of the
+ * CPU; the tests about which modules load name src/main.ts themselves.
+ */
+export const ENTRY = serverEntryFile(process.env, ROOT)
 
 export const tempDir = (prefix = "modelgate-test-") => mkdtempSync(join(tmpdir(), prefix))
 
@@ -42,8 +50,8 @@ export interface GatewayProcess {
   readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
 }
 
-/** `entry`: the script Node runs, `src/main.ts` unless a test needs the installed command (`bin/modelgate.js`). */
-export const spawnGateway = (configPath: string, env: Record<string, string> = {}, entry = "src/main.ts"): Promise<GatewayProcess> =>
+/** `entry`: the script Node runs, ENTRY unless a test needs the installed command (`bin/modelgate.js`) or the sources. */
+export const spawnGateway = (configPath: string, env: Record<string, string> = {}, entry = ENTRY): Promise<GatewayProcess> =>
   new Promise((resolvePromise, reject) => {
     const child = spawn(NODE, [entry, "--config", configPath, "serve", "--port", "0"], {
       cwd: ROOT,
@@ -175,10 +183,10 @@ export const serveInProcess = async (
   }
 }
 
-/** Runs `node src/main.ts` as a child process to completion (for what only a real process shows). */
-export const runCliProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+/** Runs the command line (ENTRY, or `entry`) as a child process to completion (for what only a real process shows). */
+export const runCliProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}, entry = ENTRY) =>
   new Promise<CliResult>((resolvePromise) => {
-    const child = spawn(NODE, ["src/main.ts", ...args], { cwd: ROOT, env: childEnv(env) })
+    const child = spawn(NODE, [entry, ...args], { cwd: ROOT, env: childEnv(env) })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c) => (stdout += c))
