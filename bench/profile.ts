@@ -25,9 +25,11 @@ const profileDir = join(ROOT, "bench", "profiles")
 /** Chunks per streamed answer of the `bench-stream` models (passthrough, and translated from Anthropic). */
 const STREAM_CHUNKS = 200
 const streamed = model.startsWith("bench-stream")
-// A profile runs the sources rather than the server bundle, so its frames name src/ files (the
-// bundle's CPU per request measured the same: README, Memory and start-up).
 const profiling = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").includes("--cpu-prof")
+// A profiled gateway (a CPU or heap profile, or an inspector attached) runs the sources rather
+// than the server bundle, so its frames name src/ files (the bundle's CPU per request measured
+// the same: README, Memory and start-up).
+const fromSource = /--cpu-prof|--heap-prof|--inspect/.test(process.env.BENCH_GATEWAY_NODE_FLAGS ?? "")
 installSignalHandlers()
 
 const upstream = await startUpstream()
@@ -55,7 +57,7 @@ const gateway = await startGateway(dir, "profile", {
     { id: "claude-bench", provider: "up-anthropic-1", credits: 0 },
     { id: "responses-bench", provider: "up-responses", credits: 0 }
   ]
-}, profiling ? { env: { MODELGATE_FROM_SOURCE: "1" } } : {})
+}, fromSource ? { env: { MODELGATE_FROM_SOURCE: "1" } } : {})
 const key = await createKey(gateway, {
   name: "profile",
   ...(budget === "budget" ? { budget: { max_requests: 1_000_000_000 } } : {}),
