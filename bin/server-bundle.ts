@@ -14,14 +14,16 @@
  * MODELGATE_FROM_SOURCE=1 runs from the sources regardless (profiles that name src/ files).
  */
 import { createHash } from "node:crypto"
-import { readdirSync, readFileSync, statSync } from "node:fs"
+import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { join, relative } from "node:path"
 import { pathToFileURL } from "node:url"
 
 export const ROOT = join(import.meta.dirname, "..")
+/** Every build in a directory of its own under here, and `current.json` naming the one to run. */
 export const BUNDLE_DIR = join(ROOT, "dist", "server")
-export const BUNDLE_ENTRY = join(BUNDLE_DIR, "main.js")
-export const FINGERPRINT_FILE = join(BUNDLE_DIR, "sources.json")
+const MANIFEST = "current.json"
+/** A build's directory, as the manifest names it (nothing that could lead out of BUNDLE_DIR). */
+const BUILD_ENTRY = /^[a-z0-9-]{1,64}\/main\.js$/
 /** What, besides src/, decides the bundle's contents. */
 const INPUTS = ["package-lock.json", "package.json", join("scripts", "build-server.ts")]
 
@@ -46,22 +48,49 @@ export const sourcesFingerprint = (root: string = ROOT): string => {
   return hash.digest("hex")
 }
 
-/** The fingerprint the bundle was built from, or undefined when there is no bundle. */
-export const bundledFingerprint = (root: string = ROOT): string | undefined => {
+export interface Manifest {
+  /** sourcesFingerprint() when the build started. */
+  readonly fingerprint: string
+  /** `<build>/main.js`, relative to the bundle directory. */
+  readonly entry: string
+}
+
+/** The current build's manifest, or undefined when there is none (or it is not one). */
+export const readManifest = (bundleDir: string = BUNDLE_DIR): Manifest | undefined => {
   try {
-    const recorded = JSON.parse(readFileSync(join(root, "dist", "server", "sources.json"), "utf8")) as { fingerprint?: unknown }
-    return typeof recorded.fingerprint === "string" ? recorded.fingerprint : undefined
+    const manifest = JSON.parse(readFileSync(join(bundleDir, MANIFEST), "utf8")) as Partial<Manifest>
+    return typeof manifest.fingerprint === "string" && typeof manifest.entry === "string" && BUILD_ENTRY.test(manifest.entry)
+      ? { fingerprint: manifest.fingerprint, entry: manifest.entry }
+      : undefined
   } catch {
     return undefined
   }
 }
 
-/** The module to run: the bundle's entry when it matches the sources, src/main.ts otherwise. */
+/**
+ * Makes `manifest` the current build (a rename: a process starting meanwhile reads the old
+ * manifest or the new one, never half of one), then deletes every other build but the one it
+ * replaces: a process still running that one (an upgrade in place, before the restart) imports
+ * its lazily loaded files from it later.
+ */
+export const publishBuild = (manifest: Manifest, bundleDir: string = BUNDLE_DIR): void => {
+  const previous = readManifest(bundleDir)
+  const staged = join(bundleDir, `${MANIFEST}.${process.pid}.tmp`)
+  writeFileSync(staged, JSON.stringify(manifest) + "\n")
+  renameSync(staged, join(bundleDir, MANIFEST))
+  const keep = new Set([manifest.entry, previous?.entry].flatMap((entry) => entry === undefined ? [] : [entry.split("/")[0]!]))
+  for (const name of readdirSync(bundleDir)) {
+    if (name === MANIFEST || keep.has(name)) continue
+    rmSync(join(bundleDir, name), { recursive: true, force: true })
+  }
+}
+
+/** The module to run: the current build's entry when it was built from these sources, src/main.ts otherwise. */
 export const serverEntryFile = (env: NodeJS.ProcessEnv = process.env, root: string = ROOT): string => {
   const fromSource = join(root, "src", "main.ts")
   if (env.MODELGATE_FROM_SOURCE === "1") return fromSource
-  const recorded = bundledFingerprint(root)
-  return recorded !== undefined && recorded === sourcesFingerprint(root) ? join(root, "dist", "server", "main.js") : fromSource
+  const manifest = readManifest(join(root, "dist", "server"))
+  return manifest !== undefined && manifest.fingerprint === sourcesFingerprint(root) ? join(root, "dist", "server", manifest.entry) : fromSource
 }
 
 /** serverEntryFile as a URL for `import()`. */

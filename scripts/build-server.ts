@@ -4,7 +4,8 @@
  *   node scripts/build-server.ts [--out DIR]      (npm run build:server; `npm ci` runs it)
  *
  * src/main.ts and everything it imports, with the libraries published as ES modules (Effect, the
- * MCP SDK, jose, openid-client), tree-shaken and minified into a few files under dist/server/.
+ * MCP SDK, jose, openid-client), tree-shaken and minified into a few files in a directory of this
+ * build's own under dist/server/, made current when whole (bin/server-bundle.ts).
  * Dynamic imports stay chunks of their own, so a feature's code still loads only when a
  * deployment uses it. Libraries published as CommonJS (undici, the SQL drivers and parsers, the
  * Redis client, prom-client, yaml) are left to Node to load from node_modules as before: they are
@@ -20,7 +21,7 @@
  * Without src/ (a container build installs the dependencies before it copies the sources) there
  * is nothing to build yet: the Dockerfile runs this again once they are there.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
 import { parseArgs } from "node:util"
 
@@ -31,10 +32,15 @@ if (!existsSync(join(SRC, "main.ts"))) {
   process.exit(0)
 }
 // Loaded once the sources are known to be here (bin/ comes with them in a container build).
-const { BUNDLE_DIR, sourcesFingerprint } = await import("../bin/server-bundle.ts")
+const { BUNDLE_DIR, publishBuild, sourcesFingerprint } = await import("../bin/server-bundle.ts")
 
+// Taken before the build reads the sources: an edit made during the build leaves the bundle stale.
+const fingerprint = sourcesFingerprint()
+// `--out DIR`: the files only, straight into DIR (tests). Otherwise a directory of this build's
+// own under dist/server/, made current once whole (bin/server-bundle.ts, publishBuild).
 const { values } = parseArgs({ options: { out: { type: "string" } } })
-const outDir = values.out === undefined ? BUNDLE_DIR : resolve(values.out)
+const build = `${Date.now().toString(36)}-${fingerprint.slice(0, 8)}`
+const outDir = values.out === undefined ? join(BUNDLE_DIR, build) : resolve(values.out)
 
 /** `@scope/name` or `name` of a bare specifier; undefined for paths and `node:` modules. */
 const packageOf = (specifier: string): string | undefined => {
@@ -97,8 +103,6 @@ const sameFiles = {
   }
 }
 
-// Taken before the build reads the sources: an edit made during the build leaves the bundle stale.
-const fingerprint = sourcesFingerprint()
 const { rolldown } = await import("rolldown")
 const started = performance.now()
 const bundle = await rolldown({
@@ -118,7 +122,8 @@ const written = await bundle.write({
   minify: { compress: { keepNames: { function: true, class: true } }, mangle: { keepNames: true } }
 })
 await bundle.close()
-// Written last: a build that failed half-way leaves no fingerprint, and the sources run.
-if (outDir === BUNDLE_DIR) writeFileSync(join(outDir, "sources.json"), JSON.stringify({ fingerprint }) + "\n")
+// Published last: a build that failed half-way is never current, and the previous one (or the
+// sources) still runs.
+if (values.out === undefined) publishBuild({ fingerprint, entry: `${build}/main.js` })
 const files = written.output.filter((file) => file.type === "chunk").length
 console.log(`build-server: ${files} files in ${relative(ROOT, outDir) || outDir} (${Math.round(performance.now() - started)} ms)`)

@@ -20,6 +20,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { delimiter, dirname, isAbsolute, join, resolve } from "node:path"
+import { serverEntryFile } from "../bin/server-bundle.ts"
 
 const REPO = resolve(import.meta.dirname, "..")
 const fail = (message: string): never => {
@@ -187,6 +188,10 @@ const main = async () => {
     if (existsSync(join(app, "node_modules", dev))) fail(`the runtime install holds the development package ${dev}`)
   }
   if (!existsSync(join(app, "app", "dist", "index.html"))) fail("the install did not build the admin app into app/dist")
+  // The image runs the server bundle it built, not its sources (bin/server-bundle.ts decides).
+  const entry = serverEntryFile({}, app)
+  if (!entry.startsWith(join(app, "dist", "server") + "/")) fail(`the image would run ${entry}, not a server bundle built from its sources`)
+  step(`runs the server bundle ${entry.slice(app.length + 1)}`)
   const du = spawnSync("du", ["-sm", join(app, "node_modules")], { encoding: "utf8" })
   step(`runtime install: ${du.stdout.split("\t")[0]} MB in node_modules, ${readdirSync(join(app, "node_modules")).length} top-level entries`)
 

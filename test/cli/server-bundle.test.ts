@@ -6,11 +6,11 @@
  * it matches the sources it was built from.
  */
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { beforeAll, describe, expect, it } from "vitest"
-import { serverEntryFile, sourcesFingerprint } from "../../bin/server-bundle.ts"
+import { publishBuild, readManifest, serverEntryFile, sourcesFingerprint } from "../../bin/server-bundle.ts"
 import { childEnv, NODE, ROOT, spawnGateway, tempDir, writeConfig } from "../support/process.ts"
 
 const ADMIN = "server-bundle-test-admin-token"
@@ -106,21 +106,24 @@ describe("the server bundle", () => {
 })
 
 describe("which code modelgate runs", () => {
-  /** A tree with a src/, the inputs, and a bundle recorded as built from them. */
+  /** A tree with a src/, the inputs, and a build recorded as made from them. */
   const tree = () => {
     const root = tempDir()
     mkdirSync(join(root, "src", "http"), { recursive: true })
     mkdirSync(join(root, "scripts"))
     for (const file of ["src/main.ts", "src/http/app.ts", "package.json", "package-lock.json", "scripts/build-server.ts"]) writeFileSync(join(root, file), "// v1\n")
-    mkdirSync(join(root, "dist", "server"), { recursive: true })
-    writeFileSync(join(root, "dist", "server", "main.js"), "")
-    writeFileSync(join(root, "dist", "server", "sources.json"), JSON.stringify({ fingerprint: sourcesFingerprint(root) }))
+    build(root, "b1")
+    publishBuild({ fingerprint: sourcesFingerprint(root), entry: "b1/main.js" }, join(root, "dist", "server"))
     return root
   }
-  const bundle = (root: string) => join(root, "dist", "server", "main.js")
+  const build = (root: string, name: string) => {
+    mkdirSync(join(root, "dist", "server", name), { recursive: true })
+    writeFileSync(join(root, "dist", "server", name, "main.js"), "")
+  }
+  const bundle = (root: string, name = "b1") => join(root, "dist", "server", name, "main.js")
   const sources = (root: string) => join(root, "src", "main.ts")
 
-  it("runs the bundle built from the sources as they are", () => {
+  it("runs the current build when it was made from the sources as they are", () => {
     const root = tree()
     expect(serverEntryFile({}, root)).toBe(bundle(root))
   })
@@ -134,17 +137,38 @@ describe("which code modelgate runs", () => {
     writeFileSync(join(added, "src/http/new.ts"), "")
     expect(serverEntryFile({}, added)).toBe(sources(added))
 
+    const removed = tree()
+    rmSync(join(removed, "src/http/app.ts"))
+    expect(serverEntryFile({}, removed)).toBe(sources(removed))
+
     const lock = tree()
     writeFileSync(join(lock, "package-lock.json"), "// v2, longer\n")
     expect(serverEntryFile({}, lock)).toBe(sources(lock))
   })
 
-  it("runs the sources without a bundle, with a bundle whose build never finished, or when told to", () => {
+  it("runs the sources without a build, with a manifest that is not one, or when told to", () => {
     const none = tree()
-    writeFileSync(join(none, "dist", "server", "sources.json"), "")
+    rmSync(join(none, "dist"), { recursive: true })
     expect(serverEntryFile({}, none)).toBe(sources(none))
+    const torn = tree()
+    writeFileSync(join(torn, "dist", "server", "current.json"), "{\"fingerprint\":")
+    expect(serverEntryFile({}, torn)).toBe(sources(torn))
+    const outside = tree()
+    writeFileSync(join(outside, "dist", "server", "current.json"), JSON.stringify({ fingerprint: sourcesFingerprint(outside), entry: "../../src/main.js" }))
+    expect(serverEntryFile({}, outside)).toBe(sources(outside))
     const told = tree()
     expect(serverEntryFile({ MODELGATE_FROM_SOURCE: "1" }, told)).toBe(sources(told))
-    expect(dirname(bundle(told))).toContain(join("dist", "server"))
+  })
+
+  it("keeps the build it replaces (a running process loads its lazy files from it) and deletes the older ones", () => {
+    const root = tree()
+    const dir = join(root, "dist", "server")
+    build(root, "b2")
+    publishBuild({ fingerprint: sourcesFingerprint(root), entry: "b2/main.js" }, dir)
+    expect(serverEntryFile({}, root)).toBe(bundle(root, "b2"))
+    build(root, "b3")
+    publishBuild({ fingerprint: sourcesFingerprint(root), entry: "b3/main.js" }, dir)
+    expect(readdirSync(dir).sort()).toEqual(["b2", "b3", "current.json"])
+    expect(readManifest(dir)).toEqual({ fingerprint: sourcesFingerprint(root), entry: "b3/main.js" })
   })
 })
