@@ -5,8 +5,9 @@
  * times what survives a full GC, so a gateway that idles at 160 MiB peaked at 300-390 MiB under
  * the benchmark's load. None of these is a hard limit: a burst that needs more heap gets it.
  *
- * - An 8 MiB semi-space (young generation 16 MiB, grown by start-up, given back once serve
- *   listens: src/commands/release-heap.ts, and grown again by load). Smaller ones hold the peak a little lower but cost CPU on every request (more
+ * - An 8 MiB semi-space (young generation 16 MiB, grown to its maximum by start-up and kept: a
+ *   memory-reducing collection once serve listened gave it back but cost 13% more CPU per request,
+ *   README, Memory and start-up). Smaller ones hold the peak a little lower but cost CPU on every request (more
  *   scavenges): 4 MiB about 6% more CPU per request for 8 to 25 MiB less idle, 2 MiB with the old
  *   generation growing by 25% about 20% more, for no lower peak in a quiet run (README, Node
  *   settings). An operator who wants the smaller footprint sets them (see heapChosen below).
