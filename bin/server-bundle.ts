@@ -14,7 +14,7 @@
  * MODELGATE_FROM_SOURCE=1 runs from the sources regardless (profiles that name src/ files).
  */
 import { createHash } from "node:crypto"
-import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { join, relative } from "node:path"
 import { pathToFileURL } from "node:url"
 
@@ -90,7 +90,10 @@ export const serverEntryFile = (env: NodeJS.ProcessEnv = process.env, root: stri
   const fromSource = join(root, "src", "main.ts")
   if (env.MODELGATE_FROM_SOURCE === "1") return fromSource
   const manifest = readManifest(join(root, "dist", "server"))
-  return manifest !== undefined && manifest.fingerprint === sourcesFingerprint(root) ? join(root, "dist", "server", manifest.entry) : fromSource
+  if (manifest === undefined || manifest.fingerprint !== sourcesFingerprint(root)) return fromSource
+  // A build deleted by hand (or by a second build running at once) leaves a manifest naming nothing.
+  const entry = join(root, "dist", "server", manifest.entry)
+  return existsSync(entry) ? entry : fromSource
 }
 
 /** serverEntryFile as a URL for `import()`. */

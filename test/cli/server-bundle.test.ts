@@ -146,7 +146,7 @@ describe("which code modelgate runs", () => {
     expect(serverEntryFile({}, lock)).toBe(sources(lock))
   })
 
-  it("runs the sources without a build, with a manifest that is not one, or when told to", () => {
+  it("runs the sources without a build, with a manifest that is not one or names a build that is gone, or when told to", () => {
     const none = tree()
     rmSync(join(none, "dist"), { recursive: true })
     expect(serverEntryFile({}, none)).toBe(sources(none))
@@ -156,6 +156,9 @@ describe("which code modelgate runs", () => {
     const outside = tree()
     writeFileSync(join(outside, "dist", "server", "current.json"), JSON.stringify({ fingerprint: sourcesFingerprint(outside), entry: "../../src/main.js" }))
     expect(serverEntryFile({}, outside)).toBe(sources(outside))
+    const deleted = tree()
+    rmSync(join(deleted, "dist", "server", "b1"), { recursive: true })
+    expect(serverEntryFile({}, deleted)).toBe(sources(deleted))
     const told = tree()
     expect(serverEntryFile({ MODELGATE_FROM_SOURCE: "1" }, told)).toBe(sources(told))
   })
