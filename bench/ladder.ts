@@ -233,7 +233,8 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
   }
 
   // `--formats` compares a few rungs (often two versions of them): longer windows for steadier CPU per request.
-  const windows = input.quick ? 1 : only === "all" ? 3 : 5
+  // Five windows a rung at least: its CPU per request is their median (load.ts), which three left to chance.
+  const windows = input.quick ? 1 : 5
   const windowMs = input.quick ? 300 : only === "all" ? 1000 : 1500
   log(`ladder: ${targets.length} targets at concurrency ${concurrency}`)
   await warmUp(targets, input.quick ? 50 : 400, 4)

@@ -81,10 +81,16 @@ export const warmUp = async (targets: ReadonlyArray<Target>, requests: number, c
   }
 }
 
-/** Server CPU time per request, summed over every batch sent to one target. */
+/**
+ * Server CPU time per request of one target, batch by batch. What a batch measured is reported as
+ * the median over the batches: on a shared machine one window in a few runs slow (a neighbour's
+ * burst, a collection of the old generation landing in it), and a sum over the windows let that
+ * one window move the whole row (issue 38).
+ */
 class CpuMeter {
   private cpu = 0
   private requests = 0
+  private readonly batches: Array<number> = []
   private readonly read: (() => number) | undefined
   constructor(read: (() => number) | undefined) {
     this.read = read
@@ -92,12 +98,15 @@ class CpuMeter {
   async around(batch: () => Promise<number>) {
     const before = this.read?.() ?? 0
     const requests = await batch()
-    this.cpu += (this.read?.() ?? 0) - before
+    const cpu = (this.read?.() ?? 0) - before
+    this.cpu += cpu
     this.requests += requests
+    if (requests > 0) this.batches.push(cpu / requests)
   }
-  /** ms of server CPU per request, NaN when the target has no meter. */
+  /** ms of server CPU per request (the median of the batches'), NaN when the target has no meter. */
   perRequest() {
-    return this.read === undefined ? Number.NaN : this.cpu / this.requests
+    if (this.read === undefined) return Number.NaN
+    return this.batches.length >= 3 ? median(this.batches) : this.cpu / this.requests
   }
 }
 
