@@ -150,8 +150,16 @@ export class RequestBody extends Context.Service<RequestBody, {
   readonly jsonObject: Effect.Effect<Record<string, unknown>, RequestTooLarge | UnsupportedMediaType | ValidationFailed>
 }>()("modelgate/RequestBody") {}
 
-/** `req_` + 96 random bits: unique across processes without coordination. */
-export const newRequestId = (): string => `req_${randomHex(12)}`
+/**
+ * `req_` + the time in milliseconds (12 hex digits) + 80 random bits: unique across processes
+ * without coordination, and in time order. The stores index request ids (the audit trail's unique
+ * index, the ledger's, the open reservations), and an id that sorts by time lands at the right
+ * edge of each index instead of on a random page: with 96 random bits an audit record cost 22.5
+ * µs of the gateway's CPU to insert into a SQLite trail of 150,000 records, 8 µs in time order,
+ * and the gap grows with the trail (issue 38). The random part alone keeps ids apart: 80 bits
+ * within one millisecond.
+ */
+export const newRequestId = (): string => `req_${Date.now().toString(16).padStart(12, "0")}${randomHex(10)}`
 
 export const makeRequestState = (options: {
   readonly method: string

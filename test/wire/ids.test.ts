@@ -18,9 +18,19 @@ describe("randomHex", () => {
     expect(seen.size).toBe(5_000)
   })
 
+  it("makes request ids that sort by time, so the stores' indexes take them at their end", () => {
+    const first = newRequestId()
+    const started = Date.now()
+    // The next millisecond (a state of the clock, not a wait for a duration).
+    while (Date.now() === started) {}
+    const later = Array.from({ length: 1_000 }, newRequestId)
+    for (const id of later) expect(id > first).toBe(true)
+    expect(new Set(later).size).toBe(later.length)
+  })
+
   it("makes the gateway's ids in their formats", () => {
     expect(newResponseId()).toMatch(/^resp_[0-9a-f]{32}$/)
-    expect(newRequestId()).toMatch(/^req_[0-9a-f]{24}$/)
+    expect(newRequestId()).toMatch(/^req_[0-9a-f]{32}$/)
     // Larger than the pool's block: still whole.
     expect(randomHex(5_000)).toMatch(/^[0-9a-f]{10000}$/)
   })
