@@ -13,6 +13,7 @@ import { Effect, ManagedRuntime } from "effect"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { newRequestId } from "../src/pipelines/request.ts"
 import type { CreditBatch } from "../src/services/store/credit-batches.ts"
 import { CreditsRepo } from "../src/services/store/CreditsRepo.ts"
 import { StoreLayer } from "../src/services/store/StoreLayer.ts"
@@ -39,14 +40,18 @@ try {
   if (leased.lease?._tag !== "Leased") throw new Error("no block leased")
   const block = leased.lease.id
   const holds = [{ holder: "key_bench", period: "", max_requests: 1e12 }]
+  // The ids the gateway gives its requests: where they land in the ledger's and the reservations'
+  // indexes is part of what a commit costs.
+  const requestIds: Array<string> = []
+  const requestId = (i: number) => (requestIds[i] ??= newRequestId())
   const paid = (i: number): CreditBatch => ({
     ...empty,
     checks: [{ id: "c", holds, amount: 1e6 }],
     charges: [{
-      block, request_id: `req_${i}`, amount: 1e6, key_id: "key_bench", model: "bench", open: { method: "POST", endpoint: "/v1/chat/completions" },
+      block, request_id: requestId(i), amount: 1e6, key_id: "key_bench", model: "bench", open: { method: "POST", endpoint: "/v1/chat/completions" },
       refundNote: undefined, retried: false, check: "c", budgets: [["key_bench", ""]]
     }],
-    settles: i === 0 ? [] : [`req_${i - 1}`]
+    settles: i === 0 ? [] : [requestId(i - 1)]
   })
   const budget: CreditBatch = { ...empty, checks: [{ id: "c", holds, amount: 0 }] }
   const times: Record<string, Array<number>> = { budget: [], paid: [], ...(onPostgres ? { "one read": [] } : {}) }
