@@ -18,7 +18,7 @@
  */
 import { basename } from "node:path"
 import { cpuTimeMs, createKey, createPostgresDatabase, deleteRedisKeysOf, REDIS_URL, ROOT, startFloorServer, startGateway, stopping } from "./processes.ts"
-import { latencyRounds, makePool, mean, median, percentile, type Target, throughputWindows, warmUp } from "./load.ts"
+import { latencyRounds, makePool, mean, median, percentile, type Target, throughputWindows, WARM_REQUESTS, warmUp } from "./load.ts"
 import { ms, ratio, rps, signedMs, table, us } from "./report.ts"
 
 export interface LadderInput {
@@ -237,7 +237,7 @@ export const runLadder = async (input: LadderInput): Promise<{ rows: Array<Ladde
   const windows = input.quick ? 1 : 5
   const windowMs = input.quick ? 300 : only === "all" ? 1000 : 1500
   log(`ladder: ${targets.length} targets at concurrency ${concurrency}`)
-  await warmUp(targets, input.quick ? 50 : 400, 4)
+  await warmUp(targets, input.quick ? 50 : WARM_REQUESTS, input.quick ? 4 : concurrency)
   const throughput = await throughputWindows(targets, { windows, windowMs, concurrency })
   log("ladder: latency at concurrency 1")
   const rounds = input.quick ? 3 : 10

@@ -71,6 +71,18 @@ const rotated = <A>(items: ReadonlyArray<A>, by: number): ReadonlyArray<A> => {
   return [...items.slice(k), ...items.slice(0, k)]
 }
 
+/**
+ * Requests each target gets before its CPU per request is measured. A gateway's CPU per request
+ * keeps falling for its first ten thousand requests or so (V8 optimizes the request path function
+ * by function as each gets hot), so a short warm-up measured a process by how much traffic it
+ * had seen: in one run a gateway serving one target of fifteen read 452 µs per free request
+ * where another serving four of them read 291 to 315 µs for the same request, and a second of
+ * load before each window did not close the gap (.scratch/solo.ts, issue 38). The cost ladder's
+ * lone rungs (the floor servers, the gateway without audit or metrics, Postgres, tracing, the
+ * logged one) each had a process of their own and read high against the rungs that share one.
+ */
+export const WARM_REQUESTS = 10_000
+
 /** Untimed traffic so that JIT, pools and caches are warm before any sample counts. */
 export const warmUp = async (targets: ReadonlyArray<Target>, requests: number, concurrency: number) => {
   for (const target of targets) {

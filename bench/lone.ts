@@ -27,7 +27,7 @@ import { createServer } from "node:net"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { stringify } from "yaml"
-import { latencyRounds, makePool, median, percentile, type Target, throughputWindows, warmUp } from "./load.ts"
+import { latencyRounds, makePool, median, percentile, type Target, throughputWindows, WARM_REQUESTS, warmUp } from "./load.ts"
 import {
   cleanupAll,
   cpuTimeMs,
@@ -184,7 +184,7 @@ try {
       pool: makePool(urls.get(target.label)!, CONCURRENCY),
       cpuMs: () => cpuTimeMs(pids.get(target.label)!)
     }))
-    await warmUp(loaded, 400, CONCURRENCY)
+    await warmUp(loaded, WARM_REQUESTS, CONCURRENCY)
     const throughput = await throughputWindows(loaded, { windows: Number(values.windows), windowMs: 2000, concurrency: CONCURRENCY })
     const firstOf = new Map<string, number>()
     for (const target of loaded) {
