@@ -121,8 +121,12 @@ const startChild = (
 }
 
 /** A bench helper (the fake upstream, the reference proxy) in its own process; resolves once it listens. */
-const startHelper = async (script: string, args: ReadonlyArray<string>): Promise<Child & { readonly url: string }> => {
-  const child = startChild([join(ROOT, "bench", script), ...args], "pipe")
+const startHelper = async (
+  script: string,
+  args: ReadonlyArray<string>,
+  node: { readonly flags: ReadonlyArray<string>; readonly env: Record<string, string> } = { flags: [], env: {} }
+): Promise<Child & { readonly url: string }> => {
+  const child = startChild([...node.flags, join(ROOT, "bench", script), ...args], "pipe", node.env)
   const url = await new Promise<string>((resolvePromise, reject) => {
     const timer = setTimeout(() => reject(new Error(`${script} did not start:\n${child.output()}`)), 10_000)
     child.process.stdout!.on("data", () => {
@@ -142,8 +146,17 @@ const startHelper = async (script: string, args: ReadonlyArray<string>): Promise
 
 export const startUpstream = () => startHelper("upstream.ts", [])
 
-/** One of the cost ladder's floor servers (bench/floor/), forwarding to the upstream scenario `base`. */
-export const startFloorServer = (file: string, base: string) => startHelper(join("floor", file), [base])
+/**
+ * One of the cost ladder's floor servers (bench/floor/), forwarding to the upstream scenario `base`,
+ * with the Node settings `modelgate serve` runs with (bin/serve-flags.ts), so that a rung's ratio
+ * to a floor is the pipeline's own work and not serve's heap settings: they trade CPU for memory
+ * (a smaller young generation), and under Node's defaults the gateway-shaped floor cost 128 µs a
+ * request against 151 µs under serve's (the gateway 311 against 353 µs, same run; issue 38).
+ */
+export const startFloorServer = (file: string, base: string) =>
+  startHelper(join("floor", file), [base], heapChosen(GATEWAY_NODE_FLAGS, process.env.NODE_OPTIONS)
+    ? { flags: GATEWAY_NODE_FLAGS, env: {} }
+    : { flags: SERVE_NODE_FLAGS, env: Object.fromEntries(Object.entries(SERVE_ENV).filter(([name]) => process.env[name] === undefined)) })
 
 /** The minimal Node proxy in front of `upstream`, the floor any Node gateway starts from. */
 export const startReferenceProxy = (upstream: string) => startHelper("proxy.ts", [upstream])

@@ -290,10 +290,11 @@ const printLadder = async (upstream: string, dir: string, sides: Sides, proxySid
   })
   print(section("Cost ladder (non-streaming, upstream 0 ms)", ladderTable(ladder.rows), [
     "Each rung adds one thing to the rung above it; all rows were measured in the same interleaved rounds, so compare",
-    "them with each other and with the hop (the reference proxy, row 2), not with other runs. Floor rows: bench/floor/.",
+    "them with each other and with the hop (the reference proxy, row 2), not with other runs. Floor rows: bench/floor/, run with serve's Node settings.",
     "The two lowest gateway rungs run bench/serve-variant.ts (the gateway with its audit trail and metrics swapped for",
     "layers that do nothing); every other gateway rung is `modelgate serve` as shipped. CPU per request: user + system",
-    "time of the server process over the concurrency-32 windows. p99: the median of the rounds' p99s.",
+    "time of the server process, the median of its concurrency-32 windows, each target warmed with 10,000 requests first.",
+    "p99: the median of the rounds' p99s.",
     ...ladder.notes
   ]))
 }
