@@ -62,16 +62,10 @@ export const outageTracker = () => {
  * `Effect.timeout`, giving up does not wait for the attempt to be interrupted: a query on a
  * connection to a frozen server cannot be, and would hold the caller for as long as the TCP
  * connection lives. The attempt may still land later, so it must be idempotent.
- *
- * The attempt starts at once, on this turn, up to its first wait: forked the default way it
- * started on a later turn of the event loop, and every store call on Postgres (the credit
- * writer's commit is bounded twice: its round's deadline and the store's) waited for those turns
- * before its query was sent. A lone paid request's commit went out 94 µs after its round began,
- * 59 µs with this (issue 38).
  */
 export const abandonAfter = <A, E>(effect: Effect.Effect<A, E>, timeout: Duration.Input): Effect.Effect<A, E | AttemptTimedOut> =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.forkDetach(effect, { startImmediately: true })
+    const fiber = yield* Effect.forkDetach(effect)
     const exit = yield* Effect.timeoutOption(Fiber.await(fiber), timeout)
     if (exit._tag === "Some") {
       // Cut off by something else than this (a driver closing its connection under it): a failure
