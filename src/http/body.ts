@@ -123,12 +123,13 @@ export const readRawBody = (
  * A JSON object body: media type, size, syntax and shape each answered with their own error.
  * `limits`: the request's (the HTTP app passes those in force when it started); else the context's.
  */
-export const readJsonObject = (
+export const readJsonObject: (
   request: HttpServerRequest,
   limit: number,
   limits?: Context.Service.Shape<typeof BodyLimits>
-): Effect.Effect<Record<string, unknown>, RequestTooLarge | UnsupportedMediaType | ValidationFailed> =>
-  Effect.gen(function*() {
+) => Effect.Effect<Record<string, unknown>, RequestTooLarge | UnsupportedMediaType | ValidationFailed> = Effect.fnUntraced(
+  // Defined once: a generator function made per call costs V8 a new map and prototype at its first call (README, Generators made per request).
+  function*(request: HttpServerRequest, limit: number, limits?: Context.Service.Shape<typeof BodyLimits>) {
     if (!isJsonMediaType(request.headers["content-type"])) {
       return yield* new UnsupportedMediaType({
         message: `expected Content-Type: application/json, got ${request.headers["content-type"] ?? "none"}`
@@ -141,10 +142,12 @@ export const readJsonObject = (
     if (exceedsDepth(text, bodyLimits.maxJsonDepth)) return yield* tooDeep(bodyLimits.maxJsonDepth)
     // A large body is parsed on a turn of its own, and decoded on the next (../wire/turns.ts).
     yield* turnIfLarge(raw.length)
-    const parsed: unknown = yield* Effect.try({
-      try: () => JSON.parse(text),
-      catch: (error) => new ValidationFailed({ message: `malformed JSON: ${(error as Error).message}` })
-    })
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch (error) {
+      return yield* new ValidationFailed({ message: `malformed JSON: ${(error as Error).message}` })
+    }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
       return yield* new ValidationFailed({ message: "request body must be a JSON object" })
     }
@@ -153,4 +156,5 @@ export const readJsonObject = (
       yield* Effect.yieldNow
     }
     return parsed as Record<string, unknown>
-  })
+  }
+)

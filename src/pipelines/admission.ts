@@ -136,30 +136,29 @@ const acquireInto = <A, E, R>(
  * held by the same scope. Taken one after the other, never more than either cap is open; a
  * request the team refuses gives its key's slot back when its scope closes.
  */
-const acquireTeamStreamSlot = (scope: Scope.Scope, key: Principal) =>
-  Effect.gen(function*() {
-    const team = key.team
-    const max = team?.limits?.concurrent_streams
-    if (team == null || max === undefined) return
-    const slot = yield* acquireInto(
-      scope,
-      (yield* StreamSlots).acquire(team.id, max).pipe(
-        stageSpan("StreamSlots.acquire", {
-          attributes: { "modelgate.streams.limit": max, "modelgate.streams.team": team.id },
-          annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
-        })
-      ),
-      (slot) => slot?.release() ?? Effect.void
-    )
-    if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision, { id: team.id, name: team.name })
-  })
+const acquireTeamStreamSlot = Effect.fnUntraced(function*(scope: Scope.Scope, key: Principal) {
+  const team = key.team
+  const max = team?.limits?.concurrent_streams
+  if (team == null || max === undefined) return
+  const slot = yield* acquireInto(
+    scope,
+    (yield* StreamSlots).acquire(team.id, max).pipe(
+      stageSpan("StreamSlots.acquire", {
+        attributes: { "modelgate.streams.limit": max, "modelgate.streams.team": team.id },
+        annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
+      })
+    ),
+    (slot) => slot?.release() ?? Effect.void
+  )
+  if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision, { id: team.id, name: team.name })
+})
 
 /**
  * Stream slot, request budget and credits, in that order, each held by `scope`. `repriceable`:
  * a fallback may answer at another price (the model has fallbacks), so a charge must be held
  * even when there is none yet.
  */
-export const admitCosts = (options: {
+export const admitCosts = Effect.fnUntraced(function*(options: {
   readonly scope: Scope.Scope
   readonly stream: boolean
   readonly model: string
@@ -167,64 +166,63 @@ export const admitCosts = (options: {
   /** What to reserve, in micro-credits, when it is not `credits`: a token-priced request's bound (issue 33). */
   readonly reserveMicros?: number | undefined
   readonly repriceable?: boolean
-}) =>
-  Effect.gen(function*() {
-    const key = yield* AuthenticatedKey
-    const amount = options.reserveMicros ?? micros(options.credits)
-    // Nothing to hold: no slot, no budget to count, no price now or later. The reservation and
-    // its finalizer are skipped whole (they were about 4% of a free request's CPU; issue 25).
-    if (!options.stream && amount <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
-    const state = yield* CurrentRequest
-    const credits = yield* Credits
-    if (options.stream) {
-      const max = key.limits?.concurrent_streams ?? (yield* limitsInForce).concurrent_streams
-      const slot = yield* acquireInto(
-        options.scope,
-        (yield* StreamSlots).acquire(key.id, max).pipe(
-          stageSpan("StreamSlots.acquire", {
-            attributes: { "modelgate.streams.limit": max },
-            annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
-          })
-        ),
-        (slot) => slot?.release() ?? Effect.void
-      )
-      if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
-      yield* acquireTeamStreamSlot(options.scope, key)
-    }
-    yield* acquireInto(
+}) {
+  const key = yield* AuthenticatedKey
+  const amount = options.reserveMicros ?? micros(options.credits)
+  // Nothing to hold: no slot, no budget to count, no price now or later. The reservation and
+  // its finalizer are skipped whole (they were about 4% of a free request's CPU; issue 25).
+  if (!options.stream && amount <= 0 && key.budget === null && (key.team?.budget ?? null) === null && options.repriceable !== true) return
+  const state = yield* CurrentRequest
+  const credits = yield* Credits
+  if (options.stream) {
+    const max = key.limits?.concurrent_streams ?? (yield* limitsInForce).concurrent_streams
+    const slot = yield* acquireInto(
       options.scope,
-      credits.reserve({
-        amount,
-        key_id: key.id,
-        request_id: state.requestId,
-        model: options.model,
-        method: state.method,
-        endpoint: state.endpoint
-      }, key).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
-      (admitted, exit) => {
-        // The charge held at the end: a fallback of another price may have replaced it (repriceCharge).
-        const held = heldCharges.get(options.scope)
-        const charge = held?.charge ?? admitted
-        if (charge === undefined) return Effect.void
-        const outcome = outcomeOf(exit)
-        const waived = held?.waived !== undefined && outcome.failure !== undefined
-        if (!owesRefund(outcome) && !waived) {
-          if (held?.cost === undefined || held.cost >= charge.amount) return credits.settle(charge)
-          const cost = held.cost
-          return Effect.andThen(credits.settle(charge, cost), Effect.sync(() => {
-            state.audit.credits -= charge.amount - cost
-          }))
-        }
-        const note = waived && !owesRefund(outcome) ? held!.waived! : outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`
-        return Effect.andThen(credits.refund(charge, note), Effect.sync(() => {
-          state.audit.credits -= charge.amount
+      (yield* StreamSlots).acquire(key.id, max).pipe(
+        stageSpan("StreamSlots.acquire", {
+          attributes: { "modelgate.streams.limit": max },
+          annotate: (slot) => ({ "modelgate.streams.acquired": slot !== undefined })
+        })
+      ),
+      (slot) => slot?.release() ?? Effect.void
+    )
+    if (slot === undefined) return yield* streamLimitError(max, yield* RateDecision)
+    yield* acquireTeamStreamSlot(options.scope, key)
+  }
+  yield* acquireInto(
+    options.scope,
+    credits.reserve({
+      amount,
+      key_id: key.id,
+      request_id: state.requestId,
+      model: options.model,
+      method: state.method,
+      endpoint: state.endpoint
+    }, key).pipe(stageSpan("Credits.reserve", { attributes: { "modelgate.credits": options.credits } })),
+    (admitted, exit) => {
+      // The charge held at the end: a fallback of another price may have replaced it (repriceCharge).
+      const held = heldCharges.get(options.scope)
+      const charge = held?.charge ?? admitted
+      if (charge === undefined) return Effect.void
+      const outcome = outcomeOf(exit)
+      const waived = held?.waived !== undefined && outcome.failure !== undefined
+      if (!owesRefund(outcome) && !waived) {
+        if (held?.cost === undefined || held.cost >= charge.amount) return credits.settle(charge)
+        const cost = held.cost
+        return Effect.andThen(credits.settle(charge, cost), Effect.sync(() => {
+          state.audit.credits -= charge.amount - cost
         }))
       }
-    ).pipe(Effect.tap((charge) => Effect.sync(() => {
-      state.audit.credits += charge?.amount ?? 0
-      heldCharges.set(options.scope, { charge, reprices: 0 })
-    })))
-  })
+      const note = waived && !owesRefund(outcome) ? held!.waived! : outcome.slug === null ? REFUND_NOTE : `${REFUND_NOTE} (${outcome.slug})`
+      return Effect.andThen(credits.refund(charge, note), Effect.sync(() => {
+        state.audit.credits -= charge.amount
+      }))
+    }
+  ).pipe(Effect.tap((charge) => Effect.sync(() => {
+    state.audit.credits += charge?.amount ?? 0
+    heldCharges.set(options.scope, { charge, reprices: 0 })
+  })))
+})
 
 /**
  * When the request ends, its cost from the answering model's price and its tokens (metering.ts).
@@ -259,41 +257,52 @@ const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
  */
 export const admitModelRequest = <A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
   decode: (body: unknown) => DecodeResult<A>,
-  options: { readonly endpoint?: ModelEndpoint; readonly credits?: number; readonly countsTokens?: boolean } = {}
-) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const key = yield* AuthenticatedKey
-    const raw = yield* (yield* RequestBody).jsonObject
-    const request = yield* decodedOrFail(decode(raw))
-    state.audit.end_user = yield* endUserOf(raw, (yield* HttpServerRequest).headers)
-    const stream = request.stream === true
-    state.audit.stream = stream
-    const catalog = yield* ModelCatalog
-    const resolved = yield* catalog.resolve(request.model)
-    state.audit.model = resolved.model.id
-    state.audit.provider = resolved.provider.name
-    yield* requireEndpoint(resolved, options.endpoint ?? "chat")
-    yield* catalog.checkScope(key, resolved)
-    // A route passes client-chosen names upstream: the metrics count it under its pattern.
-    state.admittedModel = resolved.route !== undefined && resolved.route.id === undefined ? resolved.route.match : resolved.model.id
-    if (options.countsTokens !== false) {
-      yield* holdTokens({ scope: state.scope, body: raw, embeddings: options.endpoint === "embeddings", modelMaxTokens: resolved.model.max_tokens })
-    }
-    const repriceable = (resolved.model.fallbacks?.length ?? 0) > 0
-    // Token prices (issue 33): the request is metered when its model, or a fallback that may
-    // answer it, is priced by tokens; a price of its own (count_tokens) is flat.
-    const meter = options.credits === undefined && (isTokenPriced(resolved.model.pricing) || repriceable)
-      ? startMeter({ scope: state.scope, stream, body: raw, pricing: resolved.model.pricing, cap: resolved.model.max_tokens })
-      : undefined
-    yield* admitCosts({
-      scope: state.scope,
-      stream,
-      model: request.model,
-      credits: options.credits ?? resolved.model.credits,
-      reserveMicros: meter?.bound,
-      repriceable
-    })
-    if (meter !== undefined) yield* meterUntilEnd(state, meter)
-    return { raw, request, resolved }
-  }).pipe(stageSpan("Admission.admitModelRequest"))
+  options: AdmitOptions = {}
+) => Effect.gen(() => admitModelSteps(decode, options)).pipe(stageSpan("Admission.admitModelRequest"))
+
+interface AdmitOptions {
+  readonly endpoint?: ModelEndpoint
+  readonly credits?: number
+  readonly countsTokens?: boolean
+}
+
+/** admitModelRequest's steps, a generator defined once (README, Generators made per request). */
+function* admitModelSteps<A extends { readonly model: string; readonly stream?: boolean | null | undefined }>(
+decode: (body: unknown) => DecodeResult<A>,
+options: AdmitOptions
+) {
+  const state = yield* CurrentRequest
+  const key = yield* AuthenticatedKey
+  const raw = yield* (yield* RequestBody).jsonObject
+  const request = yield* decodedOrFail(decode(raw))
+  state.audit.end_user = yield* endUserOf(raw, (yield* HttpServerRequest).headers)
+  const stream = request.stream === true
+  state.audit.stream = stream
+  const catalog = yield* ModelCatalog
+  const resolved = yield* catalog.resolve(request.model)
+  state.audit.model = resolved.model.id
+  state.audit.provider = resolved.provider.name
+  yield* requireEndpoint(resolved, options.endpoint ?? "chat")
+  yield* catalog.checkScope(key, resolved)
+  // A route passes client-chosen names upstream: the metrics count it under its pattern.
+  state.admittedModel = resolved.route !== undefined && resolved.route.id === undefined ? resolved.route.match : resolved.model.id
+  if (options.countsTokens !== false) {
+    yield* holdTokens({ scope: state.scope, body: raw, embeddings: options.endpoint === "embeddings", modelMaxTokens: resolved.model.max_tokens })
+  }
+  const repriceable = (resolved.model.fallbacks?.length ?? 0) > 0
+  // Token prices (issue 33): the request is metered when its model, or a fallback that may
+  // answer it, is priced by tokens; a price of its own (count_tokens) is flat.
+  const meter = options.credits === undefined && (isTokenPriced(resolved.model.pricing) || repriceable)
+    ? startMeter({ scope: state.scope, stream, body: raw, pricing: resolved.model.pricing, cap: resolved.model.max_tokens })
+    : undefined
+  yield* admitCosts({
+    scope: state.scope,
+    stream,
+    model: request.model,
+    credits: options.credits ?? resolved.model.credits,
+    reserveMicros: meter?.bound,
+    repriceable
+  })
+  if (meter !== undefined) yield* meterUntilEnd(state, meter)
+  return { raw, request, resolved }
+}

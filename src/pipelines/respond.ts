@@ -27,51 +27,50 @@ export const namedFrame = (event: string, data: string): string => `event: ${eve
  * left (499). The HTTP app leaves a streamed answer's request open for this. A stream still open
  * when a graceful stop's grace runs out is failed with the shutdown error (src/pipelines/drain.ts).
  */
-export const eventStreamResponse = <E extends ApiError>(
-  frames: Stream.Stream<string, E>,
+export const eventStreamResponse = Effect.fnUntraced(function*(
+  frames: Stream.Stream<string, ApiError>,
   failureFrames: (error: ApiError) => string
-) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    state.audit.stream = true
-    let failure: ApiError | undefined
-    const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
-    // A drain whose grace runs out while the stream is open ends it from the HTTP layer, which
-    // writes these frames and then interrupts the request (src/http/app.ts). The error is made
-    // only then: a tagged error checks its fields and captures a stack, 2% of a streamed
-    // request's CPU when made for every stream (issue 38).
-    state.cutFrames = () => failureFrames(shutdownCut())
-    // Cut before it started (its headers not yet written): it ends at once, with the same error.
-    const started: Stream.Stream<string, ApiError> = drain === undefined
-      ? frames
-      : Stream.suspend((): Stream.Stream<string, ApiError> => drain.cutting() ? Stream.fail(shutdownCut()) : frames)
-    const body = started.pipe(
-      Stream.catch((error: ApiError) => {
-        failure = error
-        // Its own error frames end it: a cut meanwhile only stops it.
+) {
+  const state = yield* CurrentRequest
+  state.audit.stream = true
+  let failure: ApiError | undefined
+  const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
+  // A drain whose grace runs out while the stream is open ends it from the HTTP layer, which
+  // writes these frames and then interrupts the request (src/http/app.ts). The error is made
+  // only then: a tagged error checks its fields and captures a stack, 2% of a streamed
+  // request's CPU when made for every stream (issue 38).
+  state.cutFrames = () => failureFrames(shutdownCut())
+  // Cut before it started (its headers not yet written): it ends at once, with the same error.
+  const started: Stream.Stream<string, ApiError> = drain === undefined
+    ? frames
+    : Stream.suspend((): Stream.Stream<string, ApiError> => drain.cutting() ? Stream.fail(shutdownCut()) : frames)
+  const body = started.pipe(
+    Stream.catch((error: ApiError) => {
+      failure = error
+      // Its own error frames end it: a cut meanwhile only stops it.
+      state.cutFrames = undefined
+      return Stream.make(failureFrames(error))
+    }),
+    Stream.onExit((exit) =>
+      Effect.suspend(() => {
         state.cutFrames = undefined
-        return Stream.make(failureFrames(error))
-      }),
-      Stream.onExit((exit) =>
-        Effect.suspend(() => {
-          state.cutFrames = undefined
-          const outcome: Outcome = failure !== undefined
-            ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
-            : exit._tag === "Failure"
-            ? stopped(drain)
-            : { status: 200, slug: null, failure: undefined }
-          return endRequest(state, outcome)
-        })
-      ),
-      // The frames of one upstream read leave as one write (the platform writes a chunk at a time).
-      Stream.mapArray((frames) => [frames.length === 1 ? frames[0] : frames.join("")] as const),
-      Stream.encodeText
-    )
-    return HttpServerResponse.stream(body, {
-      contentType: "text/event-stream; charset=utf-8",
-      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-    })
+        const outcome: Outcome = failure !== undefined
+          ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
+          : exit._tag === "Failure"
+          ? stopped(drain)
+          : { status: 200, slug: null, failure: undefined }
+        return endRequest(state, outcome)
+      })
+    ),
+    // The frames of one upstream read leave as one write (the platform writes a chunk at a time).
+    Stream.mapArray((frames) => [frames.length === 1 ? frames[0] : frames.join("")] as const),
+    Stream.encodeText
+  )
+  return HttpServerResponse.stream(body, {
+    contentType: "text/event-stream; charset=utf-8",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
   })
+})
 
 /**
  * A 200 JSON answer relayed as its bytes arrive (an upstream's, or one made piece by piece), so
@@ -80,27 +79,26 @@ export const eventStreamResponse = <E extends ApiError>(
  * record. A failure after the headers cannot become an envelope: the connection is cut (the
  * client sees a truncated answer, not a complete-looking one) and the record has the error.
  */
-export const relayedJsonResponse = <E extends ApiError>(bytes: Stream.Stream<Uint8Array, E>, onEnd: () => void) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
-    let failure: ApiError | undefined
-    const body = bytes.pipe(
-      Stream.catch((error: E) => {
-        failure = error
-        return Stream.fail(error)
-      }),
-      Stream.onExit((exit) =>
-        Effect.suspend(() => {
-          onEnd()
-          const outcome: Outcome = failure !== undefined
-            ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
-            : exit._tag === "Failure"
-            ? stopped(drain)
-            : { status: 200, slug: null, failure: undefined }
-          return endRequest(state, outcome)
-        })
-      )
+export const relayedJsonResponse = Effect.fnUntraced(function*(bytes: Stream.Stream<Uint8Array, ApiError>, onEnd: () => void) {
+  const state = yield* CurrentRequest
+  const drain = Option.getOrUndefined(yield* Effect.serviceOption(Drain))
+  let failure: ApiError | undefined
+  const body = bytes.pipe(
+    Stream.catch((error: ApiError) => {
+      failure = error
+      return Stream.fail(error)
+    }),
+    Stream.onExit((exit) =>
+      Effect.suspend(() => {
+        onEnd()
+        const outcome: Outcome = failure !== undefined
+          ? { status: 200, slug: slugOf(failure), failure: statusOf(failure) }
+          : exit._tag === "Failure"
+          ? stopped(drain)
+          : { status: 200, slug: null, failure: undefined }
+        return endRequest(state, outcome)
+      })
     )
-    return HttpServerResponse.stream(body, { contentType: "application/json" })
-  })
+  )
+  return HttpServerResponse.stream(body, { contentType: "application/json" })
+})

@@ -85,25 +85,24 @@ export const tokenHeaders = (decision: TokenDecision): Record<string, string> =>
  * Holds the request's tokens for its scope, or fails with 429 `rate_limited` (`details.limit:
  * "tokens_per_minute"`). Nothing to do, and nothing read, when no limit applies.
  */
-export const holdTokens = (options: {
+export const holdTokens = Effect.fnUntraced(function*(options: {
   readonly scope: Scope.Scope
   readonly body: Record<string, unknown>
   readonly embeddings: boolean
   readonly modelMaxTokens: number
-}) =>
-  Effect.gen(function*() {
-    const key = yield* AuthenticatedKey
-    const fallback = (yield* limitsInForce).tokens_per_minute
-    if (fallback === undefined && key.limits?.tokens_per_minute === undefined && key.team?.limits?.tokens_per_minute === undefined) return
-    const estimate = estimateRequestTokens(options.body, options)
-    const calls = tokenBuckets(key, fallback, estimate)
-    if (calls.length === 0) return
-    yield* hold(options.scope, calls, estimate)
-  })
+}) {
+  const key = yield* AuthenticatedKey
+  const fallback = (yield* limitsInForce).tokens_per_minute
+  if (fallback === undefined && key.limits?.tokens_per_minute === undefined && key.team?.limits?.tokens_per_minute === undefined) return
+  const estimate = estimateRequestTokens(options.body, options)
+  const calls = tokenBuckets(key, fallback, estimate)
+  if (calls.length === 0) return
+  yield* hold(options.scope, calls, estimate)
+})
 
 /** The hold itself, a resource of `scope`; its release is the correction. */
-const hold = (scope: Scope.Scope, calls: ReadonlyArray<TokenBucketCall>, estimate: number) =>
-  Effect.gen(function*() {
+const hold = Effect.fnUntraced(
+  function*(scope: Scope.Scope, calls: ReadonlyArray<TokenBucketCall>, estimate: number) {
     const state = yield* CurrentRequest
     const limiter = yield* TokenLimiter
     const decision = yield* Effect.acquireRelease(
@@ -139,4 +138,6 @@ const hold = (scope: Scope.Scope, calls: ReadonlyArray<TokenBucketCall>, estimat
         resetAt: rate.resetAt
       })
     }
-  }).pipe(Scope.provide(scope))
+  },
+  (effect, scope) => Scope.provide(effect, scope)
+)

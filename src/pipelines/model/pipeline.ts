@@ -57,26 +57,28 @@ export const modelPipeline = <Request extends { readonly model: string; readonly
     const sessionOf = (target: Target, client: ProviderClient): Effect.Effect<AnswerSession | undefined, ApiError> =>
       session === undefined ? Effect.succeed(undefined) : Effect.provideContext(session(contextOf(target), client), services)
 
+    // An attempt's client and session. The attempts below are chained, not generators: a generator
+    // function made per request costs V8 a map and prototype of its own (README, Generators made per request).
+    const attemptOn = (target: Target) =>
+      Effect.flatMap(clientOf(target), (client) => Effect.map(sessionOf(target, client), (around) => ({ client, around })))
+
     if (request.stream !== true) {
       const answered = yield* plan.run((target) =>
-        Effect.gen(function*() {
-          const client = yield* clientOf(target)
-          const around = yield* sessionOf(target, client)
-          const body = yield* adapterOf(client).complete(client, request, around?.context ?? contextOf(target))
-          return around === undefined ? body : yield* around.complete(body)
+        Effect.flatMap(attemptOn(target), ({ around, client }) => {
+          const body = adapterOf(client).complete(client, request, around?.context ?? contextOf(target))
+          return around === undefined ? body : Effect.flatMap(body, around.complete)
         })
       )
       yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
       return json(answered.value)
     }
     const open = (target: Target) =>
-      Effect.gen(function*() {
-        const client = yield* clientOf(target)
-        const around = yield* sessionOf(target, client)
-        const events = yield* adapterOf(client).stream(client, request, around?.context ?? contextOf(target))
-        // The opening includes the first event: an upstream that fails before it is this attempt's failure.
-        return yield* withFirstChunk(around === undefined ? events : around.stream(events))
-      })
+      Effect.flatMap(attemptOn(target), ({ around, client }) =>
+        Effect.flatMap(
+          adapterOf(client).stream(client, request, around?.context ?? contextOf(target)),
+          // The opening includes the first event: an upstream that fails before it is this attempt's failure.
+          (events) => withFirstChunk(around === undefined ? events : around.stream(events))
+        ))
     const follower = plan.routing.stream_continuation ? format.continuation?.follower() : undefined
     const openContinuation = (target: Target, partial: string) => Effect.flatMap(clientOf(target), (client) => {
       const body = follower!.continueBody(raw, partial, client.kind)

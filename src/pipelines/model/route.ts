@@ -15,13 +15,14 @@
  * and when its price can be reserved: the request is charged once, at the answering model's
  * price (admission.ts `repriceCharge`).
  */
-import { Effect, Stream } from "effect"
+import { type Context, Effect, Stream } from "effect"
 import { type ApiError, ProviderError } from "../../domain/errors.ts"
 import { slugOf, statusOf } from "../../domain/errors.ts"
 import { type Deployment, ModelCatalog, type ResolvedModel } from "../../services/catalog/ModelCatalog.ts"
 import { AppConfig } from "../../services/config/AppConfig.ts"
 import type { Credits } from "../../services/credits/Credits.ts"
 import type { ModelEndpoint, RoutingConfig } from "../../services/config/schema.ts"
+import type { Principal } from "../../domain/records.ts"
 import type { ProviderClient } from "../../services/providers/clients.ts"
 import type { Providers } from "../../services/providers/Providers.ts"
 import { type AttemptOutcome, Router } from "../../services/routing/Router.ts"
@@ -186,171 +187,234 @@ interface Group {
 
 /**
  * The attempts of one request. `next` gives the target of the next attempt (waiting its backoff
- * first) or fails with the error to answer; `begin` starts an attempt on a target.
+ * first) or fails with the error to answer; `begin` starts an attempt on a target; `run` runs
+ * attempts until one answers.
  */
-export const makePlan = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const routing = (yield* AppConfig).routing
-    const router = yield* Router
-    const catalog = yield* ModelCatalog
-    const key = yield* AuthenticatedKey
-    // The fallbacks' repricing runs later, possibly from the response stream's fiber: its services are taken now.
-    const services = yield* Effect.context<CurrentRequest | AuthenticatedKey | Credits>()
-    const deadline = state.startedAt + routing.deadline_ms
-    const groups: Array<Group> = [{ resolved, fallback: false, tried: new Set(), attempts: 0 }]
-    const pendingFallbacks = [...(resolved.model.fallbacks ?? [])]
-    const recordAttempt = attemptsRecorder(state, resolved.deployments.length > 1 || pendingFallbacks.length > 0)
-    let current = 0
-    let started = 0
-    /** What the client is told when nothing answers: the provider's trouble, rather than a fallback's refusal. */
-    let answer: ApiError | undefined
+export const makePlan = Effect.fnUntraced(function*(resolved: ResolvedModel, endpoint: ModelEndpoint) {
+  const state = yield* CurrentRequest
+  // The fallbacks' repricing runs later, possibly from the response stream's fiber: its services are taken now.
+  const services = yield* Effect.context<CurrentRequest | AuthenticatedKey | Credits>()
+  return new Plan({
+    resolved,
+    endpoint,
+    state,
+    routing: (yield* AppConfig).routing,
+    router: yield* Router,
+    catalog: yield* ModelCatalog,
+    key: yield* AuthenticatedKey,
+    services
+  })
+})
 
-    /**
-     * The next fallback this request may use, its price reserved; undefined when none is left.
-     * Built when asked for: most requests never get that far (it was built for each one).
-     */
-    const nextFallback = (): Effect.Effect<Group | undefined> => pendingFallbacks.length === 0 ? Effect.succeed(undefined) : Effect.gen(function*() {
-      while (pendingFallbacks.length > 0) {
-        const name = pendingFallbacks.shift()!
-        const found = catalog.lookup(name)
-        if (found === undefined || !found.model.endpoints.includes(endpoint)) continue
-        if (!catalog.isAllowed(key, found.model) && found.model.allow_via_fallback !== true) continue
-        if (groups.some((g) => g.resolved.model === found.model)) continue
-        const repriced = yield* Effect.result(repriceCharge({ scope: state.scope, amount: found.model.credits, model: name, pricing: found.model.pricing, cap: found.model.max_tokens }))
-        if (repriced._tag === "Failure") {
-          recordAttempt({
-            deployment: found.provider.name,
-            model: found.model.id,
-            status: statusOf(repriced.failure),
-            error: slugOf(repriced.failure),
-            duration_ms: 0,
-            fallback_of: resolved.requested
-          })
+/**
+ * A plan's state is fields and its steps are methods rather than closures over makePlan's
+ * locals: the generators behind `next` and `run` are then defined once, not made for each
+ * request (README, Generators made per request).
+ */
+export class Plan {
+  readonly routing: RoutingConfig
+  private readonly resolved: ResolvedModel
+  private readonly endpoint: ModelEndpoint
+  private readonly state: RequestState
+  private readonly router: Router["Service"]
+  private readonly catalog: ModelCatalog["Service"]
+  private readonly key: Principal
+  private readonly services: Context.Context<CurrentRequest | AuthenticatedKey | Credits>
+  private readonly deadline: number
+  private readonly groups: Array<Group>
+  private readonly pendingFallbacks: Array<string>
+  private readonly recordAttempt: (attempt: AttemptRecord) => void
+  private current = 0
+  private started = 0
+  /** What the client is told when nothing answers: the provider's trouble, rather than a fallback's refusal. */
+  private answer: ApiError | undefined
+
+  constructor(input: {
+    readonly resolved: ResolvedModel
+    readonly endpoint: ModelEndpoint
+    readonly state: RequestState
+    readonly routing: RoutingConfig
+    readonly router: Router["Service"]
+    readonly catalog: ModelCatalog["Service"]
+    readonly key: Principal
+    readonly services: Context.Context<CurrentRequest | AuthenticatedKey | Credits>
+  }) {
+    this.resolved = input.resolved
+    this.endpoint = input.endpoint
+    this.state = input.state
+    this.routing = input.routing
+    this.router = input.router
+    this.catalog = input.catalog
+    this.key = input.key
+    this.services = input.services
+    this.deadline = input.state.startedAt + input.routing.deadline_ms
+    this.groups = [{ resolved: input.resolved, fallback: false, tried: new Set(), attempts: 0 }]
+    this.pendingFallbacks = [...(input.resolved.model.fallbacks ?? [])]
+    this.recordAttempt = attemptsRecorder(input.state, input.resolved.deployments.length > 1 || this.pendingFallbacks.length > 0)
+  }
+
+  /**
+   * The next fallback this request may use, its price reserved; undefined when none is left.
+   * Built when asked for: most requests never get that far (it was built for each one).
+   */
+  private nextFallback(): Effect.Effect<Group | undefined> {
+    if (this.pendingFallbacks.length === 0) return Effect.succeed(undefined)
+    return Effect.gen(() => this.nextFallbackSteps()).pipe(Effect.provideContext(this.services))
+  }
+
+  private *nextFallbackSteps() {
+    while (this.pendingFallbacks.length > 0) {
+      const name = this.pendingFallbacks.shift()!
+      const found = this.catalog.lookup(name)
+      if (found === undefined || !found.model.endpoints.includes(this.endpoint)) continue
+      if (!this.catalog.isAllowed(this.key, found.model) && found.model.allow_via_fallback !== true) continue
+      if (this.groups.some((g) => g.resolved.model === found.model)) continue
+      const repriced = yield* Effect.result(
+        repriceCharge({ scope: this.state.scope, amount: found.model.credits, model: name, pricing: found.model.pricing, cap: found.model.max_tokens })
+      )
+      if (repriced._tag === "Failure") {
+        this.recordAttempt({
+          deployment: found.provider.name,
+          model: found.model.id,
+          status: statusOf(repriced.failure),
+          error: slugOf(repriced.failure),
+          duration_ms: 0,
+          fallback_of: this.resolved.requested
+        })
+        continue
+      }
+      const group: Group = { resolved: found, fallback: true, tried: new Set<string>(), attempts: 0 }
+      return group
+    }
+    return undefined
+  }
+
+  private backoff(error: ApiError | undefined, sameDeployment: boolean, group: Group): number {
+    const asked = error === undefined ? undefined : retryAfterMsOf(error)
+    const base = this.routing.backoff_ms * 2 ** Math.max(0, group.attempts - 1)
+    // Full jitter: replicas retrying the same failure do not come back in step.
+    const jittered = Math.random() * base
+    return sameDeployment ? Math.max(asked ?? 0, jittered) : jittered
+  }
+
+  /**
+   * The target of the next attempt, after `failed` (the last attempt's error, if any), or the
+   * error to answer with.
+   */
+  next(failed: ApiError | undefined): Effect.Effect<Target, ApiError> {
+    return Effect.gen(() => this.nextSteps(failed))
+  }
+
+  private *nextSteps(failed: ApiError | undefined) {
+    const routing = this.routing
+    if (failed !== undefined && (this.answer === undefined || isRetryable(failed) || !isRetryable(this.answer))) this.answer = failed
+    const toFallbacks = failed !== undefined && isContextWindowRefusal(failed)
+    if (failed !== undefined && !isRetryable(failed) && !toFallbacks) return yield* Effect.fail(failed)
+    // A context-window refusal leaves the group that refused, not the fallbacks after it.
+    const refusedGroup = toFallbacks ? this.current : -1
+    while (true) {
+      let group = this.groups[this.current]!
+      const laterGroups = this.current < this.groups.length - 1 || this.pendingFallbacks.length > 0
+      const exhausted = this.current === refusedGroup || group.attempts > routing.retries
+      let deployment = exhausted ? undefined : yield* this.router.pick(group.resolved.deployments, group.tried, !laterGroups)
+      let sameDeployment = false
+      if (deployment === undefined && !exhausted && !laterGroups && failed !== undefined && group.attempts > 0) {
+        // Every deployment was tried: the last one again, when it asked for a short wait.
+        const asked = retryAfterMsOf(failed)
+        if (asked !== undefined && asked <= routing.max_retry_wait_ms && group.resolved.deployments.length === 1) {
+          deployment = group.resolved.deployments[0]
+          sameDeployment = true
+        }
+      }
+      if (deployment === undefined) {
+        if (this.current < this.groups.length - 1) {
+          this.current++
           continue
         }
-        return { resolved: found, fallback: true, tried: new Set<string>(), attempts: 0 }
+        const fallback = yield* this.nextFallback()
+        if (fallback === undefined) return yield* Effect.fail(this.answer ?? failed!)
+        this.groups.push(fallback)
+        this.current = this.groups.length - 1
+        continue
       }
-      return undefined
-    }).pipe(Effect.provideContext(services))
-
-    const backoff = (error: ApiError | undefined, sameDeployment: boolean, group: Group): number => {
-      const asked = error === undefined ? undefined : retryAfterMsOf(error)
-      const base = routing.backoff_ms * 2 ** Math.max(0, group.attempts - 1)
-      // Full jitter: replicas retrying the same failure do not come back in step.
-      const jittered = Math.random() * base
-      return sameDeployment ? Math.max(asked ?? 0, jittered) : jittered
+      group = this.groups[this.current]!
+      if (this.started > 0 && group.attempts > 0) {
+        const wait = this.backoff(failed, sameDeployment, group)
+        if (performance.now() + wait > this.deadline) return yield* Effect.fail(this.answer ?? failed!)
+        if (wait > 0) yield* Effect.sleep(Math.round(wait))
+      } else if (this.started > 0 && performance.now() > this.deadline) {
+        return yield* Effect.fail(this.answer ?? failed!)
+      }
+      group.tried.add(deployment.key)
+      group.attempts++
+      this.started++
+      // A fallback's price was reserved when it was chosen; going back is never needed.
+      const target: Target = { resolved: throughDeployment(group.resolved, deployment), deployment, fallback: group.fallback }
+      return target
     }
+  }
 
-    /**
-     * The target of the next attempt, after `failed` (the last attempt's error, if any), or the
-     * error to answer with.
-     */
-    const next = (failed: ApiError | undefined): Effect.Effect<Target, ApiError> =>
-      Effect.gen(function*() {
-        if (failed !== undefined && (answer === undefined || isRetryable(failed) || !isRetryable(answer))) answer = failed
-        const toFallbacks = failed !== undefined && isContextWindowRefusal(failed)
-        if (failed !== undefined && !isRetryable(failed) && !toFallbacks) return yield* Effect.fail(failed)
-        // A context-window refusal leaves the group that refused, not the fallbacks after it.
-        const refusedGroup = toFallbacks ? current : -1
-        while (true) {
-          let group = groups[current]!
-          const laterGroups = current < groups.length - 1 || pendingFallbacks.length > 0
-          const exhausted = current === refusedGroup || group.attempts > routing.retries
-          let deployment = exhausted ? undefined : yield* router.pick(group.resolved.deployments, group.tried, !laterGroups)
-          let sameDeployment = false
-          if (deployment === undefined && !exhausted && !laterGroups && failed !== undefined && group.attempts > 0) {
-            // Every deployment was tried: the last one again, when it asked for a short wait.
-            const asked = retryAfterMsOf(failed)
-            if (asked !== undefined && asked <= routing.max_retry_wait_ms && group.resolved.deployments.length === 1) {
-              deployment = group.resolved.deployments[0]
-              sameDeployment = true
-            }
-          }
-          if (deployment === undefined) {
-            if (current < groups.length - 1) {
-              current++
-              continue
-            }
-            const fallback = yield* nextFallback()
-            if (fallback === undefined) return yield* Effect.fail(answer ?? failed!)
-            groups.push(fallback)
-            current = groups.length - 1
-            continue
-          }
-          group = groups[current]!
-          if (started > 0 && group.attempts > 0) {
-            const wait = backoff(failed, sameDeployment, group)
-            if (performance.now() + wait > deadline) return yield* Effect.fail(answer ?? failed!)
-            if (wait > 0) yield* Effect.sleep(Math.round(wait))
-          } else if (started > 0 && performance.now() > deadline) {
-            return yield* Effect.fail(answer ?? failed!)
-          }
-          group.tried.add(deployment.key)
-          group.attempts++
-          started++
-          // A fallback's price was reserved when it was chosen; going back is never needed.
-          return { resolved: throughDeployment(group.resolved, deployment), deployment, fallback: group.fallback }
-        }
-      })
-
-    const begin = (target: Target, options: { readonly continuation?: boolean } = {}): RunningAttempt => {
-      const endRouter = router.begin(target.deployment)
-      const startedAt = performance.now()
-      state.audit.model = target.resolved.model.id
-      state.audit.provider = target.deployment.provider.name
-      return {
-        target,
-        end: ({ error, answeredSeconds, interrupted }) =>
-          Effect.suspend(() => {
-            recordAttempt({
-              deployment: target.deployment.provider.name,
-              model: target.deployment.id,
-              status: interrupted ? 499 : error === undefined ? 200 : statusOf(error),
-              error: interrupted ? "client_closed_request" : error === undefined ? null : slugOf(error),
-              ...(error === undefined ? {} : { upstream_status: upstreamStatusOf(error) }),
-              duration_ms: Math.round(performance.now() - startedAt),
-              ...(target.fallback ? { fallback_of: resolved.requested } : {}),
-              ...(options.continuation ? { continuation: true as const } : {})
-            })
-            return endRouter(
-              interrupted
-                ? { _tag: "Neutral" }
-                : error === undefined
-                ? { _tag: "Answered", seconds: answeredSeconds ?? (performance.now() - startedAt) / 1000 }
-                : outcomeOfFailure(error, routing, { id: state.requestId, stream: state.audit.stream })
-            )
+  begin(target: Target, options: { readonly continuation?: boolean } = {}): RunningAttempt {
+    const { state, routing, resolved } = this
+    const endRouter = this.router.begin(target.deployment)
+    const startedAt = performance.now()
+    state.audit.model = target.resolved.model.id
+    state.audit.provider = target.deployment.provider.name
+    return {
+      target,
+      end: ({ error, answeredSeconds, interrupted }) =>
+        Effect.suspend(() => {
+          this.recordAttempt({
+            deployment: target.deployment.provider.name,
+            model: target.deployment.id,
+            status: interrupted ? 499 : error === undefined ? 200 : statusOf(error),
+            error: interrupted ? "client_closed_request" : error === undefined ? null : slugOf(error),
+            ...(error === undefined ? {} : { upstream_status: upstreamStatusOf(error) }),
+            duration_ms: Math.round(performance.now() - startedAt),
+            ...(target.fallback ? { fallback_of: resolved.requested } : {}),
+            ...(options.continuation ? { continuation: true as const } : {})
           })
-      }
+          return endRouter(
+            interrupted
+              ? { _tag: "Neutral" }
+              : error === undefined
+              ? { _tag: "Answered", seconds: answeredSeconds ?? (performance.now() - startedAt) / 1000 }
+              : outcomeOfFailure(error, routing, { id: state.requestId, stream: state.audit.stream })
+          )
+        })
     }
+  }
 
-    /**
-     * Runs attempts until one succeeds: `attempt` is the call to one target. `after`: the failure
-     * that made this run necessary (a stream that failed), `continuation` marks its attempts.
-     */
-    const run = <A>(
-      attempt: (target: Target) => Effect.Effect<A, ApiError>,
-      options: { readonly after?: ApiError; readonly continuation?: boolean } = {}
-    ) =>
-      Effect.gen(function*() {
-        let failed: ApiError | undefined = options.after
-        while (true) {
-          const target = yield* next(failed)
-          const running = begin(target, { continuation: options.continuation ?? false })
-          const startedAt = performance.now()
-          const result = yield* Effect.result(Effect.onInterrupt(attempt(target), () => running.end({ interrupted: true })))
-          if (result._tag === "Success") {
-            return { value: result.success, running, answeredSeconds: (performance.now() - startedAt) / 1000 }
-          }
-          yield* running.end({ error: result.failure })
-          failed = result.failure
-        }
-      })
+  /**
+   * Runs attempts until one succeeds: `attempt` is the call to one target. `after`: the failure
+   * that made this run necessary (a stream that failed), `continuation` marks its attempts.
+   */
+  run<A>(
+    attempt: (target: Target) => Effect.Effect<A, ApiError>,
+    options: { readonly after?: ApiError; readonly continuation?: boolean } = {}
+  ): Effect.Effect<{ readonly value: A; readonly running: RunningAttempt; readonly answeredSeconds: number }, ApiError> {
+    return Effect.gen(() => this.runSteps(attempt, options))
+  }
 
-    return { next, begin, run, routing }
-  })
+  private *runSteps<A>(
+    attempt: (target: Target) => Effect.Effect<A, ApiError>,
+    options: { readonly after?: ApiError; readonly continuation?: boolean }
+  ) {
+    let failed: ApiError | undefined = options.after
+    while (true) {
+      const target = yield* this.next(failed)
+      const running = this.begin(target, { continuation: options.continuation ?? false })
+      const startedAt = performance.now()
+      const result = yield* Effect.result(Effect.onInterrupt(attempt(target), () => running.end({ interrupted: true })))
+      if (result._tag === "Success") {
+        return { value: result.success, running, answeredSeconds: (performance.now() - startedAt) / 1000 }
+      }
+      yield* running.end({ error: result.failure })
+      failed = result.failure
+    }
+  }
+}
 
-export type Plan = Effect.Success<ReturnType<typeof makePlan>>
 
 /** One opened upstream stream, as `Plan.run` gives it. */
 export interface OpenedStream {

@@ -35,23 +35,24 @@ const pullIn = <A, E>(stream: Stream.Stream<A, E>, scope: Scope.Scope): Effect.E
  * event stays empty. The pull's scope is closed when the returned stream ends, however it ends.
  */
 export const withFirstChunk = <A, E>(stream: Stream.Stream<A, E>): Effect.Effect<Stream.Stream<A, E>, E> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function*() {
-      const scope = yield* Scope.make()
-      const pull = yield* pullIn(stream, scope)
-      const first = yield* Effect.exit(restore(pull))
-      if (Exit.isFailure(first)) {
-        yield* Scope.close(scope, first)
-        if (Pull.isDoneCause(first.cause)) return Stream.empty
-        return yield* Effect.failCause(first.cause as Cause.Cause<E>)
-      }
-      let pending: Arr.NonEmptyReadonlyArray<A> | undefined = first.value
-      const replay = Effect.suspend(() => {
-        if (pending === undefined) return pull
-        const chunk = pending
-        pending = undefined
-        return Effect.succeed(chunk)
-      })
-      return Stream.fromPull(Effect.succeed(replay)).pipe(Stream.ensuring(Scope.close(scope, Exit.void)))
-    })
-  )
+  Effect.uninterruptibleMask((restore) => Effect.gen(() => firstChunkSteps(stream, restore)))
+
+/** withFirstChunk's steps: a generator defined once, not made per stream (README, Generators made per request). */
+function* firstChunkSteps<A, E>(stream: Stream.Stream<A, E>, restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>) {
+  const scope = yield* Scope.make()
+  const pull = yield* pullIn(stream, scope)
+  const first = yield* Effect.exit(restore(pull))
+  if (Exit.isFailure(first)) {
+    yield* Scope.close(scope, first)
+    if (Pull.isDoneCause(first.cause)) return Stream.empty
+    return yield* Effect.failCause(first.cause as Cause.Cause<E>)
+  }
+  let pending: Arr.NonEmptyReadonlyArray<A> | undefined = first.value
+  const replay = Effect.suspend(() => {
+    if (pending === undefined) return pull
+    const chunk = pending
+    pending = undefined
+    return Effect.succeed(chunk)
+  })
+  return Stream.fromPull(Effect.succeed(replay)).pipe(Stream.ensuring(Scope.close(scope, Exit.void)))
+}

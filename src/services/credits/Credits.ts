@@ -328,46 +328,47 @@ export class Credits extends Context.Service<Credits, {
 
         return Credits.of({
           replicaId,
-          reserve: (charge, principal, options) =>
-            Effect.gen(function*() {
-              const nowMs = yield* Clock.currentTimeMillis
-              const requests = options?.countRequest === false ? 0 : 1
-              const holds = requests === 0 && charge.amount <= 0 ? [] : budgetHolds(principal, nowMs)
-              if (holds.length === 0 && charge.amount <= 0) return undefined
-              if (writer === undefined) {
-                // One-shot commands (the CLI's top-up) hold no replica: nothing they run is admitted here.
-                return yield* Effect.die(new Error("Credits.reserve needs a replica (Credits.layer without `replica: false`)"))
-              }
-              if (holds.length > 0 && charge.amount > 0) {
-                // One commit for the count and the charge (the charge written only if the count admitted it).
-                const outcome = yield* writer.countAndSpend(charge, holds, requests)
-                switch (outcome._tag) {
-                  case "Admitted":
-                    return charge
-                  case "Exhausted":
-                    return yield* Effect.fail(budgetExhausted(principal, outcome.refusal, nowMs, charge.amount))
-                  case "StoreFailed":
-                    return yield* Effect.fail(storeUnavailable(outcome.error))
-                  case "Insufficient":
-                    return yield* Effect.fail(insufficient(charge, outcome.available))
-                }
-              }
-              if (holds.length > 0) {
-                const counted = yield* writer.countBudget(holds, 0)
-                if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))
-                if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(principal, counted.refusal, nowMs, 0))
-                return undefined
-              }
-              const spent = yield* writer.spend(charge)
-              switch (spent._tag) {
+          // Defined once, not a generator made per call (README, Generators made per request); untraced:
+          // Effect.fn captures a stack trace on every call, and this runs on every paid request.
+          reserve: Effect.fnUntraced(function*(charge, principal, options) {
+            const nowMs = yield* Clock.currentTimeMillis
+            const requests = options?.countRequest === false ? 0 : 1
+            const holds = requests === 0 && charge.amount <= 0 ? [] : budgetHolds(principal, nowMs)
+            if (holds.length === 0 && charge.amount <= 0) return undefined
+            if (writer === undefined) {
+              // One-shot commands (the CLI's top-up) hold no replica: nothing they run is admitted here.
+              return yield* Effect.die(new Error("Credits.reserve needs a replica (Credits.layer without `replica: false`)"))
+            }
+            if (holds.length > 0 && charge.amount > 0) {
+              // One commit for the count and the charge (the charge written only if the count admitted it).
+              const outcome = yield* writer.countAndSpend(charge, holds, requests)
+              switch (outcome._tag) {
                 case "Admitted":
                   return charge
+                case "Exhausted":
+                  return yield* Effect.fail(budgetExhausted(principal, outcome.refusal, nowMs, charge.amount))
                 case "StoreFailed":
-                  return yield* Effect.fail(storeUnavailable(spent.error))
+                  return yield* Effect.fail(storeUnavailable(outcome.error))
                 case "Insufficient":
-                  return yield* Effect.fail(insufficient(charge, spent.available))
+                  return yield* Effect.fail(insufficient(charge, outcome.available))
               }
-            }),
+            }
+            if (holds.length > 0) {
+              const counted = yield* writer.countBudget(holds, 0)
+              if (counted._tag === "StoreFailed") return yield* Effect.fail(storeUnavailable(counted.error))
+              if (counted._tag === "Exhausted") return yield* Effect.fail(budgetExhausted(principal, counted.refusal, nowMs, 0))
+              return undefined
+            }
+            const spent = yield* writer.spend(charge)
+            switch (spent._tag) {
+              case "Admitted":
+                return charge
+              case "StoreFailed":
+                return yield* Effect.fail(storeUnavailable(spent.error))
+              case "Insufficient":
+                return yield* Effect.fail(insufficient(charge, spent.available))
+            }
+          }),
           settle: (charge, costMicros) =>
             writer?.end(charge.request_id, "settle", "", costMicros === undefined ? undefined : Math.min(charge.amount, Math.max(0, Math.floor(costMicros)))) ??
               Effect.void,

@@ -108,84 +108,81 @@ export class StoredResponses extends Context.Service<StoredResponses, {
         },
         // Called when the request decided to store (from `enabled` at its start): a reload that
         // turned storing off meanwhile does not undo what its answer says.
-        save: (request) =>
-          Effect.gen(function*() {
-            const settings = config.responses
-            const retentionMs = settings.retention_days * DAY_MS
-            const id = request.response["id"]
-            if (typeof id !== "string") return "failed" as const
-            const response = JSON.stringify(request.response)
-            const input = JSON.stringify(request.inputItems)
-            const bytes = Buffer.byteLength(response) + Buffer.byteLength(input)
-            if (bytes > settings.max_stored_bytes) return "too_large" as const
-            // Its times are the store's (ResponsesRepo): every replica judges expiry by that one clock.
-            const record: NewStoredResponse = {
-              id,
-              owner: request.owner,
-              provider: request.provider ?? null,
-              model: typeof request.response["model"] === "string" ? request.response["model"] : "",
-              previous_response_id: request.previousResponseId,
-              response,
-              input_items: input,
-              bytes
-            }
-            const output = Array.isArray(request.response["output"]) ? (request.response["output"] as ReadonlyArray<JsonItem>) : []
-            const seen = new Set<string>()
-            const items: Array<StoredItemRecord> = []
-            const all = [...request.inputItems, ...output]
-            for (let index = 0; index < all.length; index++) {
-              // Up to about 20,000 items from a 1 MiB body: the event loop gets a turn between slices (issue 32).
-              if (index % 1_000 === 999) yield* Effect.yieldNow
-              const item = all[index]!
-              const itemId = idOf(item)
-              if (itemId === undefined || seen.has(itemId)) continue
-              seen.add(itemId)
-              items.push({ item_id: itemId, response_id: id, item: JSON.stringify(item) })
-            }
-            return yield* repo.insert(record, items, retentionMs).pipe(
-              Effect.as("stored" as const),
-              Effect.catch((error) => Effect.as(Effect.logWarning("could not store a response", error), "failed" as const))
-            )
-          }),
+        save: Effect.fnUntraced(function*(request) {
+          const settings = config.responses
+          const retentionMs = settings.retention_days * DAY_MS
+          const id = request.response["id"]
+          if (typeof id !== "string") return "failed" as const
+          const response = JSON.stringify(request.response)
+          const input = JSON.stringify(request.inputItems)
+          const bytes = Buffer.byteLength(response) + Buffer.byteLength(input)
+          if (bytes > settings.max_stored_bytes) return "too_large" as const
+          // Its times are the store's (ResponsesRepo): every replica judges expiry by that one clock.
+          const record: NewStoredResponse = {
+            id,
+            owner: request.owner,
+            provider: request.provider ?? null,
+            model: typeof request.response["model"] === "string" ? request.response["model"] : "",
+            previous_response_id: request.previousResponseId,
+            response,
+            input_items: input,
+            bytes
+          }
+          const output = Array.isArray(request.response["output"]) ? (request.response["output"] as ReadonlyArray<JsonItem>) : []
+          const seen = new Set<string>()
+          const items: Array<StoredItemRecord> = []
+          const all = [...request.inputItems, ...output]
+          for (let index = 0; index < all.length; index++) {
+            // Up to about 20,000 items from a 1 MiB body: the event loop gets a turn between slices (issue 32).
+            if (index % 1_000 === 999) yield* Effect.yieldNow
+            const item = all[index]!
+            const itemId = idOf(item)
+            if (itemId === undefined || seen.has(itemId)) continue
+            seen.add(itemId)
+            items.push({ item_id: itemId, response_id: id, item: JSON.stringify(item) })
+          }
+          return yield* repo.insert(record, items, retentionMs).pipe(
+            Effect.as("stored" as const),
+            Effect.catch((error) => Effect.as(Effect.logWarning("could not store a response", error), "failed" as const))
+          )
+        }),
         get: (id, owner) => Effect.flatMap(find(id, owner), (row) => row === undefined ? Effect.fail(notFound(id)) : Effect.succeed(row)),
         remove: (id, owner) =>
           Effect.flatMap(repo.remove(id, owner).pipe(Effect.mapError(storeUnavailable)), (gone) => gone ? Effect.void : Effect.fail(notFound(id))),
-        items: (owner, ids) =>
-          Effect.gen(function*() {
-            const rows = yield* repo.findItems(owner, [...new Set(ids)]).pipe(Effect.mapError(storeUnavailable))
-            const found = new Map<string, FoundItemRecord>()
-            // Newest first: the first row of an id wins.
-            for (const row of rows) if (!found.has(row.item_id)) found.set(row.item_id, row)
-            return found
-          }),
-        chain: (id, owner, budget) =>
-          Effect.gen(function*() {
-            const maxBytes = budget ?? config.responses.max_conversation_bytes
-            const links: Array<ChainLink> = []
-            const visited = new Set<string>()
-            let bytes = 0
-            let next: string | null = id
-            while (next !== null) {
-              // A cycle cannot be built through the API (a response names an older one); a
-              // corrupt row must still not loop forever.
-              if (visited.has(next) || links.length >= MAX_CHAIN) return { missing: next }
-              visited.add(next)
-              const row: StoredResponseRecord | undefined = yield* find(next, owner)
-              if (row === undefined) return { missing: next }
-              // Nor loaded beyond `responses.max_conversation_bytes`: each response may hold up to
-              // `max_stored_bytes`, and a thousand of them read into one request would be gigabytes.
-              bytes += row.response.length + row.input_items.length
-              if (bytes > maxBytes) return { tooLarge: maxBytes }
-              const { input_items, response } = row
-              links.push({
-                id: row.id,
-                provider: row.provider,
-                items: () => [...JSON.parse(input_items) as ReadonlyArray<JsonItem>, ...outputOf(response)]
-              })
-              next = row.previous_response_id
-            }
-            return { links: links.reverse() }
-          })
+        items: Effect.fnUntraced(function*(owner, ids) {
+          const rows = yield* repo.findItems(owner, [...new Set(ids)]).pipe(Effect.mapError(storeUnavailable))
+          const found = new Map<string, FoundItemRecord>()
+          // Newest first: the first row of an id wins.
+          for (const row of rows) if (!found.has(row.item_id)) found.set(row.item_id, row)
+          return found
+        }),
+        chain: Effect.fnUntraced(function*(id, owner, budget) {
+          const maxBytes = budget ?? config.responses.max_conversation_bytes
+          const links: Array<ChainLink> = []
+          const visited = new Set<string>()
+          let bytes = 0
+          let next: string | null = id
+          while (next !== null) {
+            // A cycle cannot be built through the API (a response names an older one); a
+            // corrupt row must still not loop forever.
+            if (visited.has(next) || links.length >= MAX_CHAIN) return { missing: next }
+            visited.add(next)
+            const row: StoredResponseRecord | undefined = yield* find(next, owner)
+            if (row === undefined) return { missing: next }
+            // Nor loaded beyond `responses.max_conversation_bytes`: each response may hold up to
+            // `max_stored_bytes`, and a thousand of them read into one request would be gigabytes.
+            bytes += row.response.length + row.input_items.length
+            if (bytes > maxBytes) return { tooLarge: maxBytes }
+            const { input_items, response } = row
+            links.push({
+              id: row.id,
+              provider: row.provider,
+              items: () => [...JSON.parse(input_items) as ReadonlyArray<JsonItem>, ...outputOf(response)]
+            })
+            next = row.previous_response_id
+          }
+          return { links: links.reverse() }
+        })
       })
     })
   )

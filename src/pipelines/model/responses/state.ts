@@ -75,151 +75,151 @@ const YIELD_EVERY = 1_000
  * `passthroughProvider`: the provider's name when the body will be forwarded to its own
  * Responses API; undefined when it will be translated.
  */
-export const responsesSession = (context: AdapterContext, passthroughProvider: string | undefined) =>
-  Effect.gen(function*() {
-    const stored = yield* StoredResponses
-    const owner = (yield* AuthenticatedKey).id
-    const raw = context.raw
-    const previous = raw["previous_response_id"]
-    if (previous !== undefined && previous !== null && typeof previous !== "string") {
-      return yield* new ValidationFailed({ message: "expected a string", details: { field: "previous_response_id" } })
-    }
-    const previousId = typeof previous === "string" && previous !== "" ? previous : null
-    const input = raw["input"]
-    const items: ReadonlyArray<unknown> = typeof input === "string"
-      ? [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }]
-      : Array.isArray(input) ? input : []
-    const references: Array<{ readonly index: number; readonly id: string }> = []
-    for (let index = 0; index < items.length; index++) {
-      // A 1 MiB body holds up to about 20,000 items: the event loop gets a turn every YIELD_EVERY (issue 32).
-      if (index % YIELD_EVERY === YIELD_EVERY - 1) yield* Effect.yieldNow
-      const item = items[index]
-      if (isReference(item)) references.push({ index, id: item.id })
-    }
+export const responsesSession = Effect.fnUntraced(function*(context: AdapterContext, passthroughProvider: string | undefined) {
+  const stored = yield* StoredResponses
+  const owner = (yield* AuthenticatedKey).id
+  const raw = context.raw
+  const previous = raw["previous_response_id"]
+  if (previous !== undefined && previous !== null && typeof previous !== "string") {
+    return yield* new ValidationFailed({ message: "expected a string", details: { field: "previous_response_id" } })
+  }
+  const previousId = typeof previous === "string" && previous !== "" ? previous : null
+  const input = raw["input"]
+  const items: ReadonlyArray<unknown> = typeof input === "string"
+    ? [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }]
+    : Array.isArray(input) ? input : []
+  const references: Array<{ readonly index: number; readonly id: string }> = []
+  for (let index = 0; index < items.length; index++) {
+    // A 1 MiB body holds up to about 20,000 items: the event loop gets a turn every YIELD_EVERY (issue 32).
+    if (index % YIELD_EVERY === YIELD_EVERY - 1) yield* Effect.yieldNow
+    const item = items[index]
+    if (isReference(item)) references.push({ index, id: item.id })
+  }
 
-    // Read once: a config reload meanwhile does not change what this request does.
-    const enabled = stored.enabled
-    if (!enabled && (previousId !== null || references.length > 0)) {
-      const field = previousId !== null ? "previous_response_id" : `input.${references[0]!.index}`
-      return yield* new ValidationFailed({ message: TURNED_OFF, details: { field } })
-    }
+  // Read once: a config reload meanwhile does not change what this request does.
+  const enabled = stored.enabled
+  if (!enabled && (previousId !== null || references.length > 0)) {
+    const field = previousId !== null ? "previous_response_id" : `input.${references[0]!.index}`
+    return yield* new ValidationFailed({ message: TURNED_OFF, details: { field } })
+  }
 
-    // Every reference resolved up front: an unknown one is named. It is not charged (issue 35
-    // item 2): it may be the gateway's own doing, a response it could not store (that answer said
-    // `store: false`, but a client continuing the conversation may not look), and no provider
-    // was asked yet.
-    const notStored = (error: NotFound) =>
-      Effect.andThen(Effect.sync(() => waiveCharge(context.state.scope, `not charged: ${error.message}`)), Effect.fail(error))
-    const found = yield* stored.items(owner, references.map((reference) => reference.id))
-    for (const reference of references) {
-      if (!found.has(reference.id)) {
-        return yield* notStored(new NotFound({
-          message: `no stored item with id "${reference.id}" (stored responses are kept for responses.retention_days, and only for the key that made them)`,
-          details: { field: `input.${reference.index}.id`, item_id: reference.id }
-        }))
-      }
+  // Every reference resolved up front: an unknown one is named. It is not charged (issue 35
+  // item 2): it may be the gateway's own doing, a response it could not store (that answer said
+  // `store: false`, but a client continuing the conversation may not look), and no provider
+  // was asked yet.
+  const notStored = (error: NotFound) =>
+    Effect.andThen(Effect.sync(() => waiveCharge(context.state.scope, `not charged: ${error.message}`)), Effect.fail(error))
+  const found = yield* stored.items(owner, references.map((reference) => reference.id))
+  for (const reference of references) {
+    if (!found.has(reference.id)) {
+      return yield* notStored(new NotFound({
+        message: `no stored item with id "${reference.id}" (stored responses are kept for responses.retention_days, and only for the key that made them)`,
+        details: { field: `input.${reference.index}.id`, item_id: reference.id }
+      }))
     }
-    // One budget for the stored text a request brings in (issue 32 item 1): each reference
-    // counts every time it appears (a thousand references to one 900 KB item would be 900 MB of
-    // conversation), and the chain of previous_response_id gets what the references left.
-    const budget = stored.maxConversationBytes
-    let referenced = 0
-    for (const reference of references) {
-      referenced += found.get(reference.id)!.item.length
-      if (referenced > budget) {
-        return yield* new ValidationFailed({
-          message: `the items referenced in input hold more than ${budget} bytes of stored text (responses.max_conversation_bytes, each reference counted every time it appears); reference fewer or smaller items`,
-          details: { field: `input.${reference.index}`, max_bytes: budget }
-        })
-      }
-    }
-    // Each item parsed once however often it is referenced; the event loop gets a turn between items.
-    const parsed = new Map<string, JsonItem>()
-    const ownInput: Array<JsonItem> = []
-    for (let index = 0; index < items.length; index++) {
-      if (index % YIELD_EVERY === YIELD_EVERY - 1) yield* Effect.yieldNow
-      const item = items[index]
-      if (!isReference(item)) {
-        ownInput.push(withId(isObject(item) ? item : { value: item }))
-        continue
-      }
-      let value = parsed.get(item.id)
-      if (value === undefined) {
-        yield* Effect.yieldNow
-        value = JSON.parse(found.get(item.id)!.item) as JsonItem
-        parsed.set(item.id, value)
-      }
-      ownInput.push(value)
-    }
-
-    let links: ReadonlyArray<ChainLink> = []
-    let previousProvider: string | null = null
-    if (previousId !== null) {
-      const chain = yield* stored.chain(previousId, owner, budget - referenced)
-      if ("tooLarge" in chain) {
-        return yield* new ValidationFailed({
-          message: `the conversation ending with "${previousId}" and the items referenced in input hold more than ${budget} bytes of stored text (responses.max_conversation_bytes); send a shorter conversation in input`,
-          details: { field: "previous_response_id", response_id: previousId, max_bytes: budget }
-        })
-      }
-      if ("missing" in chain) {
-        return yield* notStored(new NotFound({
-          message: chain.missing === previousId
-            ? `no stored response with id "${previousId}"`
-            : `response "${chain.missing}", an earlier turn of this conversation, is no longer stored; send the whole conversation in input`,
-          details: { field: "previous_response_id", response_id: chain.missing }
-        }))
-      }
-      links = chain.links
-      previousProvider = chain.links[chain.links.length - 1]?.provider ?? null
-    }
-
-    // The vendor holds everything referenced: forward as sent.
-    const unchanged = passthroughProvider !== undefined &&
-      (previousId === null || previousProvider === passthroughProvider) &&
-      references.every((reference) => found.get(reference.id)!.provider === passthroughProvider)
-    let adapterRaw: Record<string, unknown> = raw
-    if (!unchanged && (previousId !== null || references.length > 0)) {
-      const { previous_response_id: _, ...rest } = raw
-      // The stored items are parsed only here, where the conversation is sent whole.
-      const conversation = [...links.flatMap((link) => link.items()), ...ownInput]
-      adapterRaw = { ...rest, input: passthroughProvider === undefined ? conversation : forVendor(conversation) }
-    }
-
-    const store = raw["store"] !== false && enabled
-    const provider = passthroughProvider
-    const finish = (response: JsonItem): Effect.Effect<JsonItem> =>
-      Effect.gen(function*() {
-        if (!store) return response
-        const answered: JsonItem = { ...response, store: true, previous_response_id: previousId }
-        const outcome: SaveOutcome = yield* stored.save({ owner, provider, previousResponseId: previousId, response: answered, inputItems: ownInput })
-        if (outcome === "stored") return answered
-        // Not kept: the answer says so, and the audit record says why.
-        context.state.audit.details = { ...context.state.audit.details, response_not_stored: outcome }
-        return { ...answered, store: false }
+  }
+  // One budget for the stored text a request brings in (issue 32 item 1): each reference
+  // counts every time it appears (a thousand references to one 900 KB item would be 900 MB of
+  // conversation), and the chain of previous_response_id gets what the references left.
+  const budget = stored.maxConversationBytes
+  let referenced = 0
+  for (const reference of references) {
+    referenced += found.get(reference.id)!.item.length
+    if (referenced > budget) {
+      return yield* new ValidationFailed({
+        message: `the items referenced in input hold more than ${budget} bytes of stored text (responses.max_conversation_bytes, each reference counted every time it appears); reference fewer or smaller items`,
+        details: { field: `input.${reference.index}`, max_bytes: budget }
       })
-    /** Lifecycle events before the end: they say what the end will. */
-    const echo = (response: JsonItem): JsonItem =>
-      store ? { ...response, store: true, previous_response_id: previousId } : response
-
-    const session: ResponsesSession = {
-      context: adapterRaw === raw ? context : { ...context, raw: adapterRaw },
-      complete: (response) => isObject(response) ? finish(response) : Effect.succeed(response),
-      // Nothing to store and nothing to echo: the events are already what the client gets.
-      stream: (events) => !store && previousId === null ? events : Stream.mapEffect(events, (event) => {
-          const value = event.value
-          if (!isObject(value) || !isObject(value["response"])) return Effect.succeed(event)
-          const type = value["type"]
-          const response = value["response"] as JsonItem
-          const patched = typeof type === "string" && TERMINAL_STORED.has(type)
-            ? finish(response)
-            : Effect.succeed(type === "response.failed" ? response : echo(response))
-          return Effect.map(patched, (next): ClientEvent => {
-            if (next === response) return event
-            const updated = { ...value, response: next }
-            return { ...event, data: JSON.stringify(updated), value: updated }
-          })
-        })
     }
-    return session
-  })
+  }
+  // Each item parsed once however often it is referenced; the event loop gets a turn between items.
+  const parsed = new Map<string, JsonItem>()
+  const ownInput: Array<JsonItem> = []
+  for (let index = 0; index < items.length; index++) {
+    if (index % YIELD_EVERY === YIELD_EVERY - 1) yield* Effect.yieldNow
+    const item = items[index]
+    if (!isReference(item)) {
+      ownInput.push(withId(isObject(item) ? item : { value: item }))
+      continue
+    }
+    let value = parsed.get(item.id)
+    if (value === undefined) {
+      yield* Effect.yieldNow
+      value = JSON.parse(found.get(item.id)!.item) as JsonItem
+      parsed.set(item.id, value)
+    }
+    ownInput.push(value)
+  }
+
+  let links: ReadonlyArray<ChainLink> = []
+  let previousProvider: string | null = null
+  if (previousId !== null) {
+    const chain = yield* stored.chain(previousId, owner, budget - referenced)
+    if ("tooLarge" in chain) {
+      return yield* new ValidationFailed({
+        message: `the conversation ending with "${previousId}" and the items referenced in input hold more than ${budget} bytes of stored text (responses.max_conversation_bytes); send a shorter conversation in input`,
+        details: { field: "previous_response_id", response_id: previousId, max_bytes: budget }
+      })
+    }
+    if ("missing" in chain) {
+      return yield* notStored(new NotFound({
+        message: chain.missing === previousId
+          ? `no stored response with id "${previousId}"`
+          : `response "${chain.missing}", an earlier turn of this conversation, is no longer stored; send the whole conversation in input`,
+        details: { field: "previous_response_id", response_id: chain.missing }
+      }))
+    }
+    links = chain.links
+    previousProvider = chain.links[chain.links.length - 1]?.provider ?? null
+  }
+
+  // The vendor holds everything referenced: forward as sent.
+  const unchanged = passthroughProvider !== undefined &&
+    (previousId === null || previousProvider === passthroughProvider) &&
+    references.every((reference) => found.get(reference.id)!.provider === passthroughProvider)
+  let adapterRaw: Record<string, unknown> = raw
+  if (!unchanged && (previousId !== null || references.length > 0)) {
+    const { previous_response_id: _, ...rest } = raw
+    // The stored items are parsed only here, where the conversation is sent whole.
+    const conversation = [...links.flatMap((link) => link.items()), ...ownInput]
+    adapterRaw = { ...rest, input: passthroughProvider === undefined ? conversation : forVendor(conversation) }
+  }
+
+  const store = raw["store"] !== false && enabled
+  const provider = passthroughProvider
+  // Chained, not a generator made per request (README, Generators made per request).
+  const finish = (response: JsonItem): Effect.Effect<JsonItem> => {
+    if (!store) return Effect.succeed(response)
+    const answered: JsonItem = { ...response, store: true, previous_response_id: previousId }
+    return Effect.map(stored.save({ owner, provider, previousResponseId: previousId, response: answered, inputItems: ownInput }), (outcome: SaveOutcome) => {
+      if (outcome === "stored") return answered
+      // Not kept: the answer says so, and the audit record says why.
+      context.state.audit.details = { ...context.state.audit.details, response_not_stored: outcome }
+      return { ...answered, store: false }
+    })
+  }
+  /** Lifecycle events before the end: they say what the end will. */
+  const echo = (response: JsonItem): JsonItem =>
+    store ? { ...response, store: true, previous_response_id: previousId } : response
+
+  const session: ResponsesSession = {
+    context: adapterRaw === raw ? context : { ...context, raw: adapterRaw },
+    complete: (response) => isObject(response) ? finish(response) : Effect.succeed(response),
+    // Nothing to store and nothing to echo: the events are already what the client gets.
+    stream: (events) => !store && previousId === null ? events : Stream.mapEffect(events, (event) => {
+        const value = event.value
+        if (!isObject(value) || !isObject(value["response"])) return Effect.succeed(event)
+        const type = value["type"]
+        const response = value["response"] as JsonItem
+        const patched = typeof type === "string" && TERMINAL_STORED.has(type)
+          ? finish(response)
+          : Effect.succeed(type === "response.failed" ? response : echo(response))
+        return Effect.map(patched, (next): ClientEvent => {
+          if (next === response) return event
+          const updated = { ...value, response: next }
+          return { ...event, data: JSON.stringify(updated), value: updated }
+        })
+      })
+  }
+  return session
+})
