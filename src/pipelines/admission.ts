@@ -228,17 +228,16 @@ export const admitCosts = Effect.fnUntraced(function*(options: {
  * When the request ends, its cost from the answering model's price and its tokens (metering.ts).
  * Added after the charge, so it runs before the charge's finalizer, which settles to it.
  */
-const meterUntilEnd = (state: RequestState, meter: Meter) =>
-  Effect.gen(function*() {
-    const estimator = yield* TokenEstimator
-    yield* Scope.addFinalizerExit(state.scope, (exit) =>
-      meteredCost(state, meter, outcomeOf(exit).status < 400, estimator).pipe(
-        Effect.map((cost) => {
-          meter.cost = cost
-          settleCost(state.scope, cost.micros)
-        })
-      ))
-  })
+const meterUntilEnd = Effect.fnUntraced(function*(state: RequestState, meter: Meter) {
+  const estimator = yield* TokenEstimator
+  yield* Scope.addFinalizerExit(state.scope, (exit) =>
+    meteredCost(state, meter, outcomeOf(exit).status < 400, estimator).pipe(
+      Effect.map((cost) => {
+        meter.cost = cost
+        settleCost(state.scope, cost.micros)
+      })
+    ))
+})
 
 /** A chat-only model asked for embeddings, or the other way round: the client's mistake, named. */
 const requireEndpoint = (resolved: ResolvedModel, endpoint: ModelEndpoint) =>

@@ -98,13 +98,12 @@ const capabilities = Effect.map(McpUpstreams, (upstreams) => serverCapabilities(
 const reachable = (key: Principal, upstreams: McpUpstreams["Service"]) => upstreams.names.filter((name) => key.mcp_servers.includes(name))
 
 /** The tools/list both eras answer: the SQL tools, then every allowed upstream server's tools. */
-const listTools = (key: Principal) =>
-  Effect.gen(function*() {
-    const upstreams = yield* McpUpstreams
-    const own = advertisedTools((yield* SqlTools).definitions)
-    const servers = reachable(key, upstreams)
-    return servers.length === 0 ? own : [...own, ...(yield* upstreams.tools(servers))]
-  })
+const listTools = Effect.fnUntraced(function*(key: Principal) {
+  const upstreams = yield* McpUpstreams
+  const own = advertisedTools((yield* SqlTools).definitions)
+  const servers = reachable(key, upstreams)
+  return servers.length === 0 ? own : [...own, ...(yield* upstreams.tools(servers))]
+})
 
 const rpcRefusal = (code: number, message: string): UpstreamRpcError => ({ _tag: "UpstreamRpcError", code, message })
 
@@ -113,13 +112,12 @@ const rpcRefusal = (code: number, message: string): UpstreamRpcError => ({ _tag:
  * to. Not listed on this replica yet (another replica answered the listing, or the client never
  * listed): both listings are taken, then routed.
  */
-const resourceServerOf = (upstreams: McpUpstreams["Service"], servers: ReadonlyArray<string>, uri: string) =>
-  Effect.gen(function*() {
-    const known = upstreams.resourceServer(servers, uri)
-    if (known !== undefined) return known
-    yield* Effect.all([upstreams.list("resources", servers), upstreams.list("resourceTemplates", servers)], { concurrency: 2 })
-    return upstreams.resourceServer(servers, uri)
-  })
+const resourceServerOf = Effect.fnUntraced(function*(upstreams: McpUpstreams["Service"], servers: ReadonlyArray<string>, uri: string) {
+  const known = upstreams.resourceServer(servers, uri)
+  if (known !== undefined) return known
+  yield* Effect.all([upstreams.list("resources", servers), upstreams.list("resourceTemplates", servers)], { concurrency: 2 })
+  return upstreams.resourceServer(servers, uri)
+})
 
 /**
  * `prompts/list`, `prompts/get`, `resources/list`, `resources/templates/list`, `resources/read`
@@ -129,69 +127,68 @@ const resourceServerOf = (upstreams: McpUpstreams["Service"], servers: ReadonlyA
  * never charged credits (the request still counts against rate limit and budget). A server's
  * failure is a JSON-RPC error naming it; undefined for a method this does not forward.
  */
-const forwardUpstream = (key: Principal, method: string, params: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const upstreams = yield* McpUpstreams
-    const servers = reachable(key, upstreams)
-    const answer = <A>(server: string, request: Effect.Effect<A | UpstreamRpcError, Effect.Error<ReturnType<typeof upstreams.readResource>>>) =>
-      request.pipe(
-        Effect.interruptible,
-        Effect.catch((error) => {
-          const envelope = toEnvelope(error, state.requestId)
-          state.audit.details = { ...state.audit.details, error: envelope.error }
-          return Effect.succeed(rpcRefusal(-32603, `${envelope.message} (${envelope.error})`))
-        }),
-        Effect.tap(() => Effect.sync(() => {
-          state.audit.details = { ...state.audit.details, mcp_server: server }
-        }))
-      )
-    switch (method) {
-      case "prompts/list":
-        return { prompts: yield* upstreams.list("prompts", servers) }
-      case "resources/list":
-        return { resources: yield* upstreams.list("resources", servers) }
-      case "resources/templates/list":
-        return { resourceTemplates: yield* upstreams.list("resourceTemplates", servers) }
-      case "completion/complete": {
-        const ref = typeof params.ref === "object" && params.ref !== null ? params.ref as Record<string, unknown> : {}
-        if (ref.type === "ref/prompt") {
-          const name = typeof ref.name === "string" ? ref.name : ""
-          const at = name.indexOf("__")
-          const server = at > 0 ? name.slice(0, at) : ""
-          if (!servers.includes(server)) return rpcRefusal(-32602, `unknown prompt: ${name.slice(0, 200)}`)
-          return yield* answer(server, upstreams.complete(server, { ...params, ref: { ...ref, name: name.slice(at + 2) } }))
-        }
-        if (ref.type === "ref/resource") {
-          const uri = typeof ref.uri === "string" ? ref.uri : ""
-          const server = yield* resourceServerOf(upstreams, servers, uri)
-          if (server === undefined) return rpcRefusal(-32602, `unknown resource: ${uri.slice(0, 200)}`)
-          return yield* answer(server, upstreams.complete(server, params))
-        }
-        return rpcRefusal(-32602, "completion/complete: ref.type must be ref/prompt or ref/resource")
-      }
-      case "prompts/get": {
-        const name = typeof params.name === "string" ? params.name : ""
+const forwardUpstream = Effect.fnUntraced(function*(key: Principal, method: string, params: Record<string, unknown>) {
+  const state = yield* CurrentRequest
+  const upstreams = yield* McpUpstreams
+  const servers = reachable(key, upstreams)
+  const answer = <A>(server: string, request: Effect.Effect<A | UpstreamRpcError, Effect.Error<ReturnType<typeof upstreams.readResource>>>) =>
+    request.pipe(
+      Effect.interruptible,
+      Effect.catch((error) => {
+        const envelope = toEnvelope(error, state.requestId)
+        state.audit.details = { ...state.audit.details, error: envelope.error }
+        return Effect.succeed(rpcRefusal(-32603, `${envelope.message} (${envelope.error})`))
+      }),
+      Effect.tap(() => Effect.sync(() => {
+        state.audit.details = { ...state.audit.details, mcp_server: server }
+      }))
+    )
+  switch (method) {
+    case "prompts/list":
+      return { prompts: yield* upstreams.list("prompts", servers) }
+    case "resources/list":
+      return { resources: yield* upstreams.list("resources", servers) }
+    case "resources/templates/list":
+      return { resourceTemplates: yield* upstreams.list("resourceTemplates", servers) }
+    case "completion/complete": {
+      const ref = typeof params.ref === "object" && params.ref !== null ? params.ref as Record<string, unknown> : {}
+      if (ref.type === "ref/prompt") {
+        const name = typeof ref.name === "string" ? ref.name : ""
         const at = name.indexOf("__")
         const server = at > 0 ? name.slice(0, at) : ""
         if (!servers.includes(server)) return rpcRefusal(-32602, `unknown prompt: ${name.slice(0, 200)}`)
-        const args = params.arguments
-        if (args !== undefined && (typeof args !== "object" || args === null || Object.values(args).some((v) => typeof v !== "string"))) {
-          return rpcRefusal(-32602, "prompts/get: arguments must be an object of strings")
-        }
-        state.audit.details = { ...state.audit.details, upstream_prompt: name.slice(at + 2) }
-        return yield* answer(server, upstreams.getPrompt(server, name.slice(at + 2), args as Record<string, string> | undefined))
+        return yield* answer(server, upstreams.complete(server, { ...params, ref: { ...ref, name: name.slice(at + 2) } }))
       }
-      case "resources/read": {
-        const uri = typeof params.uri === "string" ? params.uri : ""
+      if (ref.type === "ref/resource") {
+        const uri = typeof ref.uri === "string" ? ref.uri : ""
         const server = yield* resourceServerOf(upstreams, servers, uri)
-        if (server === undefined) return rpcRefusal(-32002, `unknown resource: ${uri.slice(0, 200)}`)
-        return yield* answer(server, upstreams.readResource(server, uri))
+        if (server === undefined) return rpcRefusal(-32602, `unknown resource: ${uri.slice(0, 200)}`)
+        return yield* answer(server, upstreams.complete(server, params))
       }
-      default:
-        return undefined
+      return rpcRefusal(-32602, "completion/complete: ref.type must be ref/prompt or ref/resource")
     }
-  })
+    case "prompts/get": {
+      const name = typeof params.name === "string" ? params.name : ""
+      const at = name.indexOf("__")
+      const server = at > 0 ? name.slice(0, at) : ""
+      if (!servers.includes(server)) return rpcRefusal(-32602, `unknown prompt: ${name.slice(0, 200)}`)
+      const args = params.arguments
+      if (args !== undefined && (typeof args !== "object" || args === null || Object.values(args).some((v) => typeof v !== "string"))) {
+        return rpcRefusal(-32602, "prompts/get: arguments must be an object of strings")
+      }
+      state.audit.details = { ...state.audit.details, upstream_prompt: name.slice(at + 2) }
+      return yield* answer(server, upstreams.getPrompt(server, name.slice(at + 2), args as Record<string, string> | undefined))
+    }
+    case "resources/read": {
+      const uri = typeof params.uri === "string" ? params.uri : ""
+      const server = yield* resourceServerOf(upstreams, servers, uri)
+      if (server === undefined) return rpcRefusal(-32002, `unknown resource: ${uri.slice(0, 200)}`)
+      return yield* answer(server, upstreams.readResource(server, uri))
+    }
+    default:
+      return undefined
+  }
+})
 
 /** The methods forwardUpstream answers. */
 const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS)
@@ -202,94 +199,92 @@ const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS)
  * fails, cancelled upstream when the client leaves, bounded by the server's timeout_ms. The
  * server's result is returned as it is; its JSON-RPC error is forwarded as one.
  */
-const runUpstreamTool = (key: Principal, name: string, args: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const upstreams = yield* McpUpstreams
-    const route = upstreams.route(name)
-    if (route === undefined) return undefined
-    const server = route.server.name
-    state.audit.details = { ...state.audit.details, mcp_server: server, upstream_tool: route.tool }
-    if (!key.mcp_servers.includes(server)) {
-      state.audit.details = { ...state.audit.details, error: "scope_violation" }
-      const rpc: UpstreamRpcError = {
-        _tag: "UpstreamRpcError",
-        code: -32602,
-        message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use MCP server "${server}" (not in its mcp_servers)`
-      }
-      return rpc
+const runUpstreamTool = Effect.fnUntraced(function*(key: Principal, name: string, args: Record<string, unknown>) {
+  const state = yield* CurrentRequest
+  const upstreams = yield* McpUpstreams
+  const route = upstreams.route(name)
+  if (route === undefined) return undefined
+  const server = route.server.name
+  state.audit.details = { ...state.audit.details, mcp_server: server, upstream_tool: route.tool }
+  if (!key.mcp_servers.includes(server)) {
+    state.audit.details = { ...state.audit.details, error: "scope_violation" }
+    const rpc: UpstreamRpcError = {
+      _tag: "UpstreamRpcError",
+      code: -32602,
+      message: `this ${key.kind === "subject" ? "token's policy" : "key"} may not use MCP server "${server}" (not in its mcp_servers)`
     }
-    // The pin check (a listing, when this replica's is due) counts against the call's timeout_ms.
-    const started = Date.now()
-    const changed = yield* upstreams.refusal(server, route.tool)
-    if (changed !== undefined) {
-      state.audit.details = { ...state.audit.details, error: "tool_definition_changed" }
-      return { _tag: "UpstreamRpcError", code: -32602, message: changed } satisfies UpstreamRpcError
-    }
-    const call = yield* Scope.fork(state.scope)
-    const price = route.server.credits_per_call ?? (yield* AppConfig).mcp.credits_per_tool_call
-    yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: price })
-    // Interruptible, as an SQL tool call is: a client that leaves interrupts the call, and the
-    // SDK then cancels it upstream (notifications/cancelled).
-    const outcome = yield* upstreams.call(server, route.tool, args, route.server.timeout_ms - (Date.now() - started)).pipe(
-      Effect.interruptible,
-      Effect.map((result) => ({ result })),
-      Effect.catch((error) => Effect.succeed({ error }))
-    )
-    if ("result" in outcome) {
-      const result = outcome.result
-      // A JSON-RPC internal error is the server's failure: refunded like one.
-      const failed = isUpstreamRpcError(result) && result.code === -32603
-      if (isUpstreamRpcError(result)) state.audit.details = { ...state.audit.details, upstream_error_code: result.code }
-      yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: failed ? 502 : undefined }))
-      return result
-    }
-    const envelope = toEnvelope(outcome.error, state.requestId)
-    state.audit.details = { ...state.audit.details, error: envelope.error }
-    yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
-    return {
-      content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
-      structuredContent: envelope as unknown as Record<string, unknown>,
-      isError: true
-    }
-  })
+    return rpc
+  }
+  // The pin check (a listing, when this replica's is due) counts against the call's timeout_ms.
+  const started = Date.now()
+  const changed = yield* upstreams.refusal(server, route.tool)
+  if (changed !== undefined) {
+    state.audit.details = { ...state.audit.details, error: "tool_definition_changed" }
+    return { _tag: "UpstreamRpcError", code: -32602, message: changed } satisfies UpstreamRpcError
+  }
+  const call = yield* Scope.fork(state.scope)
+  const price = route.server.credits_per_call ?? (yield* AppConfig).mcp.credits_per_tool_call
+  yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: price })
+  // Interruptible, as an SQL tool call is: a client that leaves interrupts the call, and the
+  // SDK then cancels it upstream (notifications/cancelled).
+  const outcome = yield* upstreams.call(server, route.tool, args, route.server.timeout_ms - (Date.now() - started)).pipe(
+    Effect.interruptible,
+    Effect.map((result) => ({ result })),
+    Effect.catch((error) => Effect.succeed({ error }))
+  )
+  if ("result" in outcome) {
+    const result = outcome.result
+    // A JSON-RPC internal error is the server's failure: refunded like one.
+    const failed = isUpstreamRpcError(result) && result.code === -32603
+    if (isUpstreamRpcError(result)) state.audit.details = { ...state.audit.details, upstream_error_code: result.code }
+    yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: failed ? 502 : undefined }))
+    return result
+  }
+  const envelope = toEnvelope(outcome.error, state.requestId)
+  state.audit.details = { ...state.audit.details, error: envelope.error }
+  yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
+  return {
+    content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
+    structuredContent: envelope as unknown as Record<string, unknown>,
+    isError: true
+  }
+})
 
 /**
  * A tools/call of a known tool, as the CallToolResult both eras send (or an upstream server's
  * JSON-RPC error); undefined for an unknown tool (a JSON-RPC error that costs nothing). Credits
  * are charged once the tool is known.
  */
-const runTool = (key: Principal, name: string, args: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const tools = yield* SqlTools
-    state.audit.tool = name
-    if (!tools.has(name)) return yield* runUpstreamTool(key, name, args)
-    // The call's charge is held by a scope of its own, closed with the tool's outcome: a tool
-    // failure is a 200 with isError (MCP), but what a server-side failure cost is still refunded,
-    // as on the other surfaces.
-    const call = yield* Scope.fork(state.scope)
-    yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
-    const grants = yield* (yield* Connections).grantsFor(key)
-    // Interruptible, as the upstream call of a model request is: the HTTP server runs handlers
-    // uninterruptibly, so without it a client that leaves would wait out the statement (up to its
-    // timeout) on the database. Interrupted, the driver cancels the statement on the server.
-    const outcome = yield* Effect.interruptible(tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId }))
-    state.audit.connection_id = outcome.audit.connection_id
-    state.audit.details = { ...state.audit.details, ...outcome.audit.details }
-    if (outcome._tag === "Success") {
-      yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: undefined }))
-      return { content: [{ type: "text" as const, text: JSON.stringify(outcome.structured) }], structuredContent: outcome.structured }
-    }
-    const envelope = toEnvelope(outcome.error, state.requestId)
-    state.audit.details = { ...state.audit.details, error: envelope.error }
-    yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
-    return {
-      content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
-      structuredContent: envelope as unknown as Record<string, unknown>,
-      isError: true
-    }
-  })
+const runTool = Effect.fnUntraced(function*(key: Principal, name: string, args: Record<string, unknown>) {
+  const state = yield* CurrentRequest
+  const tools = yield* SqlTools
+  state.audit.tool = name
+  if (!tools.has(name)) return yield* runUpstreamTool(key, name, args)
+  // The call's charge is held by a scope of its own, closed with the tool's outcome: a tool
+  // failure is a 200 with isError (MCP), but what a server-side failure cost is still refunded,
+  // as on the other surfaces.
+  const call = yield* Scope.fork(state.scope)
+  yield* admitCosts({ scope: call, stream: false, model: `mcp:${name}`, credits: (yield* AppConfig).mcp.credits_per_tool_call })
+  const grants = yield* (yield* Connections).grantsFor(key)
+  // Interruptible, as the upstream call of a model request is: the HTTP server runs handlers
+  // uninterruptibly, so without it a client that leaves would wait out the statement (up to its
+  // timeout) on the database. Interrupted, the driver cancels the statement on the server.
+  const outcome = yield* Effect.interruptible(tools.call(name, args, { keyId: key.id, grants, requestId: state.requestId }))
+  state.audit.connection_id = outcome.audit.connection_id
+  state.audit.details = { ...state.audit.details, ...outcome.audit.details }
+  if (outcome._tag === "Success") {
+    yield* Scope.close(call, Exit.succeed({ status: 200, slug: null, failure: undefined }))
+    return { content: [{ type: "text" as const, text: JSON.stringify(outcome.structured) }], structuredContent: outcome.structured }
+  }
+  const envelope = toEnvelope(outcome.error, state.requestId)
+  state.audit.details = { ...state.audit.details, error: envelope.error }
+  yield* Scope.close(call, Exit.succeed({ status: 200, slug: envelope.error, failure: envelope.status }))
+  return {
+    content: [{ type: "text" as const, text: JSON.stringify(envelope) }],
+    structuredContent: envelope as unknown as Record<string, unknown>,
+    isError: true
+  }
+})
 
 /**
  * Headers of the SDK's Response the gateway's answer does not copy: the connection and framing
@@ -303,17 +298,16 @@ const NOT_COPIED = new Set(["connection", "keep-alive", "transfer-encoding", "co
  * `subscriptions/listen`, which ends right after its acknowledgement because the server offers
  * no change notifications, and a result the SDK chose to frame as an event stream.
  */
-const plainAnswer = (response: Response) =>
-  Effect.gen(function*() {
-    const headers: Record<string, string> = {}
-    response.headers.forEach((value, name) => {
-      if (!NOT_COPIED.has(name)) headers[name] = value
-    })
-    if (response.body === null) return HttpServerResponse.setHeaders(HttpServerResponse.empty({ status: response.status }), headers)
-    const text = yield* Effect.promise(() => response.text())
-    const contentType = response.headers.get("content-type") ?? "application/json"
-    return HttpServerResponse.setHeaders(HttpServerResponse.text(text, { status: response.status, contentType }), headers)
+const plainAnswer = Effect.fnUntraced(function*(response: Response) {
+  const headers: Record<string, string> = {}
+  response.headers.forEach((value, name) => {
+    if (!NOT_COPIED.has(name)) headers[name] = value
   })
+  if (response.body === null) return HttpServerResponse.setHeaders(HttpServerResponse.empty({ status: response.status }), headers)
+  const text = yield* Effect.promise(() => response.text())
+  const contentType = response.headers.get("content-type") ?? "application/json"
+  return HttpServerResponse.setHeaders(HttpServerResponse.text(text, { status: response.status, contentType }), headers)
+})
 
 type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppConfig | SqlTools | Connections | Credits | StreamSlots | McpUpstreams
 type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>> | Effect.Error<ReturnType<typeof runTool>>
@@ -324,40 +318,39 @@ type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>>
  * (tools_disabled, budget, credits) or a failure of the gateway's own is answered as on every
  * other surface, with the envelope and its status, instead of what the SDK made of it.
  */
-const statelessRequest = (key: Principal, body: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const state = yield* CurrentRequest
-    const request = yield* HttpServerRequest
-    const method = typeof body.method === "string" ? body.method : "response"
-    state.audit.details = { method, protocol_version: STATELESS_MCP_VERSION }
-    const services = yield* Effect.context<ExchangeServices>()
-    let failure: Cause.Cause<ExchangeError> | undefined
-    const run = <A>(effect: Effect.Effect<A, ExchangeError, ExchangeServices>, signal?: AbortSignal) =>
-      Effect.runPromiseExitWith(services)(effect, { signal }).then((exit) => {
-        if (Exit.isSuccess(exit)) return exit.value
-        failure ??= exit.cause
-        throw new Error("refused by the gateway")
-      })
-    const response = yield* (yield* StatelessMcp).serve({
-      headers: request.headers,
-      body,
-      keyId: key.id,
-      exchange: {
-        admit: () =>
-          run(Effect.gen(function*() {
-            yield* requireTools(key)
-            // A tools/call is charged by runTool once its tool is known.
-            if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
-          })),
-        listTools: () => run(listTools(key)),
-        upstreams: (yield* McpUpstreams).names.length > 0,
-        forward: (forwardedMethod, params, signal) => run(forwardUpstream(key, forwardedMethod, params), signal),
-        callTool: (name, args, signal) => run(runTool(key, name, args), signal)
-      }
+const statelessRequest = Effect.fnUntraced(function*(key: Principal, body: Record<string, unknown>) {
+  const state = yield* CurrentRequest
+  const request = yield* HttpServerRequest
+  const method = typeof body.method === "string" ? body.method : "response"
+  state.audit.details = { method, protocol_version: STATELESS_MCP_VERSION }
+  const services = yield* Effect.context<ExchangeServices>()
+  let failure: Cause.Cause<ExchangeError> | undefined
+  const run = <A>(effect: Effect.Effect<A, ExchangeError, ExchangeServices>, signal?: AbortSignal) =>
+    Effect.runPromiseExitWith(services)(effect, { signal }).then((exit) => {
+      if (Exit.isSuccess(exit)) return exit.value
+      failure ??= exit.cause
+      throw new Error("refused by the gateway")
     })
-    if (failure !== undefined) return yield* Effect.failCause(failure)
-    return yield* plainAnswer(response)
+  const response = yield* (yield* StatelessMcp).serve({
+    headers: request.headers,
+    body,
+    keyId: key.id,
+    exchange: {
+      admit: () =>
+        run(Effect.gen(function*() {
+          yield* requireTools(key)
+          // A tools/call is charged by runTool once its tool is known.
+          if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
+        })),
+      listTools: () => run(listTools(key)),
+      upstreams: (yield* McpUpstreams).names.length > 0,
+      forward: (forwardedMethod, params, signal) => run(forwardUpstream(key, forwardedMethod, params), signal),
+      callTool: (name, args, signal) => run(runTool(key, name, args), signal)
+    }
   })
+  if (failure !== undefined) return yield* Effect.failCause(failure)
+  return yield* plainAnswer(response)
+})
 
 export const mcpPostPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest

@@ -125,36 +125,40 @@ export interface MeteredCost {
  * whole answer), so tokens were spent. Writes the counts it charged into the audit draft when
  * they are the gateway's own.
  */
-export const meteredCost = (
+export const meteredCost: (
   state: RequestState,
   meter: Meter,
   answered: boolean,
   estimator: TokenEstimator["Service"]
-): Effect.Effect<MeteredCost> =>
-  Effect.gen(function*() {
-    const reported = reportedCounts(state)
-    const capped = (micros: number) => Math.min(micros, meter.bound)
-    if (!meter.stream) {
-      if (reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
-      return answered ? { micros: meter.bound, basis: "bound" } : { micros: capped(meter.pricing.credits_micros), basis: "credits" }
-    }
-    if (meter.completed && !meter.continued && reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
-    if (!answered && meter.relayedChars === 0 && reported === null) return { micros: capped(meter.pricing.credits_micros), basis: "credits" }
-    const relayed = yield* estimator.textTokens(meter.relayedSample, meter.relayedChars)
-    const output = Math.max(state.audit.completion_tokens ?? 0, relayed)
-    const prompt = state.audit.prompt_tokens
-    const cacheRead = prompt === null ? 0 : state.audit.cache_read_tokens ?? 0
-    const cacheWrite = prompt === null ? 0 : state.audit.cache_write_tokens ?? 0
-    const counts: TokenCounts = {
-      // The input the provider reported before the cut (Anthropic's message_start, Gemini's every chunk), else the gateway's count.
-      input: prompt === null ? yield* ownInputTokens(meter, estimator) : Math.max(prompt - cacheRead - cacheWrite, 0),
-      cache_read: cacheRead,
-      cache_write: cacheWrite,
-      output
-    }
-    state.audit.prompt_tokens = counts.input + counts.cache_read + counts.cache_write
-    state.audit.cache_read_tokens = counts.cache_read
-    state.audit.cache_write_tokens = counts.cache_write
-    state.audit.completion_tokens = counts.output
-    return { micros: capped(costMicros(meter.pricing, counts)), basis: "counted" }
-  })
+) => Effect.Effect<MeteredCost> = Effect.fnUntraced(function*(
+  state: RequestState,
+  meter: Meter,
+  answered: boolean,
+  estimator: TokenEstimator["Service"]
+) {
+  const reported = reportedCounts(state)
+  const capped = (micros: number) => Math.min(micros, meter.bound)
+  if (!meter.stream) {
+    if (reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
+    return answered ? { micros: meter.bound, basis: "bound" } : { micros: capped(meter.pricing.credits_micros), basis: "credits" }
+  }
+  if (meter.completed && !meter.continued && reported !== null) return { micros: capped(costMicros(meter.pricing, reported)), basis: "usage" }
+  if (!answered && meter.relayedChars === 0 && reported === null) return { micros: capped(meter.pricing.credits_micros), basis: "credits" }
+  const relayed = yield* estimator.textTokens(meter.relayedSample, meter.relayedChars)
+  const output = Math.max(state.audit.completion_tokens ?? 0, relayed)
+  const prompt = state.audit.prompt_tokens
+  const cacheRead = prompt === null ? 0 : state.audit.cache_read_tokens ?? 0
+  const cacheWrite = prompt === null ? 0 : state.audit.cache_write_tokens ?? 0
+  const counts: TokenCounts = {
+    // The input the provider reported before the cut (Anthropic's message_start, Gemini's every chunk), else the gateway's count.
+    input: prompt === null ? yield* ownInputTokens(meter, estimator) : Math.max(prompt - cacheRead - cacheWrite, 0),
+    cache_read: cacheRead,
+    cache_write: cacheWrite,
+    output
+  }
+  state.audit.prompt_tokens = counts.input + counts.cache_read + counts.cache_write
+  state.audit.cache_read_tokens = counts.cache_read
+  state.audit.cache_write_tokens = counts.cache_write
+  state.audit.completion_tokens = counts.output
+  return { micros: capped(costMicros(meter.pricing, counts)), basis: "counted" }
+})

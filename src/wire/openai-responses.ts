@@ -421,35 +421,34 @@ const decodeToolSlice = makeDecoder(Schema.Array(Tool))
  * same value and the same refusals (path and message), except which problem is named first when
  * a body has several: the fields other than `input` and `tools` are checked first.
  */
-export const decodeResponsesRequestInSlices = (body: unknown): Effect.Effect<DecodeResult<ResponsesRequest>> =>
-  Effect.gen(function*() {
-    const typed = withItemTypes(body)
-    if (!Predicate.isObject(typed) || Array.isArray(typed)) return decodeStrict(typed)
-    const sliced = (["input", "tools"] as const).filter((field) => Array.isArray(typed[field]) && (typed[field] as Array<unknown>).length > DECODE_SLICE)
-    if (sliced.length === 0) return decodeStrict(typed)
-    const rest: Record<string, unknown> = { ...typed }
-    for (const field of sliced) rest[field] = []
-    const head = decodeStrict(rest)
-    if (!head.ok) return head
-    const value: Record<string, unknown> = { ...head.value }
-    for (const field of sliced) {
-      const all = typed[field] as ReadonlyArray<unknown>
-      const decoded: Array<unknown> = []
-      for (let start = 0; start < all.length; start += DECODE_SLICE) {
-        yield* Effect.yieldNow
-        const slice = (field === "input" ? decodeItemSlice : decodeToolSlice)(all.slice(start, start + DECODE_SLICE))
-        if (!slice.ok) {
-          // The slice's path starts with the index in the slice: the body's is `field.(start + index)`.
-          const [index, ...inner] = slice.path.split(".")
-          const path = [field, String(start + Number(index)), ...inner].join(".")
-          return { ok: false, path, message: path + slice.message.slice(slice.path.length) }
-        }
-        for (const item of slice.value) decoded.push(item)
+export const decodeResponsesRequestInSlices: (body: unknown) => Effect.Effect<DecodeResult<ResponsesRequest>> = Effect.fnUntraced(function*(body: unknown) {
+  const typed = withItemTypes(body)
+  if (!Predicate.isObject(typed) || Array.isArray(typed)) return decodeStrict(typed)
+  const sliced = (["input", "tools"] as const).filter((field) => Array.isArray(typed[field]) && (typed[field] as Array<unknown>).length > DECODE_SLICE)
+  if (sliced.length === 0) return decodeStrict(typed)
+  const rest: Record<string, unknown> = { ...typed }
+  for (const field of sliced) rest[field] = []
+  const head = decodeStrict(rest)
+  if (!head.ok) return head
+  const value: Record<string, unknown> = { ...head.value }
+  for (const field of sliced) {
+    const all = typed[field] as ReadonlyArray<unknown>
+    const decoded: Array<unknown> = []
+    for (let start = 0; start < all.length; start += DECODE_SLICE) {
+      yield* Effect.yieldNow
+      const slice = (field === "input" ? decodeItemSlice : decodeToolSlice)(all.slice(start, start + DECODE_SLICE))
+      if (!slice.ok) {
+        // The slice's path starts with the index in the slice: the body's is `field.(start + index)`.
+        const [index, ...inner] = slice.path.split(".")
+        const path = [field, String(start + Number(index)), ...inner].join(".")
+        return { ok: false, path, message: path + slice.message.slice(slice.path.length) }
       }
-      value[field] = decoded
+      for (const item of slice.value) decoded.push(item)
     }
-    return { ok: true, value: value as ResponsesRequest }
-  })
+    value[field] = decoded
+  }
+  return { ok: true, value: value as ResponsesRequest }
+})
 
 const PassthroughSchema = Schema.StructWithRest(
   Schema.Struct({

@@ -9,6 +9,7 @@
  * `prompt_tokens`, so `/usage` and `modelgate_tokens_total` do not book it (issue 22, finding 10).
  */
 import { Effect } from "effect"
+import type { Headers } from "effect/http/Headers"
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { AppConfig } from "../../services/config/AppConfig.ts"
 import { Providers } from "../../services/providers/Providers.ts"
@@ -16,15 +17,52 @@ import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { decodeCountTokensRequest } from "../../wire/anthropic-count-tokens.ts"
 import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
-import { CurrentRequest } from "../request.ts"
+import { CurrentRequest, type RequestState } from "../request.ts"
 import { json } from "../respond.ts"
 import { forVendor, forwardedAnthropicHeaders } from "./messages/anthropic.ts"
 import { bedrockCountTokens } from "./messages/bedrock-count-tokens.ts"
-import { clientOfTarget, makePlan } from "./route.ts"
+import { clientOfTarget, makePlan, type Target } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiCountTokens } from "./messages/gemini-count-tokens.ts"
 import { isVertexClaude } from "./vertex.ts"
 import { turnIfLargeBody } from "../../wire/turns.ts"
+
+/**
+ * One attempt: the target's provider counts, else the gateway estimates. Defined once, not a
+ * generator made per request (README, Generators made per request).
+ */
+const countOn = Effect.fnUntraced(function*(target: Target, input: {
+  readonly providers: Providers["Service"]
+  readonly estimator: TokenEstimator["Service"]
+  readonly headers: Headers
+  readonly raw: Record<string, unknown>
+  readonly state: RequestState
+}) {
+  const { providers, estimator, headers, raw, state } = input
+  const client = yield* clientOfTarget(providers, target)
+  // A Claude model on Vertex counts through Vertex's count-tokens endpoint, as an Anthropic-kind model does.
+  const anthropic = client.kind === "anthropic"
+    ? client
+    : client.kind === "vertex" && isVertexClaude(target.resolved.model.id)
+    ? client.anthropicFor(target.resolved.model.id)
+    : undefined
+  if (anthropic !== undefined) {
+    const body = forVendor(raw, target.resolved.provider.kind, state)
+    const counted = yield* anthropic.countTokens({ ...body, model: target.resolved.model.id }, forwardedAnthropicHeaders(headers))
+    return { body: counted as unknown, input_tokens: counted.input_tokens, estimated: false }
+  }
+  if (client.kind === "bedrock") {
+    const counted = yield* bedrockCountTokens(client, raw, target.resolved, headers["anthropic-beta"])
+    if (counted !== undefined) return { body: { input_tokens: counted } as unknown, input_tokens: counted, estimated: false }
+  }
+  const gemini = client.kind === "gemini" ? client : client.kind === "vertex" ? client.gemini : undefined
+  if (gemini !== undefined) {
+    const counted = yield* geminiCountTokens(gemini, raw, target.resolved)
+    if (counted !== undefined) return { body: { input_tokens: counted } as unknown, input_tokens: counted, estimated: false }
+  }
+  const estimate = yield* estimator.messagesInput(raw)
+  return { body: { input_tokens: estimate } as unknown, input_tokens: estimate, estimated: true }
+})
 
 export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -40,33 +78,7 @@ export const countTokensPipeline = authenticated(Effect.gen(function*() {
   const plan = yield* makePlan({ ...resolved, model: { ...resolved.model, fallbacks: [] } }, "chat")
   // A large body was decoded and admitted on this turn: it is translated on the next.
   yield* turnIfLargeBody(raw)
-  const answered = yield* plan.run((target) =>
-    Effect.gen(function*() {
-      const client = yield* clientOfTarget(providers, target)
-      // A Claude model on Vertex counts through Vertex's count-tokens endpoint, as an Anthropic-kind model does.
-      const anthropic = client.kind === "anthropic"
-        ? client
-        : client.kind === "vertex" && isVertexClaude(target.resolved.model.id)
-        ? client.anthropicFor(target.resolved.model.id)
-        : undefined
-      if (anthropic !== undefined) {
-        const body = forVendor(raw, target.resolved.provider.kind, state)
-        const counted = yield* anthropic.countTokens({ ...body, model: target.resolved.model.id }, forwardedAnthropicHeaders(headers))
-        return { body: counted as unknown, input_tokens: counted.input_tokens, estimated: false }
-      }
-      if (client.kind === "bedrock") {
-        const counted = yield* bedrockCountTokens(client, raw, target.resolved, headers["anthropic-beta"])
-        if (counted !== undefined) return { body: { input_tokens: counted } as unknown, input_tokens: counted, estimated: false }
-      }
-      const gemini = client.kind === "gemini" ? client : client.kind === "vertex" ? client.gemini : undefined
-      if (gemini !== undefined) {
-        const counted = yield* geminiCountTokens(gemini, raw, target.resolved)
-        if (counted !== undefined) return { body: { input_tokens: counted } as unknown, input_tokens: counted, estimated: false }
-      }
-      const estimate = yield* estimator.messagesInput(raw)
-      return { body: { input_tokens: estimate } as unknown, input_tokens: estimate, estimated: true }
-    })
-  )
+  const answered = yield* plan.run((target) => countOn(target, { providers, estimator, headers, raw, state }))
   yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
   const { body, input_tokens, estimated } = answered.value
   state.audit.details = estimated

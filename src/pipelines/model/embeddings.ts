@@ -10,16 +10,43 @@
 import { Effect } from "effect"
 import { ValidationFailed } from "../../domain/errors.ts"
 import { Providers } from "../../services/providers/Providers.ts"
-import { decodeEmbeddingsRequest } from "../../wire/openai-embeddings.ts"
+import { decodeEmbeddingsRequest, type EmbeddingsRequest } from "../../wire/openai-embeddings.ts"
 import { admitModelRequest } from "../admission.ts"
 import { authenticated } from "../authenticate.ts"
 import { CurrentRequest } from "../request.ts"
 import { json, relayedJsonResponse } from "../respond.ts"
 import { TokenEstimator } from "../../services/tokens/TokenEstimator.ts"
 import { bedrockEmbeddings } from "./bedrock-embeddings.ts"
-import { clientOfTarget, makePlan } from "./route.ts"
+import { clientOfTarget, makePlan, type Target } from "./route.ts"
 import { tokenCount } from "./usage.ts"
 import { geminiEmbeddings } from "./gemini-embeddings.ts"
+
+/**
+ * One attempt: the target's provider embeds (Bedrock and Gemini translated and answered whole,
+ * OpenAI-kind relayed). Defined once, not a generator made per request (README, Generators made per request).
+ */
+const embedOn = Effect.fnUntraced(function*(target: Target, input: {
+  readonly providers: Providers["Service"]
+  readonly tokens: TokenEstimator["Service"]
+  readonly request: EmbeddingsRequest
+  readonly raw: Record<string, unknown>
+  readonly requested: string
+}) {
+  const { providers, tokens, request, raw } = input
+  const client = yield* clientOfTarget(providers, target)
+  const model = target.resolved.model.id
+  if (client.kind === "bedrock") return { _tag: "whole" as const, response: yield* bedrockEmbeddings(client, request, target.resolved) }
+  if (client.kind === "gemini" && client.batchEmbed !== undefined) {
+    return { _tag: "whole" as const, response: yield* Effect.provideService(geminiEmbeddings(client, client.batchEmbed, request, target.resolved), TokenEstimator, tokens) }
+  }
+  if (client.kind !== "openai") {
+    return yield* new ValidationFailed({
+      message: `model "${input.requested}" is served by an ${client.kind}-kind provider, which has no embeddings API`,
+      details: { field: "model", model: input.requested }
+    })
+  }
+  return { _tag: "relayed" as const, relay: yield* client.relayEmbeddings({ ...raw, model }) }
+})
 
 export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   const state = yield* CurrentRequest
@@ -31,23 +58,7 @@ export const embeddingsPipeline = authenticated(Effect.gen(function*() {
   // of the provider are retried on another (cooling it down), then on the fallbacks that serve
   // embeddings. An attempt has answered once the upstream accepted the request.
   const plan = yield* makePlan(resolved, "embeddings")
-  const answered = yield* plan.run((target) =>
-    Effect.gen(function*() {
-      const client = yield* clientOfTarget(providers, target)
-      const model = target.resolved.model.id
-      if (client.kind === "bedrock") return { _tag: "whole" as const, response: yield* bedrockEmbeddings(client, request, target.resolved) }
-      if (client.kind === "gemini" && client.batchEmbed !== undefined) {
-        return { _tag: "whole" as const, response: yield* Effect.provideService(geminiEmbeddings(client, client.batchEmbed, request, target.resolved), TokenEstimator, tokens) }
-      }
-      if (client.kind !== "openai") {
-        return yield* new ValidationFailed({
-          message: `model "${resolved.requested}" is served by an ${client.kind}-kind provider, which has no embeddings API`,
-          details: { field: "model", model: resolved.requested }
-        })
-      }
-      return { _tag: "relayed" as const, relay: yield* client.relayEmbeddings({ ...raw, model }) }
-    })
-  )
+  const answered = yield* plan.run((target) => embedOn(target, { providers, tokens, request, raw, requested: resolved.requested }))
   yield* answered.running.end({ answeredSeconds: answered.answeredSeconds })
   const value = answered.value
   if (value._tag === "whole") {

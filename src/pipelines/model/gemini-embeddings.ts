@@ -14,24 +14,23 @@ import { untranslatable } from "./usage.ts"
 
 const CONCURRENT_CALLS = 4
 
-export const geminiEmbeddings = (
+export const geminiEmbeddings = Effect.fnUntraced(function*(
   client: GeminiClient,
   batchEmbed: NonNullable<GeminiClient["batchEmbed"]>,
   request: EmbeddingsRequest,
   resolved: ResolvedModel
-) =>
-  Effect.gen(function*() {
-    const batches = geminiEmbeddingsBatches(request, resolved.model.id)
-    if (Result.isFailure(batches)) return yield* untranslatable(batches.failure)
-    const answers = yield* Effect.forEach(batches.success, (body) => batchEmbed(resolved.model.id, body), { concurrency: CONCURRENT_CALLS })
-    const texts = embeddingInputs(request.input) as ReadonlyArray<string>
-    const estimated = yield* (yield* TokenEstimator).messagesInput({ messages: texts.map((content) => ({ role: "user", content })) })
-    const response = geminiEmbeddingsResponse(request, answers, texts.length, estimated)
-    if (response === undefined) {
-      return yield* new ProviderError({
-        message: `provider "${client.name}" answered with no embeddings the gateway could read`,
-        details: { provider: client.name, upstream_status: 200, upstream_error: { message: "not a batchEmbedContents answer for every input" } }
-      })
-    }
-    return response
-  })
+) {
+  const batches = geminiEmbeddingsBatches(request, resolved.model.id)
+  if (Result.isFailure(batches)) return yield* untranslatable(batches.failure)
+  const answers = yield* Effect.forEach(batches.success, (body) => batchEmbed(resolved.model.id, body), { concurrency: CONCURRENT_CALLS })
+  const texts = embeddingInputs(request.input) as ReadonlyArray<string>
+  const estimated = yield* (yield* TokenEstimator).messagesInput({ messages: texts.map((content) => ({ role: "user", content })) })
+  const response = geminiEmbeddingsResponse(request, answers, texts.length, estimated)
+  if (response === undefined) {
+    return yield* new ProviderError({
+      message: `provider "${client.name}" answered with no embeddings the gateway could read`,
+      details: { provider: client.name, upstream_status: 200, upstream_error: { message: "not a batchEmbedContents answer for every input" } }
+    })
+  }
+  return response
+})

@@ -419,85 +419,84 @@ export const makeBlockWriter = (options: {
       waiters = kept
     }
 
-    const applied = (taken: NonNullable<ReturnType<typeof takeBatch>>, result: BatchResult) =>
-      Effect.gen(function*() {
-        const now = tick()
-        lastCommit = now
-        settleBudgets(taken.budgets, result.checks)
-        options.onCommitted?.(result)
-        let dropped = 0
-        const done = (entry: Entry) => {
-          entries.delete(entry.request_id)
-          entry.acknowledge?.()
-        }
-        const durable = (entry: Entry, written: boolean) => {
-          const onWritten = entry.onWritten
+    const applied = Effect.fnUntraced(function*(taken: NonNullable<ReturnType<typeof takeBatch>>, result: BatchResult) {
+      const now = tick()
+      lastCommit = now
+      settleBudgets(taken.budgets, result.checks)
+      options.onCommitted?.(result)
+      let dropped = 0
+      const done = (entry: Entry) => {
+        entries.delete(entry.request_id)
+        entry.acknowledge?.()
+      }
+      const durable = (entry: Entry, written: boolean) => {
+        const onWritten = entry.onWritten
+        entry.onWritten = undefined
+        onWritten?.(written)
+      }
+      for (const entry of taken.sent) {
+        entry.counted = undefined
+        if (entry.state === "ending") {
+          done(entry)
+        } else if (result.unbudgeted.has(entry.request_id)) {
+          // Its budget refused it (the count's waiter answered 429): nothing was charged, so the
+          // block still holds its price.
           entry.onWritten = undefined
-          onWritten?.(written)
+          done(entry)
+          if (block?.id === entry.block) block.remaining += entry.amount
+        } else if (result.dropped.has(entry.request_id)) {
+          // Not charged, so not served either.
+          dropped++
+          durable(entry, false)
+          done(entry)
+          if (block?.id === entry.block) block = undefined
+        } else if (result.found.has(entry.request_id)) {
+          // An abandoned commit wrote it after all; its end (if any) goes through its reservation.
+          entry.state = "written"
+          entry.retried = false
+          durable(entry, true)
+        } else if (entry.sentEnded) {
+          done(entry)
+        } else {
+          entry.state = "written"
+          entry.retried = false
+          durable(entry, true)
         }
-        for (const entry of taken.sent) {
-          entry.counted = undefined
-          if (entry.state === "ending") {
-            done(entry)
-          } else if (result.unbudgeted.has(entry.request_id)) {
-            // Its budget refused it (the count's waiter answered 429): nothing was charged, so the
-            // block still holds its price.
-            entry.onWritten = undefined
-            done(entry)
-            if (block?.id === entry.block) block.remaining += entry.amount
-          } else if (result.dropped.has(entry.request_id)) {
-            // Not charged, so not served either.
-            dropped++
-            durable(entry, false)
-            done(entry)
-            if (block?.id === entry.block) block = undefined
-          } else if (result.found.has(entry.request_id)) {
-            // An abandoned commit wrote it after all; its end (if any) goes through its reservation.
-            entry.state = "written"
-            entry.retried = false
-            durable(entry, true)
-          } else if (entry.sentEnded) {
-            done(entry)
-          } else {
-            entry.state = "written"
-            entry.retried = false
-            durable(entry, true)
-          }
-        }
-        if (dropped > 0) {
-          yield* Effect.logWarning(`${dropped} charges were not written: their block had been returned by another replica (this replica's lease had lapsed); they are not charged`)
-        }
-        if (taken.batch.strays !== undefined) strays = false
+      }
+      if (dropped > 0) {
+        yield* Effect.logWarning(`${dropped} charges were not written: their block had been returned by another replica (this replica's lease had lapsed); they are not charged`)
+      }
+      if (taken.batch.strays !== undefined) strays = false
 
-        const lease = result.lease
-        if (lease?._tag === "Leased") {
-          live = result.live
-          reclaimRound = false
-          block = { id: lease.id, remaining: lease.amount, reclaimSeen: result.reclaim }
-          while (waiters.length > 0 && waiters[0]!.request.amount <= block.remaining) {
-            const waiter = waiters.shift()!
-            admit(waiter.request, block, (written) => waiter.resume(written ? admitted : notWritten))
-          }
-          retryAt = 0
-        } else if (lease?._tag === "Short") {
-          if (lease.held === 0) {
-            // No replica holds a block: the balance is all there is, so the refusal is exact.
-            refuse((w) => w.request.amount > lease.free, lease.free)
-            reclaimRound = false
-            retryAt = 0
-          } else {
-            // Other replicas hold blocks: they return them when they see the reclaim counter move.
-            // Once no live one holds any, every one answered (or spent its block): nothing more
-            // will come back soon, and the refusal is as exact as it can be now.
-            const safety = options.reclaimSafetyMs ?? RECLAIM_SAFETY_MS
-            refuse((w) => lease.heldLive === 0 || now - w.since >= safety, lease.free)
-            reclaimRound = waiters.length > 0
-            retryAt = now + RECLAIM_RETRY_MS
-          }
-        } else if (block !== undefined && result.reclaim > block.reclaimSeen) {
-          detach()
+      const lease = result.lease
+      if (lease?._tag === "Leased") {
+        live = result.live
+        reclaimRound = false
+        block = { id: lease.id, remaining: lease.amount, reclaimSeen: result.reclaim }
+        while (waiters.length > 0 && waiters[0]!.request.amount <= block.remaining) {
+          const waiter = waiters.shift()!
+          admit(waiter.request, block, (written) => waiter.resume(written ? admitted : notWritten))
         }
-      })
+        retryAt = 0
+      } else if (lease?._tag === "Short") {
+        if (lease.held === 0) {
+          // No replica holds a block: the balance is all there is, so the refusal is exact.
+          refuse((w) => w.request.amount > lease.free, lease.free)
+          reclaimRound = false
+          retryAt = 0
+        } else {
+          // Other replicas hold blocks: they return them when they see the reclaim counter move.
+          // Once no live one holds any, every one answered (or spent its block): nothing more
+          // will come back soon, and the refusal is as exact as it can be now.
+          const safety = options.reclaimSafetyMs ?? RECLAIM_SAFETY_MS
+          refuse((w) => lease.heldLive === 0 || now - w.since >= safety, lease.free)
+          reclaimRound = waiters.length > 0
+          retryAt = now + RECLAIM_RETRY_MS
+        }
+      } else if (block !== undefined && result.reclaim > block.reclaimSeen) {
+        detach()
+      }
+    })
 
     const failed = (taken: NonNullable<ReturnType<typeof takeBatch>>, error: unknown) => {
       for (const entry of taken.sent) {

@@ -64,19 +64,22 @@ export const outageTracker = () => {
  * connection lives. The attempt may still land later, so it must be idempotent.
  */
 export const abandonAfter = <A, E>(effect: Effect.Effect<A, E>, timeout: Duration.Input): Effect.Effect<A, E | AttemptTimedOut> =>
-  Effect.gen(function*() {
-    const fiber = yield* Effect.forkDetach(effect)
-    const exit = yield* Effect.timeoutOption(Fiber.await(fiber), timeout)
-    if (exit._tag === "Some") {
-      // Cut off by something else than this (a driver closing its connection under it): a failure
-      // of the attempt, not an interruption of the caller, which would end the caller's loop.
-      if (Exit.isFailure(exit.value) && Cause.hasInterruptsOnly(exit.value.cause)) {
-        return yield* Effect.fail(new AttemptTimedOut({ message: "the attempt was interrupted before it answered" }))
-      }
-      return yield* exit.value
+  Effect.gen(() => abandonSteps(effect, timeout))
+
+/** abandonAfter's steps: a generator defined once, not made per store call (README, Generators made per request). */
+function* abandonSteps<A, E>(effect: Effect.Effect<A, E>, timeout: Duration.Input) {
+  const fiber = yield* Effect.forkDetach(effect)
+  const exit = yield* Effect.timeoutOption(Fiber.await(fiber), timeout)
+  if (exit._tag === "Some") {
+    // Cut off by something else than this (a driver closing its connection under it): a failure
+    // of the attempt, not an interruption of the caller, which would end the caller's loop.
+    if (Exit.isFailure(exit.value) && Cause.hasInterruptsOnly(exit.value.cause)) {
+      return yield* Effect.fail(new AttemptTimedOut({ message: "the attempt was interrupted before it answered" }))
     }
-    yield* Effect.forkDetach(Fiber.interrupt(fiber))
-    return yield* Effect.fail(new AttemptTimedOut({ message: "no answer in time" }))
-  })
+    return yield* exit.value
+  }
+  yield* Effect.forkDetach(Fiber.interrupt(fiber))
+  return yield* Effect.fail(new AttemptTimedOut({ message: "no answer in time" }))
+}
 
 export class AttemptTimedOut extends Data.TaggedError("AttemptTimedOut")<{ readonly message: string }> {}

@@ -300,6 +300,19 @@ export const makeRouter = (options: {
     return weightedChoice(tied)
   }
 
+  // Defined once, not a generator made per pick (README, Generators made per request).
+  const pickAmong = Effect.fnUntraced(function*(candidates: ReadonlyArray<Deployment>, tried: ReadonlySet<string>, probe: boolean) {
+    const untried = candidates.filter((d) => !tried.has(d.key))
+    if (untried.length === 0) return undefined
+    yield* refreshFromRedis(untried)
+    const t = now()
+    const healthy = untried.filter((d) => stateOf(d).coolingUntil <= t)
+    if (healthy.length > 0) return choose(healthy)
+    if (!probe) return undefined
+    // All cooling: the one back soonest is probed rather than failing the request unasked.
+    return untried.reduce((a, b) => (stateOf(b).coolingUntil < stateOf(a).coolingUntil ? b : a))
+  })
+
   return {
     pick: (candidates, tried, probe) => {
       // The common case, a model with one deployment on its first attempt and no shared
@@ -308,17 +321,7 @@ export const makeRouter = (options: {
         const only = candidates[0]!
         return Effect.succeed(stateOf(only).coolingUntil <= now() || probe ? only : undefined)
       }
-      return Effect.gen(function*() {
-        const untried = candidates.filter((d) => !tried.has(d.key))
-        if (untried.length === 0) return undefined
-        yield* refreshFromRedis(untried)
-        const t = now()
-        const healthy = untried.filter((d) => stateOf(d).coolingUntil <= t)
-        if (healthy.length > 0) return choose(healthy)
-        if (!probe) return undefined
-        // All cooling: the one back soonest is probed rather than failing the request unasked.
-        return untried.reduce((a, b) => (stateOf(b).coolingUntil < stateOf(a).coolingUntil ? b : a))
-      })
+      return pickAmong(candidates, tried, probe)
     },
     begin: (d) => {
       const state = stateOf(d)

@@ -175,7 +175,8 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
         if (sqlite === undefined) return sql.withTransaction(work(pgTx))
         const raw = sqlite
         const tx = sqliteTx(raw)
-        const reserved = Effect.scoped(Effect.gen(function*() {
+        // Made only when needed: a generator function made per batch costs a map and prototype (README, Generators made per request).
+        const reserved = () => Effect.scoped(Effect.gen(function*() {
           // Holding the client's connection lease: no SqlClient statement can run in between.
           yield* sql.reserve
           yield* sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN")
@@ -201,7 +202,7 @@ export class CreditsRepo extends Context.Service<CreditsRepo, {
           }
         }
         return Effect.suspend(() => {
-          if (raw.db.isTransaction) return reserved
+          if (raw.db.isTransaction) return reserved()
           return sqliteTry(() => raw.db.exec("BEGIN IMMEDIATE"), "BEGIN").pipe(
             Effect.andThen(work(tx)),
             Effect.provideService(Scheduler.PreventSchedulerYield, true),
@@ -388,44 +389,43 @@ type PgStatement = { readonly text: string; readonly params: ReadonlyArray<unkno
 export const postgresBatchTx = (sql: SqlClient): BatchTx => ({
   dialect: "postgres",
   all: (text, params) => sql.unsafe<Record<string, unknown>>(text, params as Array<unknown>),
-  writeAll: (writes) =>
-    Effect.gen(function*() {
-      // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
-      // parameters per statement: a larger batch goes in several.
-      // A checked write's row count is what the statement's final SELECT returns for it.
-      const counts: Array<number> = []
-      let group: Array<PgStatement> = []
-      let count = 0
-      const flush = Effect.suspend(() => {
-        if (group.length === 0) return Effect.void
-        const params: Array<unknown> = []
-        const checked: Array<number> = []
-        const parts = group.map((write, i) => {
-          const offset = params.length
-          params.push(...write.params)
-          if (write.check === true) checked.push(i)
-          return `w${i} AS (${write.text.replace(/\$(\d+)/g, (_, d: string) => `$${Number(d) + offset}`)})`
-        })
-        const sent = group
-        const text = sent.length === 1
-          ? sent[0]!.text
-          : `WITH ${parts.join(", ")} SELECT ${checked.length === 0 ? "1" : checked.map((i) => `(SELECT COUNT(*) FROM w${i}) AS c${i}`).join(", ")}`
-        group = []
-        count = 0
-        return Effect.map(sql.unsafe<Record<string, unknown>>(text, params), (rows) => {
-          if (sent.length === 1) {
-            if (sent[0]!.check === true) counts.push(rows.length)
-          } else for (const i of checked) counts.push(Number(rows[0]![`c${i}`]))
-        })
+  writeAll: Effect.fnUntraced(function*(writes) {
+    // One statement of data-modifying CTEs (each runs exactly once), under Postgres's 65,535
+    // parameters per statement: a larger batch goes in several.
+    // A checked write's row count is what the statement's final SELECT returns for it.
+    const counts: Array<number> = []
+    let group: Array<PgStatement> = []
+    let count = 0
+    const flush = Effect.suspend(() => {
+      if (group.length === 0) return Effect.void
+      const params: Array<unknown> = []
+      const checked: Array<number> = []
+      const parts = group.map((write, i) => {
+        const offset = params.length
+        params.push(...write.params)
+        if (write.check === true) checked.push(i)
+        return `w${i} AS (${write.text.replace(/\$(\d+)/g, (_, d: string) => `$${Number(d) + offset}`)})`
       })
-      for (const write of writes.flatMap(pgStatements)) {
-        if (count + write.params.length > 60_000) yield* flush
-        group.push(write)
-        count += write.params.length
-      }
-      yield* flush
-      return counts
+      const sent = group
+      const text = sent.length === 1
+        ? sent[0]!.text
+        : `WITH ${parts.join(", ")} SELECT ${checked.length === 0 ? "1" : checked.map((i) => `(SELECT COUNT(*) FROM w${i}) AS c${i}`).join(", ")}`
+      group = []
+      count = 0
+      return Effect.map(sql.unsafe<Record<string, unknown>>(text, params), (rows) => {
+        if (sent.length === 1) {
+          if (sent[0]!.check === true) counts.push(rows.length)
+        } else for (const i of checked) counts.push(Number(rows[0]![`c${i}`]))
+      })
     })
+    for (const write of writes.flatMap(pgStatements)) {
+      if (count + write.params.length > 60_000) yield* flush
+      group.push(write)
+      count += write.params.length
+    }
+    yield* flush
+    return counts
+  })
 })
 
 /** A write as Postgres statements: rows as multi-row INSERTs of at most 30,000 parameters each. */

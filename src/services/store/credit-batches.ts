@@ -211,6 +211,41 @@ const placeholders = (from: number, count: number) => Array.from({ length: count
 
 const usageKey = (holder: string, period: string) => `${period}\u0000${holder}`
 
+/** A budget row as a batch holds it: `dirty` once changed, `max_credits` once a check raised it. */
+interface UsageRow {
+  readonly holder: string
+  readonly period: string
+  requests: number
+  credits: number
+  dirty: boolean
+  max_credits?: number
+}
+
+/** A batch's budget rows, made if missing, locked and read into `rows` (budgetUsage's `load`). */
+const loadUsageRows = Effect.fnUntraced(function*(tx: BatchTx, rows: Map<string, UsageRow>, holds: ReadonlyArray<readonly [string, string]>) {
+  const wanted = [...new Map(holds.map(([holder, period]) => [usageKey(holder, period), [holder, period] as const])).values()]
+    .sort((a, b) => a[1] === b[1] ? (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0) : a[1] < b[1] ? -1 : 1)
+  for (let i = 0; i < wanted.length; i += 500) {
+    const part = wanted.slice(i, i + 500)
+    const params = part.flat()
+    const values = part.map((_, j) => `($${2 * j + 1}, $${2 * j + 2}, 0, 0)`).join(", ")
+    // Made if missing and read in one statement (issue 38: one round trip less per commit on
+    // Postgres): the no-op update of a row that exists locks it as FOR UPDATE would, in
+    // the sorted order of the values, as every commit takes them.
+    const found = yield* tx.all(
+      `INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ${values}
+        ON CONFLICT (holder, period_start) DO UPDATE SET requests = budget_usage.requests
+        RETURNING holder, period_start, requests, credits`,
+      params
+    )
+    for (const r of found) {
+      const holder = String(r.holder)
+      const period = String(r.period_start)
+      rows.set(usageKey(holder, period), { holder, period, requests: n(r.requests), credits: n(r.credits), dirty: false })
+    }
+  }
+})
+
 /**
  * The budget rows of a batch, locked (after the workspace row, as every commit and sweep takes
  * them) and read once; checks and releases change them in memory, and `flush` writes the ones
@@ -218,35 +253,12 @@ const usageKey = (holder: string, period: string) => `${period}\u0000${holder}`
  * against it) is released by a statement of its own.
  */
 const budgetUsage = (tx: BatchTx) =>
-  Effect.gen(function*() {
-    const rows = new Map<string, { holder: string; period: string; requests: number; credits: number; dirty: boolean; max_credits?: number }>()
+  Effect.sync(() => {
+    const rows = new Map<string, UsageRow>()
     // Postgres sends the writes as one statement, where a row may be updated once: one release per row.
     const direct = new Map<string, { holder: string; period: string; amount: number }>()
     return {
-      load: (holds: ReadonlyArray<readonly [string, string]>) =>
-        Effect.gen(function*() {
-          const wanted = [...new Map(holds.map(([holder, period]) => [usageKey(holder, period), [holder, period] as const])).values()]
-            .sort((a, b) => a[1] === b[1] ? (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0) : a[1] < b[1] ? -1 : 1)
-          for (let i = 0; i < wanted.length; i += 500) {
-            const part = wanted.slice(i, i + 500)
-            const params = part.flat()
-            const values = part.map((_, j) => `($${2 * j + 1}, $${2 * j + 2}, 0, 0)`).join(", ")
-            // Made if missing and read in one statement (issue 38: one round trip less per commit on
-            // Postgres): the no-op update of a row that exists locks it as FOR UPDATE would, in
-            // the sorted order of the values, as every commit takes them.
-            const found = yield* tx.all(
-              `INSERT INTO budget_usage (holder, period_start, requests, credits) VALUES ${values}
-                ON CONFLICT (holder, period_start) DO UPDATE SET requests = budget_usage.requests
-                RETURNING holder, period_start, requests, credits`,
-              params
-            )
-            for (const r of found) {
-              const holder = String(r.holder)
-              const period = String(r.period_start)
-              rows.set(usageKey(holder, period), { holder, period, requests: n(r.requests), credits: n(r.credits), dirty: false })
-            }
-          }
-        }),
+      load: (holds: ReadonlyArray<readonly [string, string]>) => loadUsageRows(tx, rows, holds),
       check: (check: BudgetCheck): BudgetVerdict => {
         const counted = check.requests ?? 1
         for (const hold of check.holds) {
@@ -309,191 +321,190 @@ const budgetUsage = (tx: BatchTx) =>
  * should one not pay, the batch fails with OptimisticMiss (its transaction rolled back) and is
  * run again without this. One round trip less per commit.
  */
-export const runCreditBatch = (tx: BatchTx, batch: CreditBatch, newBlockId: () => string, optimistic = false) =>
-  Effect.gen(function*() {
-    const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
-    const [ws] = yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
-    let credits = n(ws!.credits)
-    let leased = n(ws!.leased)
-    let reclaim = n(ws!.reclaim)
-    const ts = new Date().toISOString()
-    const ledger: Array<ReadonlyArray<unknown>> = []
-    const reservations: Array<ReadonlyArray<unknown>> = []
-    const row = (kind: "charge" | "refund", amount: number, actor: string, keyId: string | null, requestId: string, model: string | null, note: string | null) =>
-      ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
+export const runCreditBatch = Effect.fnUntraced(function*(tx: BatchTx, batch: CreditBatch, newBlockId: () => string, optimistic = false) {
+  const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
+  const [ws] = yield* tx.all(`SELECT credits, leased, reclaim FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+  let credits = n(ws!.credits)
+  let leased = n(ws!.leased)
+  let reclaim = n(ws!.reclaim)
+  const ts = new Date().toISOString()
+  const ledger: Array<ReadonlyArray<unknown>> = []
+  const reservations: Array<ReadonlyArray<unknown>> = []
+  const row = (kind: "charge" | "refund", amount: number, actor: string, keyId: string | null, requestId: string, model: string | null, note: string | null) =>
+    ledger.push([ts, DEFAULT_WORKSPACE, kind, amount, credits, actor, keyId, requestId, model, note])
 
-    // Budgets (issue 33): every row a check counts against, locked once; each check in order, all its holds or none.
-    const usage = yield* budgetUsage(tx)
-    // A subject counted before its sighting was written is recorded by its count. No conflict
-    // target: a racing first sighting conflicts on (issuer, subject) as well as on id.
-    const subjects = new Map<string, { issuer: string; subject: string }>()
-    for (const check of batch.checks) for (const hold of check.holds) if (hold.subject !== undefined) subjects.set(hold.holder, hold.subject)
-    for (const [id, subject] of subjects) {
-      yield* tx.all(
-        `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT DO NOTHING`,
-        [id, subject.issuer, subject.subject, ts]
-      )
-    }
-    if (batch.checks.length > 0) yield* usage.load(batch.checks.flatMap((c) => c.holds.map((h) => [h.holder, h.period] as const)))
-    const checks = new Map<string, BudgetVerdict>()
-    for (const check of batch.checks) checks.set(check.id, usage.check(check))
-    for (const released of batch.releases) usage.release(released.budgets, released.amount)
+  // Budgets (issue 33): every row a check counts against, locked once; each check in order, all its holds or none.
+  const usage = yield* budgetUsage(tx)
+  // A subject counted before its sighting was written is recorded by its count. No conflict
+  // target: a racing first sighting conflicts on (issuer, subject) as well as on id.
+  const subjects = new Map<string, { issuer: string; subject: string }>()
+  for (const check of batch.checks) for (const hold of check.holds) if (hold.subject !== undefined) subjects.set(hold.holder, hold.subject)
+  for (const [id, subject] of subjects) {
+    yield* tx.all(
+      `INSERT INTO identity_subjects (id, issuer, subject, budget_used, first_seen_at, last_seen_at) VALUES ($1, $2, $3, 0, $4, $4) ON CONFLICT DO NOTHING`,
+      [id, subject.issuer, subject.subject, ts]
+    )
+  }
+  if (batch.checks.length > 0) yield* usage.load(batch.checks.flatMap((c) => c.holds.map((h) => [h.holder, h.period] as const)))
+  const checks = new Map<string, BudgetVerdict>()
+  for (const check of batch.checks) checks.set(check.id, usage.check(check))
+  for (const released of batch.releases) usage.release(released.budgets, released.amount)
 
-    // Retried charges an abandoned commit wrote after all are not written again.
-    const found = new Set<string>()
-    const retried = batch.charges.filter((c) => c.retried).map((c) => c.request_id)
-    for (let i = 0; i < retried.length; i += 500) {
-      const ids = retried.slice(i, i + 500)
-      const rows = yield* tx.all(`SELECT request_id FROM credit_ledger WHERE kind = 'charge' AND request_id IN (${placeholders(1, ids.length)})`, ids)
-      for (const r of rows) found.add(String(r.request_id))
-    }
+  // Retried charges an abandoned commit wrote after all are not written again.
+  const found = new Set<string>()
+  const retried = batch.charges.filter((c) => c.retried).map((c) => c.request_id)
+  for (let i = 0; i < retried.length; i += 500) {
+    const ids = retried.slice(i, i + 500)
+    const rows = yield* tx.all(`SELECT request_id FROM credit_ledger WHERE kind = 'charge' AND request_id IN (${placeholders(1, ids.length)})`, ids)
+    for (const r of rows) found.add(String(r.request_id))
+  }
 
-    const written = new Set<string>()
-    const dropped = new Set<string>()
-    const unbudgeted = new Set<string>()
-    const byBlock = new Map<string, Array<BatchCharge>>()
-    for (const charge of batch.charges) {
-      if (found.has(charge.request_id)) continue
-      // Checked above, in order: a refused check leaves its charge unwritten (not charged, not served).
-      if (charge.check !== undefined && checks.get(charge.check)?._tag === "Refused") {
-        unbudgeted.add(charge.request_id)
-        continue
-      }
-      const list = byBlock.get(charge.block)
-      if (list === undefined) byBlock.set(charge.block, [charge])
-      else list.push(charge)
+  const written = new Set<string>()
+  const dropped = new Set<string>()
+  const unbudgeted = new Set<string>()
+  const byBlock = new Map<string, Array<BatchCharge>>()
+  for (const charge of batch.charges) {
+    if (found.has(charge.request_id)) continue
+    // Checked above, in order: a refused check leaves its charge unwritten (not charged, not served).
+    if (charge.check !== undefined && checks.get(charge.check)?._tag === "Refused") {
+      unbudgeted.add(charge.request_id)
+      continue
     }
-    const blockCharges: Array<BatchWrite> = []
-    for (const [block, charges] of byBlock) {
-      const total = charges.reduce((sum, c) => sum + c.amount, 0)
-      // By id alone: a spool taken back at start charges the blocks of the previous start.
-      const charge = `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND remaining >= $1 RETURNING remaining`
-      if (optimistic) blockCharges.push({ text: charge, params: [total, block], check: true })
-      const paid = optimistic ? [true] : yield* tx.all(charge, [total, block])
-      if (paid.length === 0) {
-        for (const c of charges) {
-          dropped.add(c.request_id)
-          // Not charged: what its budgets counted for it goes back.
-          if (c.budgets !== undefined) usage.release(c.budgets, c.amount)
-        }
-        continue
-      }
-      leased -= total
+    const list = byBlock.get(charge.block)
+    if (list === undefined) byBlock.set(charge.block, [charge])
+    else list.push(charge)
+  }
+  const blockCharges: Array<BatchWrite> = []
+  for (const [block, charges] of byBlock) {
+    const total = charges.reduce((sum, c) => sum + c.amount, 0)
+    // By id alone: a spool taken back at start charges the blocks of the previous start.
+    const charge = `UPDATE credit_blocks SET remaining = remaining - $1 WHERE id = $2 AND remaining >= $1 RETURNING remaining`
+    if (optimistic) blockCharges.push({ text: charge, params: [total, block], check: true })
+    const paid = optimistic ? [true] : yield* tx.all(charge, [total, block])
+    if (paid.length === 0) {
       for (const c of charges) {
-        credits -= c.amount
-        row("charge", -c.amount, c.key_id, c.key_id, c.request_id, c.model, null)
-        written.add(c.request_id)
-        if (c.refundNote !== undefined) {
-          credits += c.amount
-          row("refund", c.amount, c.key_id, c.key_id, c.request_id, c.model, c.refundNote)
-          if (c.budgets !== undefined) usage.release(c.budgets, c.amount)
-        } else if (c.keep !== undefined && c.keep < c.amount) {
-          const rest = c.amount - Math.max(0, c.keep)
-          credits += rest
-          row("refund", rest, c.key_id, c.key_id, c.request_id, c.model, settledNote(c.amount - rest, c.amount))
-          if (c.budgets !== undefined) usage.release(c.budgets, rest)
-        } else if (c.open !== undefined) {
-          reservations.push([c.request_id, batch.owner, c.amount, c.key_id, c.model, c.open.method, c.open.endpoint, ts, encodeBudgetRows(c.budgets)])
-        }
+        dropped.add(c.request_id)
+        // Not charged: what its budgets counted for it goes back.
+        if (c.budgets !== undefined) usage.release(c.budgets, c.amount)
+      }
+      continue
+    }
+    leased -= total
+    for (const c of charges) {
+      credits -= c.amount
+      row("charge", -c.amount, c.key_id, c.key_id, c.request_id, c.model, null)
+      written.add(c.request_id)
+      if (c.refundNote !== undefined) {
+        credits += c.amount
+        row("refund", c.amount, c.key_id, c.key_id, c.request_id, c.model, c.refundNote)
+        if (c.budgets !== undefined) usage.release(c.budgets, c.amount)
+      } else if (c.keep !== undefined && c.keep < c.amount) {
+        const rest = c.amount - Math.max(0, c.keep)
+        credits += rest
+        row("refund", rest, c.key_id, c.key_id, c.request_id, c.model, settledNote(c.amount - rest, c.amount))
+        if (c.budgets !== undefined) usage.release(c.budgets, rest)
+      } else if (c.open !== undefined) {
+        reservations.push([c.request_id, batch.owner, c.amount, c.key_id, c.model, c.open.method, c.open.endpoint, ts, encodeBudgetRows(c.budgets)])
       }
     }
+  }
 
-    const refunded: Array<Reservation> = []
-    const ended = (r: Record<string, unknown>): Reservation => ({
-      request_id: String(r.request_id),
-      owner: String(r.owner),
-      amount: n(r.amount),
-      key_id: (r.key_id as string | null) ?? null,
-      model: (r.model as string | null) ?? null,
-      method: (r.method as string | null) ?? null,
-      endpoint: (r.endpoint as string | null) ?? null,
-      created_at: String(r.created_at)
-    })
-    for (const refund of batch.refunds) {
-      // The delete decides who refunds (this owner's end, or a sweeper that thought it dead).
-      const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [refund.request_id])
-      if (r === undefined) continue
-      const reservation = ended(r)
-      credits += reservation.amount
-      row("refund", reservation.amount, refund.actor, reservation.key_id, reservation.request_id, reservation.model, refund.note)
-      usage.release(decodeBudgetRows(r.budgets), reservation.amount)
-      refunded.push(reservation)
-    }
-    for (const settle of batch.partialSettles) {
-      // As a refund: the delete decides (a sweeper may have refunded the whole of it already).
-      const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [settle.request_id])
-      if (r === undefined) continue
-      const reservation = ended(r)
-      const kept = Math.min(reservation.amount, Math.max(0, settle.keep))
-      const rest = reservation.amount - kept
-      if (rest <= 0) continue
-      credits += rest
-      row("refund", rest, settle.actor, reservation.key_id, reservation.request_id, reservation.model, settledNote(kept, reservation.amount))
-      usage.release(decodeBudgetRows(r.budgets), rest)
-    }
-
-    for (const block of batch.returns) {
-      const [r] = yield* tx.all(`DELETE FROM credit_blocks WHERE id = $1 RETURNING remaining`, [block])
-      if (r !== undefined) leased -= n(r.remaining)
-    }
-    if (batch.strays !== undefined) {
-      const rows = yield* tx.all(`DELETE FROM credit_blocks WHERE owner = $1 AND id <> $2 RETURNING remaining`, [batch.owner, batch.strays.keep ?? ""])
-      for (const r of rows) leased -= n(r.remaining)
-    }
-
-    let lease: LeaseResult | undefined
-    let live = 1
-    if (batch.lease !== undefined) {
-      const free = credits - leased
-      if (free >= batch.lease.min) {
-        const [count] = yield* tx.all(`SELECT COUNT(*) AS live FROM replicas WHERE lease_until >= ${storeNowMs(tx.dialect)} OR id = $1`, [batch.owner])
-        live = Math.max(1, n(count!.live))
-        // Half the free pool shared by the live replicas, so a block never strands much near empty.
-        const amount = Math.min(batch.lease.size, free, Math.max(batch.lease.min, Math.floor(free / (2 * live))))
-        const id = newBlockId()
-        yield* tx.all(`INSERT INTO credit_blocks (id, owner, remaining, created_at) VALUES ($1, $2, $3, $4)`, [id, batch.owner, amount, ts])
-        leased += amount
-        lease = { _tag: "Leased", id, amount }
-      } else {
-        // Near empty only (a lease that comes up short), so the extra read costs nothing on the hot path.
-        const [live] = leased <= 0 ? [{ held: 0 }] : yield* tx.all(
-          `SELECT COALESCE(SUM(b.remaining), 0) AS held FROM credit_blocks b JOIN replicas r ON r.id = b.owner
-            WHERE b.owner <> $1 AND r.lease_until >= ${storeNowMs(tx.dialect)}`,
-          [batch.owner]
-        )
-        lease = { _tag: "Short", free, held: leased, heldLive: n(live!.held) }
-        if (batch.reclaim && leased > 0) reclaim++
-      }
-    }
-
-    const writes: Array<BatchWrite> = [...blockCharges, ...usage.writes()]
-    for (let i = 0; i < batch.settles.length; i += 30_000) {
-      const ids = batch.settles.slice(i, i + 30_000)
-      writes.push({ text: `DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, ids.length)})`, params: ids })
-    }
-    if (ledger.length > 0) {
-      writes.push({
-        table: "credit_ledger",
-        columns: ["ts", "workspace_id", "kind", "amount", "balance_after", "actor", "key_id", "request_id", "model", "note"],
-        rows: ledger
-      })
-    }
-    if (reservations.length > 0) {
-      writes.push({
-        table: "credit_reservations",
-        columns: ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at", "budgets"],
-        rows: reservations
-      })
-    }
-    if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
-      writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
-    }
-    if (writes.length > 0) {
-      const paid = yield* tx.writeAll(writes)
-      if (paid.some((rows) => rows === 0)) return yield* new OptimisticMiss()
-    }
-    return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live, budgetUsage: usage.raised(), balance: credits } satisfies BatchResult
+  const refunded: Array<Reservation> = []
+  const ended = (r: Record<string, unknown>): Reservation => ({
+    request_id: String(r.request_id),
+    owner: String(r.owner),
+    amount: n(r.amount),
+    key_id: (r.key_id as string | null) ?? null,
+    model: (r.model as string | null) ?? null,
+    method: (r.method as string | null) ?? null,
+    endpoint: (r.endpoint as string | null) ?? null,
+    created_at: String(r.created_at)
   })
+  for (const refund of batch.refunds) {
+    // The delete decides who refunds (this owner's end, or a sweeper that thought it dead).
+    const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [refund.request_id])
+    if (r === undefined) continue
+    const reservation = ended(r)
+    credits += reservation.amount
+    row("refund", reservation.amount, refund.actor, reservation.key_id, reservation.request_id, reservation.model, refund.note)
+    usage.release(decodeBudgetRows(r.budgets), reservation.amount)
+    refunded.push(reservation)
+  }
+  for (const settle of batch.partialSettles) {
+    // As a refund: the delete decides (a sweeper may have refunded the whole of it already).
+    const [r] = yield* tx.all(`DELETE FROM credit_reservations WHERE request_id = $1 RETURNING *`, [settle.request_id])
+    if (r === undefined) continue
+    const reservation = ended(r)
+    const kept = Math.min(reservation.amount, Math.max(0, settle.keep))
+    const rest = reservation.amount - kept
+    if (rest <= 0) continue
+    credits += rest
+    row("refund", rest, settle.actor, reservation.key_id, reservation.request_id, reservation.model, settledNote(kept, reservation.amount))
+    usage.release(decodeBudgetRows(r.budgets), rest)
+  }
+
+  for (const block of batch.returns) {
+    const [r] = yield* tx.all(`DELETE FROM credit_blocks WHERE id = $1 RETURNING remaining`, [block])
+    if (r !== undefined) leased -= n(r.remaining)
+  }
+  if (batch.strays !== undefined) {
+    const rows = yield* tx.all(`DELETE FROM credit_blocks WHERE owner = $1 AND id <> $2 RETURNING remaining`, [batch.owner, batch.strays.keep ?? ""])
+    for (const r of rows) leased -= n(r.remaining)
+  }
+
+  let lease: LeaseResult | undefined
+  let live = 1
+  if (batch.lease !== undefined) {
+    const free = credits - leased
+    if (free >= batch.lease.min) {
+      const [count] = yield* tx.all(`SELECT COUNT(*) AS live FROM replicas WHERE lease_until >= ${storeNowMs(tx.dialect)} OR id = $1`, [batch.owner])
+      live = Math.max(1, n(count!.live))
+      // Half the free pool shared by the live replicas, so a block never strands much near empty.
+      const amount = Math.min(batch.lease.size, free, Math.max(batch.lease.min, Math.floor(free / (2 * live))))
+      const id = newBlockId()
+      yield* tx.all(`INSERT INTO credit_blocks (id, owner, remaining, created_at) VALUES ($1, $2, $3, $4)`, [id, batch.owner, amount, ts])
+      leased += amount
+      lease = { _tag: "Leased", id, amount }
+    } else {
+      // Near empty only (a lease that comes up short), so the extra read costs nothing on the hot path.
+      const [live] = leased <= 0 ? [{ held: 0 }] : yield* tx.all(
+        `SELECT COALESCE(SUM(b.remaining), 0) AS held FROM credit_blocks b JOIN replicas r ON r.id = b.owner
+          WHERE b.owner <> $1 AND r.lease_until >= ${storeNowMs(tx.dialect)}`,
+        [batch.owner]
+      )
+      lease = { _tag: "Short", free, held: leased, heldLive: n(live!.held) }
+      if (batch.reclaim && leased > 0) reclaim++
+    }
+  }
+
+  const writes: Array<BatchWrite> = [...blockCharges, ...usage.writes()]
+  for (let i = 0; i < batch.settles.length; i += 30_000) {
+    const ids = batch.settles.slice(i, i + 30_000)
+    writes.push({ text: `DELETE FROM credit_reservations WHERE request_id IN (${placeholders(1, ids.length)})`, params: ids })
+  }
+  if (ledger.length > 0) {
+    writes.push({
+      table: "credit_ledger",
+      columns: ["ts", "workspace_id", "kind", "amount", "balance_after", "actor", "key_id", "request_id", "model", "note"],
+      rows: ledger
+    })
+  }
+  if (reservations.length > 0) {
+    writes.push({
+      table: "credit_reservations",
+      columns: ["request_id", "owner", "amount", "key_id", "model", "method", "endpoint", "created_at", "budgets"],
+      rows: reservations
+    })
+  }
+  if (credits !== n(ws!.credits) || leased !== n(ws!.leased) || reclaim !== n(ws!.reclaim)) {
+    writes.push({ text: `UPDATE workspaces SET credits = $1, leased = $2, reclaim = $3 WHERE id = $4`, params: [credits, leased, reclaim, DEFAULT_WORKSPACE] })
+  }
+  if (writes.length > 0) {
+    const paid = yield* tx.writeAll(writes)
+    if (paid.some((rows) => rows === 0)) return yield* new OptimisticMiss()
+  }
+  return { checks, written, found, dropped, unbudgeted, refunded, lease, reclaim, live, budgetUsage: usage.raised(), balance: credits } satisfies BatchResult
+})
 
 /** The ledger note of a settlement's refund: what the request kept of what it reserved. */
 export const settledNote = (kept: number, reserved: number) =>
@@ -503,27 +514,25 @@ export const settledNote = (kept: number, reserved: number) =>
  * Gives `amount` micros counted against `budgets` back (a reservation refunded by a sweeper, or
  * a settlement's rest), never below zero (a budget reset meanwhile starts from nothing).
  */
-export const releaseBudgets = (tx: BatchTx, budgets: BudgetRows, amount: number) =>
-  Effect.gen(function*() {
-    if (amount <= 0) return
-    for (const [holder, period] of budgets) {
-      yield* tx.all(
-        `UPDATE budget_usage SET credits = CASE WHEN credits > $1 THEN credits - $1 ELSE 0 END WHERE holder = $2 AND period_start = $3`,
-        [amount, holder, period]
-      )
-    }
-  })
+export const releaseBudgets = Effect.fnUntraced(function*(tx: BatchTx, budgets: BudgetRows, amount: number) {
+  if (amount <= 0) return
+  for (const [holder, period] of budgets) {
+    yield* tx.all(
+      `UPDATE budget_usage SET credits = CASE WHEN credits > $1 THEN credits - $1 ELSE 0 END WHERE holder = $2 AND period_start = $3`,
+      [amount, holder, period]
+    )
+  }
+})
 
 /** Returns the blocks of replicas whose lease lapsed (they died holding them); the rest of each goes back to the pool. */
-export const returnOrphanedBlocks = (tx: BatchTx, self: string) =>
-  Effect.gen(function*() {
-    const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
-    yield* tx.all(`SELECT leased FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
-    const rows = yield* tx.all(
-      `DELETE FROM credit_blocks WHERE owner <> $1 AND owner NOT IN (SELECT id FROM replicas WHERE lease_until >= ${storeNowMs(tx.dialect)}) RETURNING owner, remaining`,
-      [self]
-    )
-    const total = rows.reduce((sum, r) => sum + n(r.remaining), 0)
-    if (rows.length > 0) yield* tx.all(`UPDATE workspaces SET leased = leased - $1 WHERE id = $2`, [total, DEFAULT_WORKSPACE])
-    return { blocks: rows.length, credits: total }
-  })
+export const returnOrphanedBlocks = Effect.fnUntraced(function*(tx: BatchTx, self: string) {
+  const lock = tx.dialect === "postgres" ? " FOR UPDATE" : ""
+  yield* tx.all(`SELECT leased FROM workspaces WHERE id = $1${lock}`, [DEFAULT_WORKSPACE])
+  const rows = yield* tx.all(
+    `DELETE FROM credit_blocks WHERE owner <> $1 AND owner NOT IN (SELECT id FROM replicas WHERE lease_until >= ${storeNowMs(tx.dialect)}) RETURNING owner, remaining`,
+    [self]
+  )
+  const total = rows.reduce((sum, r) => sum + n(r.remaining), 0)
+  if (rows.length > 0) yield* tx.all(`UPDATE workspaces SET leased = leased - $1 WHERE id = $2`, [total, DEFAULT_WORKSPACE])
+  return { blocks: rows.length, credits: total }
+})

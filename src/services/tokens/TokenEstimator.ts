@@ -238,21 +238,19 @@ export class TokenEstimator extends Context.Service<TokenEstimator, {
         return fallback === undefined ? Effect.void : Effect.logWarning(`token estimates run on the gateway's thread: ${fallback}`)
       })
       return TokenEstimator.of({
-        messagesInput: (body) =>
-          Effect.gen(function*() {
-            const parts = estimateParts(body)
-            const tokens = yield* Effect.promise(() => thread.count(parts.sample))
-            yield* warnFallback
-            return combine(parts, tokens)
-          }),
-        textTokens: (sample, totalChars) =>
-          Effect.gen(function*() {
-            const exact = sample.length <= EXACT_CHARS ? sample : sample.slice(0, EXACT_CHARS)
-            if (exact.length === 0) return 0
-            const tokens = yield* Effect.promise(() => thread.count(exact))
-            yield* warnFallback
-            return totalChars <= exact.length ? tokens : Math.ceil(tokens * (totalChars / exact.length))
-          })
+        messagesInput: Effect.fnUntraced(function*(body) {
+          const parts = estimateParts(body)
+          const tokens = yield* Effect.promise(() => thread.count(parts.sample))
+          yield* warnFallback
+          return combine(parts, tokens)
+        }),
+        textTokens: Effect.fnUntraced(function*(sample, totalChars) {
+          const exact = sample.length <= EXACT_CHARS ? sample : sample.slice(0, EXACT_CHARS)
+          if (exact.length === 0) return 0
+          const tokens = yield* Effect.promise(() => thread.count(exact))
+          yield* warnFallback
+          return totalChars <= exact.length ? tokens : Math.ceil(tokens * (totalChars / exact.length))
+        })
       })
     })
   )

@@ -21,54 +21,51 @@ import { recordAuditUsage, untranslatable } from "../usage.ts"
 import { responsesAsChat } from "./translate.ts"
 import { flattenEach } from "../stream-chunks.ts"
 
-const asMessages = (context: AdapterContext) =>
-  Effect.gen(function*() {
-    const { request, chat } = yield* responsesAsChat(context)
-    const translated = chatRequestToAnthropic(chat, {
-      model: context.resolved.model.id,
-      maxTokensCap: context.resolved.model.max_tokens,
-      reasoning: modelReasons(context.resolved.model)
-    })
-    if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
-    return { request, chat, body: translated.success as unknown as Record<string, unknown> }
+const asMessages = Effect.fnUntraced(function*(context: AdapterContext) {
+  const { request, chat } = yield* responsesAsChat(context)
+  const translated = chatRequestToAnthropic(chat, {
+    model: context.resolved.model.id,
+    maxTokensCap: context.resolved.model.max_tokens,
+    reasoning: modelReasons(context.resolved.model)
   })
+  if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
+  return { request, chat, body: translated.success as unknown as Record<string, unknown> }
+})
 
 export const responsesToAnthropic: Adapter<ResponsesPassthroughRequest, AnthropicClient> = {
-  complete: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat, body } = yield* asMessages(context)
-      const response = yield* client.complete(body)
-      recordAuditUsage(context.state, auditUsageFromAnthropic(response.usage))
-      const completion = anthropicResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
-      return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
-    }),
-  stream: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat, body } = yield* asMessages(context)
-      const upstream = yield* client.stream(body)
-      const toChat = new AnthropicToChatStream({
-        id: newChatCompletionId(),
-        model: context.resolved.model.id,
-        created: nowSeconds(),
-        includeUsage: true,
-        jsonMode: jsonModeOf(chat)
-      })
-      const toResponses = new ChatToResponsesStream({ model: context.resolved.model.id, request })
-      const events = (chunks: ReadonlyArray<unknown>) =>
-        chunks.flatMap((chunk) => toResponses.push(chunk as ChatChunk)).map((event): ClientEvent => ({
-          event: event.type,
-          data: JSON.stringify(event),
-          value: event
-        }))
-      const finalEvents = () => [
-        ...events(toChat.end()),
-        ...toResponses.end().map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
-      ]
-      return upstream.pipe(
-        Stream.map((event) => events(toChat.push(event))),
-        Stream.concat(Stream.suspend(() => Stream.make(finalEvents()))),
-        flattenEach,
-        Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, toChat.usage())))
-      )
+  complete: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat, body } = yield* asMessages(context)
+    const response = yield* client.complete(body)
+    recordAuditUsage(context.state, auditUsageFromAnthropic(response.usage))
+    const completion = anthropicResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
+    return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
+  }),
+  stream: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat, body } = yield* asMessages(context)
+    const upstream = yield* client.stream(body)
+    const toChat = new AnthropicToChatStream({
+      id: newChatCompletionId(),
+      model: context.resolved.model.id,
+      created: nowSeconds(),
+      includeUsage: true,
+      jsonMode: jsonModeOf(chat)
     })
+    const toResponses = new ChatToResponsesStream({ model: context.resolved.model.id, request })
+    const events = (chunks: ReadonlyArray<unknown>) =>
+      chunks.flatMap((chunk) => toResponses.push(chunk as ChatChunk)).map((event): ClientEvent => ({
+        event: event.type,
+        data: JSON.stringify(event),
+        value: event
+      }))
+    const finalEvents = () => [
+      ...events(toChat.end()),
+      ...toResponses.end().map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
+    ]
+    return upstream.pipe(
+      Stream.map((event) => events(toChat.push(event))),
+      Stream.concat(Stream.suspend(() => Stream.make(finalEvents()))),
+      flattenEach,
+      Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, toChat.usage())))
+    )
+  })
 }

@@ -19,46 +19,43 @@ import { flattenEach } from "../stream-chunks.ts"
 import { recordAuditUsage, untranslatable } from "../usage.ts"
 import { responsesAsChat } from "./translate.ts"
 
-const asConverse = (context: AdapterContext) =>
-  Effect.gen(function*() {
-    const { request, chat } = yield* responsesAsChat(context)
-    const translated = chatRequestToConverse(chat, { maxTokensCap: context.resolved.model.max_tokens })
-    if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
-    return { request, chat, body: translated.success }
-  })
+const asConverse = Effect.fnUntraced(function*(context: AdapterContext) {
+  const { request, chat } = yield* responsesAsChat(context)
+  const translated = chatRequestToConverse(chat, { maxTokensCap: context.resolved.model.max_tokens })
+  if (Result.isFailure(translated)) return yield* untranslatable(translated.failure)
+  return { request, chat, body: translated.success }
+})
 
 export const responsesToBedrock: Adapter<ResponsesPassthroughRequest, BedrockClient> = {
-  complete: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat, body } = yield* asConverse(context)
-      const response = yield* client.converse(context.resolved.model.id, body)
-      recordAuditUsage(context.state, auditUsageFromConverse(response.usage))
-      const completion = converseResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
-      return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
-    }),
-  stream: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat, body } = yield* asConverse(context)
-      const upstream = yield* client.converseStream(context.resolved.model.id, body)
-      const toChat = new ConverseToChatStream({
-        id: newChatCompletionId(),
-        model: context.resolved.model.id,
-        created: nowSeconds(),
-        includeUsage: true,
-        jsonMode: jsonModeOf(chat)
-      })
-      const toResponses = new ChatToResponsesStream({ model: context.resolved.model.id, request })
-      const events = (chunks: ReadonlyArray<ChatChunk>) =>
-        chunks.flatMap((chunk) => toResponses.push(chunk)).map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
-      const finalEvents = () => [
-        ...events(toChat.end()),
-        ...toResponses.end().map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
-      ]
-      return upstream.pipe(
-        Stream.map((event) => events(toChat.push(event))),
-        Stream.concat(Stream.suspend(() => Stream.make(finalEvents()))),
-        flattenEach,
-        Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, toChat.usage())))
-      )
+  complete: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat, body } = yield* asConverse(context)
+    const response = yield* client.converse(context.resolved.model.id, body)
+    recordAuditUsage(context.state, auditUsageFromConverse(response.usage))
+    const completion = converseResponseToChat(response, { model: context.resolved.model.id, jsonMode: jsonModeOf(chat) })
+    return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
+  }),
+  stream: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat, body } = yield* asConverse(context)
+    const upstream = yield* client.converseStream(context.resolved.model.id, body)
+    const toChat = new ConverseToChatStream({
+      id: newChatCompletionId(),
+      model: context.resolved.model.id,
+      created: nowSeconds(),
+      includeUsage: true,
+      jsonMode: jsonModeOf(chat)
     })
+    const toResponses = new ChatToResponsesStream({ model: context.resolved.model.id, request })
+    const events = (chunks: ReadonlyArray<ChatChunk>) =>
+      chunks.flatMap((chunk) => toResponses.push(chunk)).map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
+    const finalEvents = () => [
+      ...events(toChat.end()),
+      ...toResponses.end().map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
+    ]
+    return upstream.pipe(
+      Stream.map((event) => events(toChat.push(event))),
+      Stream.concat(Stream.suspend(() => Stream.make(finalEvents()))),
+      flattenEach,
+      Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, toChat.usage())))
+    )
+  })
 }

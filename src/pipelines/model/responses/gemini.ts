@@ -16,21 +16,19 @@ import { responsesAsChat } from "./translate.ts"
 const framed = (event: { readonly type: string }): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event })
 
 export const responsesToGemini: Adapter<ResponsesPassthroughRequest, GeminiClient> = {
-  complete: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat } = yield* responsesAsChat(context)
-      const completion = yield* geminiComplete(client, chat as ChatRequest, context, request.model)
-      return chatResponseToResponses(completion, { model: request.model, request })
-    }),
-  stream: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat } = yield* responsesAsChat(context)
-      const chunks = yield* geminiChatStream(client, chat as ChatRequest, context, { model: request.model, includeUsage: true })
-      const toResponses = new ChatToResponsesStream({ model: request.model, request })
-      return chunks.pipe(
-        Stream.map((chunk) => toResponses.push(chunk).map(framed)),
-        Stream.concat(Stream.suspend(() => Stream.make(toResponses.end().map(framed)))),
-        flattenEach
-      )
-    })
+  complete: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat } = yield* responsesAsChat(context)
+    const completion = yield* geminiComplete(client, chat as ChatRequest, context, request.model)
+    return chatResponseToResponses(completion, { model: request.model, request })
+  }),
+  stream: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat } = yield* responsesAsChat(context)
+    const chunks = yield* geminiChatStream(client, chat as ChatRequest, context, { model: request.model, includeUsage: true })
+    const toResponses = new ChatToResponsesStream({ model: request.model, request })
+    return chunks.pipe(
+      Stream.map((chunk) => toResponses.push(chunk).map(framed)),
+      Stream.concat(Stream.suspend(() => Stream.make(toResponses.end().map(framed)))),
+      flattenEach
+    )
+  })
 }

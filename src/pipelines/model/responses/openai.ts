@@ -58,27 +58,25 @@ const forwarded = (responses: NonNullable<OpenAIClient["responses"]>): Adapter<R
 })
 
 const translated: Adapter<ResponsesPassthroughRequest, OpenAIClient> = {
-  complete: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat } = yield* responsesAsChat(context)
-      const completion = yield* client.complete(chat)
-      if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
-      return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
-    }),
-  stream: (client, _, context) =>
-    Effect.gen(function*() {
-      const { request, chat } = yield* responsesAsChat(context)
-      const upstream = yield* client.stream(chat)
-      const machine = new ChatToResponsesStream({ model: context.resolved.model.id, request })
-      const events = (list: ReadonlyArray<{ readonly type: string }>) =>
-        list.map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
-      return upstream.pipe(
-        Stream.map((item) => events(machine.push(item.chunk))),
-        Stream.concat(Stream.suspend(() => Stream.make(events(machine.end())))),
-        flattenEach,
-        Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
-      )
-    })
+  complete: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat } = yield* responsesAsChat(context)
+    const completion = yield* client.complete(chat)
+    if (completion.usage) recordAuditUsage(context.state, auditUsageFromChat(completion.usage))
+    return chatResponseToResponses(completion, { model: context.resolved.model.id, request })
+  }),
+  stream: Effect.fnUntraced(function*(client, _, context) {
+    const { request, chat } = yield* responsesAsChat(context)
+    const upstream = yield* client.stream(chat)
+    const machine = new ChatToResponsesStream({ model: context.resolved.model.id, request })
+    const events = (list: ReadonlyArray<{ readonly type: string }>) =>
+      list.map((event): ClientEvent => ({ event: event.type, data: JSON.stringify(event), value: event }))
+    return upstream.pipe(
+      Stream.map((item) => events(machine.push(item.chunk))),
+      Stream.concat(Stream.suspend(() => Stream.make(events(machine.end())))),
+      flattenEach,
+      Stream.ensuring(Effect.sync(() => recordAuditUsage(context.state, machine.usage())))
+    )
+  })
 }
 
 export const responsesToOpenAI: Adapter<ResponsesPassthroughRequest, OpenAIClient> = {
