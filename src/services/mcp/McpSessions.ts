@@ -65,16 +65,15 @@ export class McpSessions extends Context.Service<McpSessions, {
       Effect.gen(function*() {
         const store = yield* McpSessionsRepo
         const ttlMs = ttlSeconds * 1000
-        const use = (id: string, keyId: string) =>
-          Effect.gen(function*() {
-            // The key is part of the match: another key's request never touches the session. Its
-            // expiry is the store's clock (any replica may serve the next request).
-            const session = yield* store.touchSession(id, keyId, ttlMs).pipe(
-              Effect.mapError(storeUnavailable)
-            )
-            if (session === undefined) return yield* expired()
-            return session
-          })
+        const use = Effect.fnUntraced(function*(id: string, keyId: string) {
+          // The key is part of the match: another key's request never touches the session. Its
+          // expiry is the store's clock (any replica may serve the next request).
+          const session = yield* store.touchSession(id, keyId, ttlMs).pipe(
+            Effect.mapError(storeUnavailable)
+          )
+          if (session === undefined) return yield* expired()
+          return session
+        })
         // Expired sessions are answered as unknown already; this only keeps the table small.
         const prune = store.deleteExpiredSessions.pipe(
           Effect.catch((error) => Effect.logWarning("could not prune expired MCP sessions", error))
@@ -96,20 +95,19 @@ export class McpSessions extends Context.Service<McpSessions, {
           if (cancellation !== undefined) cancelHere(cancellation.s, cancellation.r)
         })
         return McpSessions.of({
-          cancellable: (sessionId, requestId, effect) =>
-            Effect.gen(function*() {
-              const key = slot(sessionId, requestId)
-              const cancelled = yield* Deferred.make<void>()
-              inFlight.set(key, cancelled)
-              // The request keeps its own interruptibility (uninterruptible but for the regions it
-              // marks, such as its upstream call): only the wait around it can be interrupted, so
-              // an interruption of the request (a client that leaves) still reaches those regions.
-              return yield* Effect.interruptible(Effect.raceFirst(Effect.uninterruptible(effect), Effect.as(Deferred.await(cancelled), CANCELLED))).pipe(
-                Effect.ensuring(Effect.sync(() => {
-                  if (inFlight.get(key) === cancelled) inFlight.delete(key)
-                }))
-              )
-            }),
+          cancellable: Effect.fnUntraced(function*(sessionId, requestId, effect) {
+            const key = slot(sessionId, requestId)
+            const cancelled = yield* Deferred.make<void>()
+            inFlight.set(key, cancelled)
+            // The request keeps its own interruptibility (uninterruptible but for the regions it
+            // marks, such as its upstream call): only the wait around it can be interrupted, so
+            // an interruption of the request (a client that leaves) still reaches those regions.
+            return yield* Effect.interruptible(Effect.raceFirst(Effect.uninterruptible(effect), Effect.as(Deferred.await(cancelled), CANCELLED))).pipe(
+              Effect.ensuring(Effect.sync(() => {
+                if (inFlight.get(key) === cancelled) inFlight.delete(key)
+              }))
+            )
+          }),
           cancel: (sessionId, requestId) =>
             Effect.suspend(() => {
               if (typeof requestId !== "string" && typeof requestId !== "number") return Effect.void
