@@ -313,6 +313,15 @@ type ExchangeServices = CurrentRequest | AuthenticatedKey | RateDecision | AppCo
 type ExchangeError = ToolsDisabled | Effect.Error<ReturnType<typeof admitCosts>> | Effect.Error<ReturnType<typeof runTool>>
 
 /**
+ * What every MCP request must pass first; a tools/call is charged by runTool once its tool is
+ * known. Defined once, not a generator made per request (README, Generators made per request).
+ */
+const admitMcpCall = Effect.fnUntraced(function*(key: Principal, method: string, scope: Scope.Scope) {
+  yield* requireTools(key)
+  if (method !== "tools/call") yield* admitCosts({ scope, stream: false, model: `mcp:${method}`, credits: 0 })
+})
+
+/**
  * A 2026-07-28 request: the SDK validates and dispatches it, and calls back into the gateway
  * (exchange) for the checks and costs once it is valid, and for the tool. A refusal there
  * (tools_disabled, budget, credits) or a failure of the gateway's own is answered as on every
@@ -336,12 +345,7 @@ const statelessRequest = Effect.fnUntraced(function*(key: Principal, body: Recor
     body,
     keyId: key.id,
     exchange: {
-      admit: () =>
-        run(Effect.gen(function*() {
-          yield* requireTools(key)
-          // A tools/call is charged by runTool once its tool is known.
-          if (method !== "tools/call") yield* admitCosts({ scope: state.scope, stream: false, model: `mcp:${method}`, credits: 0 })
-        })),
+      admit: () => run(admitMcpCall(key, method, state.scope)),
       listTools: () => run(listTools(key)),
       upstreams: (yield* McpUpstreams).names.length > 0,
       forward: (forwardedMethod, params, signal) => run(forwardUpstream(key, forwardedMethod, params), signal),
