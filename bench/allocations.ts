@@ -51,9 +51,19 @@ const inclusive = new Map<string, number>()
 let total = 0
 const nameOf = ({ functionName, url, lineNumber }: CallFrame) =>
   `${functionName || "(anonymous)"} ${url.replace(/^.*\/(src|node_modules)\//, "$1/")}:${lineNumber + 1}`
+/** A frame's package (node_modules/<name>), file under src/, or Node's own module. */
+const placeOf = ({ url }: CallFrame) => {
+  const dependency = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)
+  if (dependency !== null) return dependency[1]!
+  const own = /\/(src\/.*)$/.exec(url)
+  return own !== null ? own[1]! : url === "" ? "(native)" : url
+}
+const byPlace = new Map<string, number>()
 const walk = (node: SampledNode, srcStack: ReadonlyArray<string>) => {
   const name = nameOf(node.callFrame)
   total += node.selfSize
+  const place = placeOf(node.callFrame)
+  byPlace.set(place, (byPlace.get(place) ?? 0) + node.selfSize)
   self.set(name, (self.get(name) ?? 0) + node.selfSize)
   const stack = node.callFrame.url.includes("/src/") && !srcStack.includes(name) ? [...srcStack, name] : srcStack
   for (const frame of stack) inclusive.set(frame, (inclusive.get(frame) ?? 0) + node.selfSize)
@@ -62,4 +72,4 @@ const walk = (node: SampledNode, srcStack: ReadonlyArray<string>) => {
 walk(profile.head, [])
 const top = (shares: Map<string, number>, count: number) =>
   [...shares].sort((a, b) => b[1] - a[1]).slice(0, count).map(([name, size]) => `${(size / total * 100).toFixed(1).padStart(5)}%  ${name}`).join("\n")
-process.stdout.write(`allocated ${(total / 1048576).toFixed(1)} MiB in ${seconds} s\n\nself:\n${top(self, 40)}\n\ninclusive, gateway functions:\n${top(inclusive, 30)}\n`)
+process.stdout.write(`allocated ${(total / 1048576).toFixed(1)} MiB in ${seconds} s\n\nby package or file:\n${top(byPlace, 25)}\n\nself:\n${top(self, 40)}\n\ninclusive, gateway functions:\n${top(inclusive, 30)}\n`)
