@@ -153,9 +153,9 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
          ${onConflict(replace)}RETURNING created_at, expires_at`
       const sqlite = Option.getOrUndefined(yield* Effect.serviceOption(SqliteDatabase))
 
-      /** Postgres: the same transaction through the client. */
-      const insertClient = (response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) =>
-        sql.withTransaction(Effect.gen(function*() {
+      /** Postgres: the same transaction through the client (defined once: README, Generators made per request). */
+      const insertClient = Effect.fnUntraced(
+        function*(response: NewStoredResponse, items: ReadonlyArray<StoredItemRecord>, retentionMs: number) {
           const r = response
           const insertResponse = (replace: "skip" | "fail") =>
             sql<Times>`INSERT INTO stored_responses (${sql.literal(RESPONSE_COLUMNS)})
@@ -184,7 +184,9 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
             // leaves nothing (it is rolled back).
             yield* Effect.yieldNow
           }
-        }))
+        },
+        (effect) => sql.withTransaction(effect)
+      )
 
       /**
        * SQLite: the same transaction on the raw connection, each statement prepared once and run
