@@ -26,10 +26,11 @@ const profileDir = join(ROOT, "bench", "profiles")
 const STREAM_CHUNKS = 200
 const streamed = model.startsWith("bench-stream")
 const profiling = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").includes("--cpu-prof")
-// A profiled gateway (a CPU or heap profile, or an inspector attached) runs the sources rather
+// A profiled gateway (a CPU or heap profile, an inspector attached, or bench/generators.ts's
+// count, which rewrites Effect as it loads) runs the sources rather
 // than the server bundle, so its frames name src/ files (the bundle's CPU per request measured
 // the same: README, Memory and start-up).
-const fromSource = /--cpu-prof|--heap-prof|--inspect/.test(process.env.BENCH_GATEWAY_NODE_FLAGS ?? "")
+const fromSource = /--cpu-prof|--heap-prof|--inspect|generators-hook/.test(process.env.BENCH_GATEWAY_NODE_FLAGS ?? "")
 installSignalHandlers()
 
 const upstream = await startUpstream()

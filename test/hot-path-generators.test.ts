@@ -9,7 +9,8 @@
  * `Effect.gen(() => steps(...))` with a `function* steps` declared once, or chained with
  * `Effect.flatMap`; list it here only if it runs once (a layer, a factory) or off the request path.
  * Not seen: a `function*` inside another generator's body, made whenever that body runs; most such
- * sites are in layer builds, which run once. The complete check is the runtime count (README, Round 8).
+ * sites are in layer builds, which run once. The complete check is the runtime count:
+ * `node bench/generators.ts [model]`.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
